@@ -1,0 +1,106 @@
+"""What a running tool can see: :class:`ToolContext` and the :class:`AbortSignal`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["AbortSignal", "Aborted", "ToolContext"]
+
+_log = logging.getLogger("tooldeck.tool")
+
+
+class Aborted(Exception):
+    """Raised by :meth:`AbortSignal.raise_if_aborted` once the signal has fired."""
+
+
+class AbortSignal:
+    """A one-shot signal that a turn (or a single call) must stop.
+
+    Tools check it cooperatively (``signal.aborted``, ``signal.raise_if_aborted()``) or
+    await it (``await signal.wait()``). The dispatcher also cancels the task running the
+    tool, so a tool that never checks still stops at its next ``await``. Signals can be
+    chained: a child fires when its parent fires.
+    """
+
+    __slots__ = ("_callbacks", "_event", "_reason")
+
+    def __init__(self) -> None:
+        self._event: asyncio.Event | None = None
+        self._reason: str | None = None
+        self._callbacks: list[Callable[[str], None]] = []
+
+    @property
+    def aborted(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def abort(self, reason: str = "aborted") -> None:
+        """Fire the signal (idempotent: the first reason is kept)."""
+        if self._reason is not None:
+            return
+        self._reason = reason
+        if self._event is not None:
+            self._event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback(reason)
+            except Exception:
+                _log.exception("abort callback failed")
+
+    def raise_if_aborted(self) -> None:
+        if self._reason is not None:
+            raise Aborted(self._reason)
+
+    async def wait(self) -> str:
+        """Wait until the signal fires; returns the reason."""
+        if self._reason is None:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
+        assert self._reason is not None
+        return self._reason
+
+    def on_abort(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(reason)`` when the signal fires (at once if it already has)."""
+        if self._reason is not None:
+            callback(self._reason)
+        else:
+            self._callbacks.append(callback)
+
+    def child(self) -> AbortSignal:
+        """A signal that fires with this one, and can also fire on its own."""
+        child = AbortSignal()
+        self.on_abort(child.abort)
+        return child
+
+
+def _drop_event(_event: Any) -> None:
+    """Default presentation-event sink: events are dropped when nobody listens."""
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Per-call facts handed to a tool next to its validated parameters.
+
+    A function decorated with :func:`tooldeck.tool` receives it by declaring a parameter
+    annotated ``ToolContext``; that parameter never appears in the model's schema.
+    """
+
+    call_id: str = ""
+    tool_name: str = ""
+    session_id: str = ""
+    signal: AbortSignal = field(default_factory=AbortSignal)
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log
+    sink: Callable[[Any], None] = _drop_event
+
+    def emit(self, event: Any) -> None:
+        """Send a presentation event (progress, a partial result, a UI hint) to listeners."""
+        self.sink(event)
