@@ -273,8 +273,7 @@ class Tool:
 
 
 class _NoParams(BaseModel):
-    """Arguments of a tool that takes none."""
-
+    # The arguments of a tool that takes none (no docstring: it would become a description).
     model_config = {"extra": "forbid"}
 
 

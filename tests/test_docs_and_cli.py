@@ -1,0 +1,38 @@
+"""The README's examples run, and the CLI demo works offline."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tooldeck.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_python_examples_run(capsys: object) -> None:
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks, "the README has a Python example"
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+
+
+def test_readme_set_up_commands_are_the_ones_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_command = ci.strip().splitlines()[-1]
+    assert test_command in readme
+    assert "python3 -m uv run --locked tooldeck demo" in readme
+
+
+def test_demo_runs_offline_and_shows_decisions_and_repairs() -> None:
+    result = CliRunner().invoke(app, ["demo"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    for expected in ("openai-responses", "anthropic", "not strict-compatible",
+                     "extract_json", "trailing_commas", "close_brackets", "double_encoded",
+                     "python_literals", "surplus_closers", "refused", "cut inside a string"):
+        assert expected in out, expected
