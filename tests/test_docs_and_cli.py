@@ -32,7 +32,17 @@ def test_demo_runs_offline_and_shows_decisions_and_repairs() -> None:
     result = CliRunner().invoke(app, ["demo"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     out = result.output
-    for expected in ("openai-responses", "anthropic", "not strict-compatible",
-                     "extract_json", "trailing_commas", "close_brackets", "double_encoded",
-                     "python_literals", "surplus_closers", "refused", "cut inside a string"):
+    for expected in (
+        "openai-responses",
+        "anthropic",
+        "not strict-compatible",
+        "extract_json",
+        "trailing_commas",
+        "close_brackets",
+        "double_encoded",
+        "python_literals",
+        "surplus_closers",
+        "refused",
+        "cut inside a string",
+    ):
         assert expected in out, expected
