@@ -169,6 +169,16 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return wrapped
 
 
+def _is_object(schema: Any) -> bool:
+    """Whether ``schema`` describes an object (by its type, or untyped with object keywords)."""
+    if not isinstance(schema, Mapping):
+        return False
+    kind = schema.get("type")
+    if kind is None:
+        return "properties" in schema or "additionalProperties" in schema
+    return kind == "object" or (isinstance(kind, list) and "object" in kind)
+
+
 def _describe_constraint(key: str, value: Any) -> str:
     return f"{key}: {value}" if not isinstance(value, str) else f"{key}: {value!r}"
 
@@ -266,7 +276,9 @@ class _Walker:
     # ------------------------------------------------------------------------------
     def node(self, schema: Any, path: str, depth: int) -> dict[str, Any]:
         out = self.out
-        if schema is True or schema == {}:
+        if schema is True or (
+            isinstance(schema, Mapping) and set(schema) <= _ANNOTATIONS | {"description"}
+        ):
             out.incompatible.append(f"{path}: an unconstrained value (any JSON) cannot be strict")
             return {}
         if not isinstance(schema, Mapping):
@@ -303,6 +315,12 @@ class _Walker:
             elif key == "allOf" and not openai:
                 if any(isinstance(b, Mapping) and "$ref" in b for b in value):
                     out.incompatible.append(f"{path}: 'allOf' with '$ref' is not supported")
+                elif _is_object(schema) + sum(_is_object(b) for b in value) > 1:
+                    # Each object is closed (additionalProperties false) on its own, so
+                    # an instance would have to match every closed object at once.
+                    out.incompatible.append(
+                        f"{path}: 'allOf' combining object schemas cannot be strict"
+                    )
                 else:
                     result[key] = [
                         self.node(b, f"{path}.allOf[{i}]", depth) for i, b in enumerate(value)
@@ -363,12 +381,7 @@ class _Walker:
                     self.node(b, f"{path}.{key}[{i}]", depth) for i, b in enumerate(branches)
                 ]
 
-        is_object = (
-            kind == "object"
-            or (isinstance(kind, list) and "object" in kind)
-            or (kind is None and "properties" in schema)
-        )
-        if is_object:
+        if _is_object(schema):
             self.object(schema, result, path, depth)
         if "items" in schema:
             items = schema["items"]
