@@ -100,6 +100,8 @@ class ToolContext:
     signal: AbortSignal = field(default_factory=AbortSignal)
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log
     sink: Callable[[Any], None] = _drop_event
+    turn: Any = None  # the TurnContext of the turn this call belongs to (tooldeck.assembly)
+    toolset: Any = None  # the Toolset the call was dispatched from
 
     def emit(self, event: Any) -> None:
         """Send a presentation event (progress, a partial result, a UI hint) to listeners."""

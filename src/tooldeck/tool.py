@@ -27,9 +27,11 @@ from .context import ToolContext
 from .errors import SchemaError, ToolDefinitionError
 from .result import ToolResult
 
-__all__ = ["TOOL_NAME_PATTERN", "ExecutionMode", "Tool", "tool"]
+__all__ = ["TIERS", "TOOL_NAME_PATTERN", "ExecutionMode", "Tier", "Tool", "tool"]
 
 ExecutionMode: TypeAlias = Literal["parallel", "sequential"]
+Tier: TypeAlias = Literal["STANDARD", "WRITE", "DANGEROUS"]
+TIERS: tuple[Tier, ...] = ("STANDARD", "WRITE", "DANGEROUS")
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 Execute: TypeAlias = Callable[[Any, ToolContext], Any]
@@ -79,6 +81,9 @@ class Tool:
     model), which is wrapped. Sync callables run in a worker thread by default so they
     never block the event loop (``run_sync_in_thread=False`` for trivial ones).
 
+    ``tier`` is the approval tier: ``STANDARD`` (default for read-only tools),
+    ``WRITE`` (default otherwise) or ``DANGEROUS`` (always needs a human).
+
     ``execution_mode`` defaults to ``'parallel'`` for read-only tools and
     ``'sequential'`` otherwise: a tool that changes the world runs in the model's order,
     after everything before it and before everything after it.
@@ -104,6 +109,7 @@ class Tool:
         "read_only",
         "run_sync_in_thread",
         "strict",
+        "tier",
     )
 
     def __init__(
@@ -124,6 +130,7 @@ class Tool:
         describe_activity: Describe | None = None,
         describe_completed_activity: DescribeCompleted | None = None,
         run_sync_in_thread: bool = True,
+        tier: Tier | None = None,
     ) -> None:
         _check_name("tool name", name)
         if namespace is not None:
@@ -135,6 +142,8 @@ class Tool:
                 f"tool {name!r}: execution_mode must be 'parallel' or 'sequential', "
                 f"got {execution_mode!r}"
             )
+        if tier is not None and tier not in TIERS:
+            raise ToolDefinitionError(f"tool {name!r}: tier must be one of {TIERS}, got {tier!r}")
         if strict not in (None, True, False):
             raise ToolDefinitionError(f"tool {name!r}: strict must be True, False or None")
         self.name = name
@@ -149,6 +158,7 @@ class Tool:
             "parallel" if self.read_only else "sequential"
         )
         self.run_sync_in_thread = run_sync_in_thread
+        self.tier: Tier = tier or ("STANDARD" if self.read_only else "WRITE")
         self._describe = describe_activity
         self._describe_completed = describe_completed_activity
         self._projections: dict[Any, Any] = {}
@@ -329,6 +339,7 @@ def tool(
     describe_activity: Describe | None = None,
     describe_completed_activity: DescribeCompleted | None = None,
     run_sync_in_thread: bool = True,
+    tier: Tier | None = None,
 ) -> Callable[[F], Tool]: ...
 
 
