@@ -1,0 +1,106 @@
+"""``ScriptedModel``: NOT a real model. It replays assistant turns you give it.
+
+Use it for tests, demos and benchmarks, where a real model would be slow, costly or
+nondeterministic. It never reads the network. Give it a list of turns (each an
+:class:`~tooldeck.transcript.AssistantMessage`, or built with :func:`call` and
+:func:`reply`), or a function of the request that returns the next turn.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any
+
+from ..model import ModelDelta, ModelRequest
+from ..result import TextPart
+from ..transcript import AssistantMessage, AssistantPart, StopReason, ToolCall, Usage
+
+__all__ = ["ScriptedModel", "call", "reply"]
+
+_ids = itertools.count(1)
+
+
+def call(
+    name: str,
+    arguments: str | Mapping[str, Any] | None = None,
+    *,
+    call_id: str | None = None,
+    incomplete: bool = False,
+) -> ToolCall:
+    """A scripted tool call; dict arguments are sent as a JSON string, like OpenAI does."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    return ToolCall(call_id or f"call_{next(_ids)}", name, raw, incomplete=incomplete)
+
+
+def reply(
+    *parts: str | ToolCall,
+    stop_reason: StopReason | None = None,
+    refusal: str | None = None,
+    usage: Usage | None = None,
+) -> AssistantMessage:
+    """A scripted assistant turn from text and calls; the stop reason is inferred if omitted."""
+    built: list[AssistantPart] = [TextPart(p) if isinstance(p, str) else p for p in parts]
+    has_calls = any(isinstance(p, ToolCall) for p in built)
+    reason = stop_reason or (StopReason.TOOL_CALLS if has_calls else StopReason.END_TURN)
+    return AssistantMessage(
+        parts=built,
+        stop_reason=reason,
+        refusal=refusal,
+        usage=usage or Usage(input_tokens=10, output_tokens=5, requests=1),
+        provider="scripted",
+        adapter="scripted",
+        model="scripted",
+    )
+
+
+Script = Callable[[ModelRequest], AssistantMessage]
+
+
+class ScriptedModel:
+    """A stand-in for a model that replays a script (not a real model).
+
+    ``ScriptedModel([reply(call("add", {"a": 1, "b": 2})), reply("3")])`` answers the
+    first request with a tool call and the second with text. When the script runs out
+    it raises ``RuntimeError`` so a test never loops silently. ``requests`` keeps every
+    request it received, for assertions.
+    """
+
+    def __init__(self, script: Iterable[AssistantMessage] | Script, *, name: str = "scripted"):
+        self._name = name
+        self.requests: list[ModelRequest] = []
+        if callable(script):
+            self._fn: Script | None = script
+            self._turns: list[AssistantMessage] = []
+        else:
+            self._fn = None
+            self._turns = list(script)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def respond(self, request: ModelRequest) -> AssistantMessage:
+        self.requests.append(request)
+        if self._fn is not None:
+            return self._fn(request)
+        index = len(self.requests) - 1
+        if index >= len(self._turns):
+            raise RuntimeError(
+                f"ScriptedModel script exhausted after {len(self._turns)} turns "
+                f"(request {index + 1})"
+            )
+        return self._turns[index]
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | AssistantMessage]:
+        message = await self.respond(request)
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                yield ModelDelta("text", part.text)
+            elif isinstance(part, ToolCall):
+                args = part.arguments if isinstance(part.arguments, str) else json.dumps(
+                    part.arguments
+                )
+                yield ModelDelta("tool_call", args, call_id=part.call_id, name=part.name)
+        yield message
