@@ -1,0 +1,166 @@
+"""``delegate_task``: run a sub-agent with its own toolkit through the same loop.
+
+The child gets its own transcript and session id, a budget of steps and time, and only
+the tools its agent definition resolves to, intersected with what the parent may use:
+a child never receives more than its parent, and never a control tool
+(``delegate_task``, ``switch_model``, workflow management) unless its definition grants
+it explicitly. The spawn event carries every resolution warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from .assembly import Toolset
+from .context import ToolContext
+from .dispatch import Approver, PolicyHook
+from .events import Event
+from .loop import Session
+from .model import Model
+from .result import ToolResult
+from .tool import Tool
+from .toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
+
+__all__ = ["CONTROL_TOOLS", "SubAgentFinished", "SubAgentSpawned", "delegate_task_tool"]
+
+CONTROL_TOOLS = frozenset(
+    {
+        "delegate_task",
+        "switch_model",
+        "workflow",
+        "show_workflow",
+        "list_workflows",
+        "cancel_workflow",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SubAgentSpawned(Event):
+    type: ClassVar[str] = "subagent_spawned"
+    agent: str
+    child_session_id: str
+    tools: tuple[str, ...]
+    via: str
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SubAgentFinished(Event):
+    type: ClassVar[str] = "subagent_finished"
+    agent: str
+    child_session_id: str
+    stop_reason: str
+    reason: str
+    steps: int
+
+
+class DelegateParams(BaseModel):
+    agent: str = Field(description="Name of the agent definition to run.")
+    task: str = Field(description="What the sub-agent should do; include all context it needs.")
+    max_steps: int | None = Field(
+        default=None, ge=1, le=100, description="Step budget (defaults to the agent's budget)."
+    )
+
+
+def delegate_task_tool(
+    agents: Mapping[str, AgentDefinition],
+    manifest: ToolkitManifest,
+    *,
+    model_for: Callable[[AgentDefinition], Model],
+    max_steps: int = 10,
+    time_budget: float = 300.0,
+    child_policy: Callable[[AgentDefinition, ToolContext], PolicyHook | None] | None = None,
+    approver: Approver | None = None,
+) -> Tool:
+    """Build the ``delegate_task`` tool for these agents."""
+    catalog = "\n".join(f"- {a.name}: {a.description}" for a in agents.values()) or "(none)"
+
+    async def execute(params: DelegateParams, ctx: ToolContext) -> ToolResult:
+        agent = agents.get(params.agent)
+        if agent is None:
+            return ToolResult.error(
+                f"Unknown agent {params.agent!r}. Agents: {', '.join(agents) or '(none)'}."
+            )
+        parent: Toolset = ctx.toolset if isinstance(ctx.toolset, Toolset) else Toolset()
+        chosen = resolve_agent_tools(agent, manifest, available=parent.names)
+        granted = set(agent.grants)
+        names = [n for n in chosen.tools if n not in CONTROL_TOOLS or n in granted]
+        warnings = list(chosen.warnings)
+        dropped = [n for n in chosen.tools if n in CONTROL_TOOLS and n not in granted]
+        if dropped:
+            warnings.append(f"agent {agent.name!r}: control tools {dropped} not granted")
+        child_tools = parent.only(names)
+        child_id = f"{ctx.session_id or 'session'}.{agent.name}.{uuid.uuid4().hex[:8]}"
+        turn = ctx.turn
+        if turn is not None:
+            turn = dataclasses.replace(turn, session_id=child_id, signal=ctx.signal.child())
+        ctx.emit(
+            SubAgentSpawned(
+                ctx.session_id, agent.name, child_id, child_tools.names, chosen.via, tuple(warnings)
+            )
+        )
+        session = Session(
+            model_for(agent),
+            child_tools,
+            session_id=child_id,
+            instructions=agent.instructions or None,
+            max_steps=params.max_steps or max_steps,
+            policy=child_policy(agent, ctx) if child_policy else None,
+            approver=approver,
+            turn=turn,
+        )
+        signal = turn.signal if turn is not None else ctx.signal.child()
+        try:
+            async with asyncio.timeout(time_budget):
+                result = await session.run(params.task, signal=signal)
+        except TimeoutError:
+            signal.abort("time budget exhausted")
+            return ToolResult.error(
+                f"Sub-agent {agent.name} ran out of its {time_budget:g}s time budget.",
+                details={"agent": agent.name, "session_id": child_id, "warnings": warnings},
+            )
+        used = list(dict.fromkeys(o.name for o in result.tool_outputs))
+        ctx.emit(
+            SubAgentFinished(
+                ctx.session_id,
+                agent.name,
+                child_id,
+                result.stop_reason.value,
+                result.reason,
+                result.steps,
+            )
+        )
+        details: dict[str, Any] = {
+            "agent": agent.name,
+            "session_id": child_id,
+            "tools": list(child_tools.names),
+            "tools_used": used,
+            "steps": result.steps,
+            "stop_reason": result.stop_reason.value,
+            "reason": result.reason,
+            "usage": dataclasses.asdict(result.usage),
+            "warnings": warnings,
+        }
+        finished = result.stop_reason.value in ("end_turn", "tool_calls")
+        text = result.output or f"(the sub-agent stopped without an answer: {result.reason})"
+        return ToolResult(content=text, details=details, is_error=not finished)
+
+    return Tool(
+        name="delegate_task",
+        description=(
+            "Hand a self-contained task to a sub-agent, which works with its own tools and "
+            f"returns its final answer. Agents:\n{catalog}"
+        ),
+        params=DelegateParams,
+        execute=execute,
+        tier="WRITE",
+        describe_activity=lambda p: f"Delegating to {p.agent}",
+    )
