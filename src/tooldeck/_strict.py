@@ -228,10 +228,24 @@ class _Walker:
             )
 
     def check_anthropic_recursion(self) -> None:
-        defs: dict[str, Any] = {}
-        for key in ("$defs", "definitions"):
-            for name, sub in (self.root.get(key) or {}).items():
-                defs[f"#/{key}/{name}"] = sub
+        """Report every reference cycle: through "#", $defs, definitions or any pointer."""
+        root = self.root
+
+        def resolve(ref: str) -> Any:
+            if ref == "#":
+                return root
+            if not ref.startswith("#/"):
+                return None  # external: reported where it occurs
+            node: Any = root
+            for part in ref[2:].split("/"):
+                part = part.replace("~1", "/").replace("~0", "~")
+                if isinstance(node, Mapping) and part in node:
+                    node = node[part]
+                elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                else:
+                    return None
+            return node
 
         def refs(node: Any) -> set[str]:
             found: set[str] = set()
@@ -247,31 +261,39 @@ class _Walker:
                     found |= refs(item)
             return found
 
-        graph = {name: refs(sub) for name, sub in defs.items()}
-        if "#" in refs(self.root):
-            self.out.incompatible.append("$: recursive schema ($ref '#'), unsupported by Anthropic")
-            return
+        # Every reference reachable from the root, plus every definition (sent even unused).
+        pending = {"#"}
+        for key in ("$defs", "definitions"):
+            defs = root.get(key)
+            if isinstance(defs, Mapping):
+                pending |= {f"#/{key}/{name}" for name in defs}
+        graph: dict[str, set[str]] = {}
+        while pending:
+            ref = pending.pop()
+            target = resolve(ref)
+            graph[ref] = refs(target) if target is not None else set()
+            pending |= graph[ref] - graph.keys()
+
         visiting: set[str] = set()
         done: set[str] = set()
 
-        def visit(name: str, trail: list[str]) -> bool:
+        def visit(name: str, trail: list[str]) -> None:
             if name in visiting:
                 cycle = " -> ".join([*trail[trail.index(name) :], name])
                 self.out.incompatible.append(
                     f"$: recursive schema ({cycle}), unsupported by Anthropic"
                 )
-                return True
+                return
             if name in done or name not in graph:
-                return False
+                return
             visiting.add(name)
-            found = any(visit(nxt, [*trail, name]) for nxt in sorted(graph[name]))
+            for nxt in sorted(graph[name]):
+                visit(nxt, [*trail, name])
             visiting.discard(name)
             done.add(name)
-            return found
 
         for name in sorted(graph):
-            if visit(name, []):
-                break
+            visit(name, [])
 
     # ------------------------------------------------------------------------------
     def node(self, schema: Any, path: str, depth: int) -> dict[str, Any]:

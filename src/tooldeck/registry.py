@@ -260,6 +260,15 @@ def _bind(definition: Definition, fn: Callable[..., Any]) -> Tool:
     )
 
 
+def _not_bound(**_: Any) -> Any:
+    raise RuntimeError("this tool was built for display only; load the registry to run it")
+
+
+def unbound_tool(definition: Definition) -> Tool:
+    """A Tool for ``definition`` with no handler: for showing schemas, never for running."""
+    return _bind(definition, _not_bound)
+
+
 def _available(definition: Definition, ctx: TurnContext) -> bool:
     for need in definition.requires:
         if need == "web_provider" and ctx.web_provider is None:
@@ -444,7 +453,7 @@ def check_document(document: Any) -> tuple[list[Definition], list[str]]:
         if not isinstance(entry, dict):
             continue
         name = entry.get("name")
-        if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
+        if not isinstance(name, str) or not TOOL_NAME_PATTERN.fullmatch(name):
             continue  # already reported by the file's schema
         if name in seen:
             problems.append(f"{_where(index, name)}: duplicate name, first at tools[{seen[name]}]")

@@ -51,11 +51,19 @@ class _NoTitles(GenerateJsonSchema):
 def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema: dict[str, Any] = model.model_json_schema(schema_generator=_NoTitles)
     schema.pop("title", None)
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and len(schema) == 2:
+        # A self-referencing model comes back as a root $ref; inline the root definition
+        # so the root is an object, and keep $defs for the recursive references inside.
+        defs = dict(schema["$defs"])
+        root = dict(defs[ref.removeprefix("#/$defs/")])
+        root.pop("title", None)
+        schema = {**root, "$defs": defs}
     return schema
 
 
 def _check_name(kind: str, name: str) -> None:
-    if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not TOOL_NAME_PATTERN.fullmatch(name):
         raise ToolDefinitionError(
             f"{kind} {name!r} must match {TOOL_NAME_PATTERN.pattern} "
             "(letters, digits, '_' and '-', 1 to 64 characters; accepted by every provider)"
