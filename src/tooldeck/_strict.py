@@ -427,7 +427,7 @@ class _Walker:
                 "cannot be strict)"
             )
         if props is None:
-            if extra is not False:
+            if extra is None:  # (a free-form map was reported just above)
                 out.incompatible.append(
                     f"{path}: an object without 'properties' accepts anything; declare them"
                 )
