@@ -166,3 +166,34 @@ def test_abort_before_a_step_stops_the_turn() -> None:
     signal.abort("shutting down")
     result = run([reply("never")], signal=signal)
     assert result.steps == 0 and result.reason == "aborted: shutting down"
+
+
+def test_a_toolset_factory_is_assembled_again_before_every_step(tmp_path: Any) -> None:
+    from tooldeck import TurnContext
+
+    built: list[int] = []
+
+    def factory(ctx: TurnContext) -> Toolset:
+        built.append(1)
+        # the second step gains stop_here: a tool becomes callable from the next step
+        return Toolset([add, stop_here]) if len(built) > 1 else Toolset([add])
+
+    model = ScriptedModel([reply(call("add", {"a": 1, "b": 1})), reply(call("stop_here"))])
+    session = Session(model, factory, turn=TurnContext(session_id="s", home=tmp_path))
+    result = asyncio.run(session.run("go"))
+    assert [t.name for t in model.requests[0].tools] == ["add"]
+    assert [t.name for t in model.requests[1].tools] == ["add", "stop_here"]
+    assert result.reason == "ended by tool stop_here" and len(built) == 2
+
+
+def test_result_hooks_transform_outputs_and_a_failing_hook_is_skipped() -> None:
+    def shout(c: Any, t: Any, r: ToolResult, ctx: Any) -> ToolResult:
+        return ToolResult(r.text() + "!")
+
+    def broken(c: Any, t: Any, r: ToolResult, ctx: Any) -> ToolResult:
+        raise RuntimeError("hook bug")
+
+    model = ScriptedModel([reply(call("add", {"a": 1, "b": 1})), reply("done")])
+    session = Session(model, TOOLS, result_hooks=[shout, broken])
+    result = asyncio.run(session.run("go"))
+    assert result.tool_outputs[0].text == "2!"

@@ -54,6 +54,7 @@ __all__ = [
     "Dispatcher",
     "PolicyDecision",
     "PolicyHook",
+    "ResultHook",
     "allow_all",
 ]
 
@@ -100,6 +101,13 @@ class ApprovalAnswer:
 
 
 Approver = Callable[[Sequence[ApprovalRequest]], Awaitable[Sequence[ApprovalAnswer]]]
+
+ResultHook = Callable[[ToolCall, Tool, ToolResult, ToolContext], ToolResult | Awaitable[ToolResult]]
+"""Transforms a tool's result before it is recorded (offload to disk, size guard...).
+
+Hooks run in order on every executed call's result. A hook that raises is logged and
+skipped: the call still gets exactly one output.
+"""
 
 
 @dataclass(slots=True)
@@ -174,6 +182,7 @@ class Dispatcher:
         timeouts: Mapping[str, float | None] | None = None,
         events: EventBus | None = None,
         logger: logging.Logger | None = None,
+        result_hooks: Sequence[ResultHook] = (),
     ) -> None:
         self.toolset = toolset
         self.session_id = session_id or (turn.session_id if turn else "")
@@ -184,6 +193,7 @@ class Dispatcher:
         self.timeouts = dict(timeouts or {})
         self.events = events or EventBus()
         self.log = logger or _log
+        self.result_hooks = tuple(result_hooks)
 
     # -- preparation ------------------------------------------------------------------
     def _prepare(self, call: ToolCall) -> _Slot:
@@ -345,6 +355,14 @@ class Dispatcher:
         await self.events.emit(
             CallFinished(self.session_id, call, done_label, result.is_error, seconds)
         )
+        for hook in self.result_hooks:
+            try:
+                changed = hook(call, tool, result, ctx)
+                result = await changed if inspect.isawaitable(changed) else changed
+            except Exception:
+                self.log.exception(
+                    "result hook %r failed for %s (%s)", hook, call.name, call.call_id
+                )
         return ToolOutput(call.call_id, call.name, result, slot.repairs)
 
     def _outcome(self, task: asyncio.Future[ToolResult], call: ToolCall) -> ToolResult:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
-from .dispatch import Approver, Dispatcher, PolicyHook
+from .dispatch import Approver, Dispatcher, PolicyHook, ResultHook
 from .events import (
     EventBus,
     ModelStepFinished,
@@ -70,7 +70,9 @@ class Session:
     """A conversation: keeps the transcript across turns and runs each turn through the loop.
 
     ``tools`` is a :class:`Toolset`, a list of tools, or a function ``(TurnContext) ->
-    Toolset`` that assembles the tools afresh for every turn.
+    Toolset`` that assembles the tools afresh before every model step (so a tool found by
+    search, or the recall tool after a first offload, is callable from the next step).
+    ``result_hooks`` transform each executed call's result before it is recorded.
     """
 
     model: Model
@@ -82,6 +84,7 @@ class Session:
     policy: PolicyHook | None = None
     approver: Approver | None = None
     timeout: float | None = 300.0
+    result_hooks: Sequence[ResultHook] = ()
     events: EventBus = field(default_factory=EventBus)
     turn: TurnContext | None = None
     transcript: list[Item] = field(default_factory=list)
@@ -104,6 +107,7 @@ class Session:
         turn = turn or self.turn
         signal = signal or (turn.signal if turn else AbortSignal())
         toolset = self._toolset(turn)
+        per_step = callable(self.tools) and not isinstance(self.tools, Toolset)
         dispatcher = Dispatcher(
             toolset,
             session_id=self.session_id,
@@ -129,6 +133,8 @@ class Session:
                     stop, reason = StopReason.TOOL_CALLS, f"max_steps ({self.max_steps}) reached"
                     break
                 steps += 1
+                if per_step and steps > 1:
+                    toolset = dispatcher.toolset = self._toolset(turn)
                 await self.events.emit(ModelStepStarted(self.session_id, steps))
                 request = ModelRequest(
                     list(self.transcript), toolset.tools, self.settings, self.instructions
