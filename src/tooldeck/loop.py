@@ -116,6 +116,7 @@ class Session:
             approver=self.approver,
             timeout=self.timeout,
             events=self.events,
+            result_hooks=self.result_hooks,
         )
         start = len(self.transcript)
         self.transcript.append(UserMessage(prompt))
