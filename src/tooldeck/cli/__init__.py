@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from .demo import demo_command
+from .toolkits import agents_app, toolkits_app
+from .tools import app as tools_app
 
 app = typer.Typer(
     name="tooldeck",
@@ -13,6 +15,9 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("demo", help="Run the offline demo (no API keys, no network).")(demo_command)
+app.add_typer(tools_app, name="tools")
+app.add_typer(toolkits_app, name="toolkits")
+app.add_typer(agents_app, name="agents")
 
 
 @app.command("version", help="Print the installed version.")

@@ -1,0 +1,155 @@
+"""``tooldeck tools ...``: check, list and show tool definitions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import SchemaError
+from ..registry import Definition, RegistryError, ToolRegistry, check_document, unbound_tool
+from ..schema import PROVIDERS, project
+
+app = typer.Typer(help="Check, list and show tool definitions.", no_args_is_help=True)
+
+CategoryOption = Annotated[
+    list[str] | None,
+    typer.Option("--category", "-c", help="A category module to bind handlers from (repeat)."),
+]
+DefinitionsOption = Annotated[
+    Path | None,
+    typer.Option("--definitions", "-d", help="A definitions.json (default: the built-in tools)."),
+]
+
+
+def _builtin() -> tuple[Path, list[str]]:
+    from ..builtin import CATEGORY_MODULES, DEFINITIONS_PATH
+
+    return DEFINITIONS_PATH, list(CATEGORY_MODULES)
+
+
+def _categories_for(path: Path, given: list[str] | None) -> list[str]:
+    if given:
+        return given
+    builtin_path, modules = _builtin()
+    return modules if path.resolve() == builtin_path.resolve() else []
+
+
+def _definitions(path: Path | None, categories: list[str] | None) -> list[Definition]:
+    """Definitions to display; with category modules the handlers are bound and checked."""
+    path = path or _builtin()[0]
+    modules = _categories_for(path, categories)
+    if modules:
+        return list(ToolRegistry.load(path, modules).definitions)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    definitions, problems = check_document(document)
+    if problems:
+        raise RegistryError(str(path), problems)
+    return definitions
+
+
+def _fail(console: Console, exc: RegistryError) -> None:
+    console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
+    for problem in exc.problems:
+        console.print(f"  - {problem}", markup=False, highlight=False)
+    raise typer.Exit(1)
+
+
+@app.command("check")
+def check_command(path: Path, category: CategoryOption = None) -> None:
+    """Check a definitions file: print every problem (exit 1), or a summary."""
+    console = Console()
+    modules = _categories_for(path, category)
+    try:
+        if modules:
+            registry = ToolRegistry.load(path, modules)
+            definitions = list(registry.definitions)
+        else:
+            definitions = _definitions(path, None)
+    except RegistryError as exc:
+        _fail(console, exc)
+        return
+    except (OSError, json.JSONDecodeError) as exc:
+        console.print(f"[red]{path}: {exc}[/red]")
+        raise typer.Exit(1) from exc
+    by_category: dict[str, int] = {}
+    for d in definitions:
+        by_category[d.category] = by_category.get(d.category, 0) + 1
+    summary = ", ".join(f"{c}: {n}" for c, n in by_category.items())
+    console.print(f"[green]ok[/green] {path}: {len(definitions)} tools ({summary})")
+    if not modules:
+        console.print("handlers not checked: pass --category MODULE to bind and check them")
+
+
+def _flags(d: Definition) -> dict[str, Any]:
+    raw = d.raw
+    read_only = bool(raw.get("read_only", False))
+    return {
+        "tier": raw.get("tier") or ("STANDARD" if read_only else "WRITE"),
+        "mode": raw.get("execution_mode") or ("parallel" if read_only else "sequential"),
+        "read_only": read_only,
+        "deferred": bool(raw.get("defer_loading", False)),
+    }
+
+
+@app.command("list")
+def list_command(definitions: DefinitionsOption = None, category: CategoryOption = None) -> None:
+    """List tools: name, category, tier, mode, read-only, deferred."""
+    console = Console()
+    try:
+        found = _definitions(definitions, category)
+    except RegistryError as exc:
+        _fail(console, exc)
+        return
+    table = Table(title=str(definitions or "built-in tools"))
+    for column in ("name", "category", "tier", "mode", "read-only", "deferred"):
+        table.add_column(column)
+    for d in found:
+        f = _flags(d)
+        table.add_row(
+            d.name,
+            d.category,
+            f["tier"],
+            f["mode"],
+            "yes" if f["read_only"] else "no",
+            "yes" if f["deferred"] else "no",
+        )
+    console.print(table)
+
+
+@app.command("show")
+def show_command(
+    name: str,
+    provider: Annotated[str, typer.Option("--provider", "-p", help=", ".join(PROVIDERS))] = (
+        "openai-responses"
+    ),
+    definitions: DefinitionsOption = None,
+    category: CategoryOption = None,
+) -> None:
+    """Print the schema a provider is sent for one tool, with the strict decision."""
+    console = Console()
+    if provider not in PROVIDERS:
+        console.print(f"[red]unknown provider {provider!r}; one of {', '.join(PROVIDERS)}[/red]")
+        raise typer.Exit(2)
+    try:
+        found = {d.name: d for d in _definitions(definitions, category)}
+    except RegistryError as exc:
+        _fail(console, exc)
+        return
+    if name not in found:
+        console.print(f"[red]no tool {name!r}; known: {', '.join(found)}[/red]")
+        raise typer.Exit(1)
+    try:
+        projection = project(unbound_tool(found[name]), provider)
+    except SchemaError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    decision = "strict" if projection.strict else f"not strict ({projection.reason})"
+    console.print(f"{name} for {provider}: {decision}", markup=False)
+    for change in projection.changes:
+        console.print(f"  - {change}", markup=False, highlight=False)
+    console.print_json(json.dumps(projection.entry))
