@@ -7,19 +7,31 @@ then feeds malformed argument strings (the kind models really produce) through
 
 from __future__ import annotations
 
+import asyncio
 import json
+import tempfile
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
+import typer
 from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
 
 from ..arguments import validate_arguments
+from ..assembly import Toolset, TurnContext
+from ..builtin import load_builtin_registry
 from ..context import ToolContext
 from ..errors import ArgumentError, SchemaError
+from ..loop import RunResult, Session
+from ..model import ModelRequest
+from ..providers import model_from_string
+from ..providers.scripted import ScriptedModel, call, reply
 from ..schema import PROVIDERS, project
 from ..tool import Tool, tool
+from ..transcript import AssistantMessage, ToolOutput
+from .progress import TurnProgress
 
 
 class Unit(StrEnum):
@@ -138,8 +150,125 @@ def _validation_table(console: Console) -> None:
     console.print(table)
 
 
-def demo_command() -> None:
+def _toolset_table(console: Console, toolset: Toolset) -> None:
+    table = Table(title="This turn's assembled toolset (no web provider bound: no web_fetch)")
+    for column in ("tool", "from", "tier", "mode"):
+        table.add_column(column)
+    for t in toolset.tools:
+        table.add_row(t.name, toolset.origin(t.name) or "", t.tier, t.execution_mode)
+    console.print(table)
+
+
+def _demo_script(request: ModelRequest) -> AssistantMessage:
+    """What the scripted model says at each step, computed from the transcript so far."""
+    outputs = [i for i in request.transcript if isinstance(i, ToolOutput)]
+    step = sum(1 for i in request.transcript if isinstance(i, AssistantMessage))
+    if step == 0:
+        return reply(
+            "I'll look at the notes and the data first.",
+            call("read_document", {"path": "notes.md"}, call_id="call_read_notes"),
+            call("grep_files", {"pattern": "TODO", "path": "."}, call_id="call_grep"),
+            # a malformed call, as models do produce: a trailing comma
+            call("list_files", '{"path": ".", "depth": 1,}', call_id="call_list"),
+            # a tool that does not exist
+            call("summarize_repo", {"path": "."}, call_id="call_unknown"),
+        )
+    if step == 1:
+        todos = next((o.text for o in outputs if o.call_id == "call_grep"), "")
+        lines = [line for line in todos.splitlines() if "TODO" in line]
+        summary = "# Summary\n\nOpen items found by grep:\n" + "\n".join(
+            f"- {line.strip()}" for line in lines
+        )
+        return reply(
+            "Writing the summary, then reading it back.",
+            call(
+                "write_file",
+                {"path": "summary.md", "content": summary + "\n"},
+                call_id="call_write",
+            ),
+            call("read_document", {"path": "summary.md"}, call_id="call_read_back"),
+        )
+    wrote = next((o for o in outputs if o.call_id == "call_write"), None)
+    done = "written" if wrote is not None and not wrote.is_error else "not written"
+    return reply(f"Done: summary.md is {done}; {len(outputs)} tool outputs recorded.")
+
+
+SEED = {
+    "notes.md": "# Project notes\n\nTODO: ship the dispatcher\nTODO: write the docs\n"
+    "Done: the registry\n",
+    "data/values.csv": "name,value\nalpha,1\nbeta,2\n",
+}
+
+
+async def _agent_turn(console: Console, home: Path) -> RunResult:
+    for name, text in SEED.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text)
+    registry = load_builtin_registry()
+    turn = TurnContext(session_id="demo", home=home)
+    toolset = registry.toolset(turn)
+    _toolset_table(console, toolset)
+    session = Session(ScriptedModel(_demo_script), toolset, session_id="demo", turn=turn)
+    console.rule("A full agent turn (ScriptedModel: a script, not a real model)")
+    progress = TurnProgress(console).attach(session.events)
+    with progress:
+        result = await session.run("Summarise the open items in my notes.")
+    table = Table(title="Recorded outputs, one per call, in the model's order", show_lines=True)
+    for column in ("call", "tool", "outcome"):
+        table.add_column(column, overflow="fold")
+    for output in result.tool_outputs:
+        text = output.text if len(output.text) < 160 else output.text[:157] + "..."
+        mark = "[red]error[/red]" if output.is_error else "[green]ok[/green]"
+        repaired = f" (repaired: {', '.join(output.repairs)})" if output.repairs else ""
+        table.add_row(output.call_id, output.name, f"{mark}{repaired}: {text}")
+    console.print(table)
+    console.print(f"[bold]final answer:[/bold] {result.output}")
+    return result
+
+
+LIVE_PROMPT = (
+    "Read notes.md, list the open TODO items with grep_files, and write them as a bulleted "
+    "list to summary.md. Then answer with one sentence."
+)
+
+
+async def _live_turn(console: Console, home: Path, spec: str) -> RunResult:
+    """The same turn against a real provider (needs its API key in the environment)."""
+    for name, text in SEED.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text)
+    model = model_from_string(spec)
+    turn = TurnContext(session_id="demo-live", home=home)
+    toolset = load_builtin_registry().toolset(turn)
+    session = Session(model, toolset, session_id="demo-live", turn=turn, max_steps=8)
+    console.rule(f"A live agent turn with {spec}")
+    with TurnProgress(console).attach(session.events):
+        result = await session.run(LIVE_PROMPT)
+    console.print(f"[bold]final answer:[/bold] {result.output}")
+    console.print(
+        f"stop reason: {result.stop_reason.value} ({result.reason}); "
+        f"{result.usage.total_tokens} tokens over {result.steps} step(s)"
+    )
+    return result
+
+
+def demo_command(
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Also run a live turn, e.g. openai:gpt-5.4 (needs that provider's API key).",
+        ),
+    ] = None,
+) -> None:
     console = Console()
+    if model is not None:
+        with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
+            asyncio.run(_live_turn(console, Path(home), model))
+        return
     console.rule("[bold]tooldeck demo[/bold] (offline, no API keys)")
     _projection_table(console)
     _validation_table(console)
+    with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
+        asyncio.run(_agent_turn(console, Path(home)))

@@ -8,6 +8,7 @@ from typing import Any
 
 import jsonschema_rs
 
+from .._nulls import drop_absent_nulls
 from .._strict import Dialect, convert
 from ..errors import SchemaError
 from ..transcript import AssistantMessage, AssistantPart, OpaqueItem
@@ -60,6 +61,8 @@ class StructuredOutput:
             value = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"the structured answer is not JSON: {exc}") from None
+        if self.strict:  # optional properties were sent as required-nullable
+            value = drop_absent_nulls(value, self.schema, self.schema)
         errors = [
             f"{'/'.join(map(str, e.instance_path)) or '$'}: {e.message}"
             for e in self._validator.iter_errors(value)

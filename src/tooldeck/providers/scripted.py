@@ -99,8 +99,10 @@ class ScriptedModel:
             if isinstance(part, TextPart):
                 yield ModelDelta("text", part.text)
             elif isinstance(part, ToolCall):
-                args = part.arguments if isinstance(part.arguments, str) else json.dumps(
+                args = (
                     part.arguments
+                    if isinstance(part.arguments, str)
+                    else json.dumps(part.arguments)
                 )
                 yield ModelDelta("tool_call", args, call_id=part.call_id, name=part.name)
         yield message

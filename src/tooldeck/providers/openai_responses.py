@@ -1,0 +1,565 @@
+"""``OpenAIResponsesModel``: the OpenAI Responses API (``POST /v1/responses``).
+
+Built on the official ``openai`` SDK (``AsyncOpenAI``), which owns authentication,
+retries (with ``retry-after`` headers) and the error classes; this module owns the
+mapping between tooldeck's neutral transcript and the Responses wire format.
+
+Stateless by default: every request carries ``store: false``, asks for
+``reasoning.encrypted_content`` and re-sends the whole history as input items, plus the
+tools array. Replay follows the provider's rules:
+
+- reasoning items go back verbatim, in their original place, only to the same provider,
+  adapter and model (:func:`~tooldeck.providers._common.replay_parts`); with them go the
+  original item ids of the message and function-call items. For any other model the
+  reasoning is dropped and the calls and text are sent without ids;
+- hosted items (tool search, web search, MCP, anything unknown) go back verbatim to this
+  adapter whatever the model; they never reach the local dispatcher;
+- tool outputs answer their call by ``call_id`` only.
+
+Responses are read as the JSON the API sent (not the SDK's typed models, which coerce
+unknown item types), so opaque items are kept exactly as received.
+
+A refusal sets ``stop_reason=REFUSAL`` with a classified reason; the refusal's text is
+discarded. A requested structured answer that does not parse or validate turns the
+message's stop reason into ``ERROR`` (the reason is in ``provider_data["structured_error"]``)
+rather than raising, so the loop ends the turn cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, cast
+
+from openai import NOT_GIVEN, APIError, AsyncOpenAI, AsyncStream
+
+from ..model import ModelDelta, ModelRequest
+from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
+from ..schema import project_tools
+from ..transcript import (
+    AssistantMessage,
+    AssistantPart,
+    Item,
+    OpaqueItem,
+    StopReason,
+    ToolCall,
+    ToolOutput,
+    Usage,
+    UserMessage,
+)
+from ._common import (
+    StructuredOutput,
+    classify_refusal,
+    prepare_output_schema,
+    replay_parts,
+    same_origin,
+)
+
+__all__ = ["ADAPTER", "PROVIDER", "OpenAIResponsesModel"]
+
+PROVIDER = "openai"
+ADAPTER = "openai-responses"
+
+_TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
+_MODEL_BOUND_KINDS = frozenset({"reasoning"})
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class OpenAIResponsesModel:
+    """A model behind the OpenAI Responses API.
+
+    ``OpenAIResponsesModel("gpt-5.4")`` reads ``OPENAI_API_KEY``; pass ``client=`` to use
+    a prebuilt ``AsyncOpenAI`` (then ``api_key``, ``base_url``, ``max_retries`` and
+    ``timeout`` are ignored). ``timeout=None`` keeps the SDK's default.
+
+    ``store=False`` (default) keeps every request stateless. ``reasoning_effort`` and
+    ``reasoning_summary`` fill the request's ``reasoning`` object when given.
+    ``hosted_tools`` are extra tools-array entries sent as given (``{"type":
+    "web_search"}``...); their items come back as opaque parts. When the request defers
+    tools, the hosted ``{"type": "tool_search"}`` tool is added so they can be loaded.
+    """
+
+    provider = PROVIDER
+    adapter = ADAPTER
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 2,
+        timeout: float | None = None,
+        store: bool = False,
+        reasoning_effort: str | None = None,
+        reasoning_summary: str | None = None,
+        hosted_tools: Sequence[Mapping[str, Any]] = (),
+        client: AsyncOpenAI | None = None,
+    ) -> None:
+        self.model = model
+        self.store = store
+        self.reasoning_effort = reasoning_effort
+        self.reasoning_summary = reasoning_summary
+        self.hosted_tools = [dict(t) for t in hosted_tools]
+        self._client_options: dict[str, Any] = {
+            "api_key": api_key,  # None: the SDK reads OPENAI_API_KEY
+            "base_url": base_url,
+            "max_retries": max_retries,
+            "timeout": NOT_GIVEN if timeout is None else timeout,
+        }
+        self._own_client = client is None
+        self.client = client if client is not None else AsyncOpenAI(**self._client_options)
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{ADAPTER}:{self.model}"
+
+    def _client(self) -> AsyncOpenAI:
+        """The client for the running event loop.
+
+        An ``AsyncOpenAI`` keeps a connection pool bound to the loop it first ran on, so a
+        model used from a second loop (two ``asyncio.run`` calls) makes itself a fresh
+        client. A client passed in as ``client=`` is always used as it is.
+        """
+        loop = asyncio.get_running_loop()
+        if self._own_client and self._client_loop not in (None, loop):
+            self.client = AsyncOpenAI(**self._client_options)
+        self._client_loop = loop
+        return self.client
+
+    # -- requests -------------------------------------------------------------------
+
+    def build_request(
+        self, request: ModelRequest
+    ) -> tuple[dict[str, Any], StructuredOutput | None]:
+        """The request body (without ``stream``) and the structured-output spec, if any.
+
+        Raises :class:`~tooldeck.errors.SchemaError` (a tool or the output schema cannot
+        be used) or ``ValueError`` (``tool_choice`` names a tool not in the request)
+        before anything is sent.
+        """
+        settings = request.settings
+        body: dict[str, Any] = {
+            "model": self.model,
+            "input": self.input_items(request.transcript),
+            "store": self.store,
+            "include": ["reasoning.encrypted_content"],
+        }
+        if request.instructions is not None:
+            body["instructions"] = request.instructions
+        tools, _ = project_tools(request.tools, ADAPTER, deferred=request.deferred)
+        names = {t.name for t in request.tools}
+        if names & set(request.deferred):
+            tools.append({"type": "tool_search"})
+        tools.extend(self.hosted_tools)
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = _tool_choice(settings.tool_choice, names)
+            body["parallel_tool_calls"] = settings.parallel_tool_calls
+        if settings.max_output_tokens is not None:
+            body["max_output_tokens"] = settings.max_output_tokens
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        reasoning: dict[str, str] = {}
+        if self.reasoning_effort is not None:
+            reasoning["effort"] = self.reasoning_effort
+        if self.reasoning_summary is not None:
+            reasoning["summary"] = self.reasoning_summary
+        if reasoning:
+            body["reasoning"] = reasoning
+        structured: StructuredOutput | None = None
+        if settings.output_schema is not None:
+            structured = prepare_output_schema(
+                settings.output_schema, settings.output_schema_name, "openai", ADAPTER
+            )
+            body["text"] = {
+                "format": {
+                    "type": "json_schema",
+                    "name": structured.name,
+                    "schema": structured.wire_schema,
+                    "strict": structured.strict,
+                }
+            }
+        body.update(settings.extra)
+        return body, structured
+
+    def input_items(self, transcript: Sequence[Item]) -> list[dict[str, Any]]:
+        """The transcript as Responses input items, in order."""
+        items: list[dict[str, Any]] = []
+        for entry in transcript:
+            if isinstance(entry, UserMessage):
+                items.append({"role": "user", "content": _user_content(entry.content)})
+            elif isinstance(entry, AssistantMessage):
+                items.extend(self._assistant_items(entry))
+            elif isinstance(entry, ToolOutput):
+                items.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": entry.call_id,
+                        "output": _tool_output(entry.result),
+                    }
+                )
+        return items
+
+    def _assistant_items(self, message: AssistantMessage) -> list[dict[str, Any]]:
+        own = same_origin(message, PROVIDER, ADAPTER, self.model)
+        ours = (message.provider, message.adapter) == (PROVIDER, ADAPTER)
+        kept = replay_parts(message, PROVIDER, ADAPTER, self.model)
+        meta: dict[int, Mapping[str, Any]] = {}
+        if ours and message.provider_data:
+            for m in message.provider_data.get("messages") or ():
+                meta[int(m["start"])] = m
+        parts = message.parts
+        wanted = [False] * len(parts)
+        k = 0
+        for i, part in enumerate(parts):
+            if k < len(kept) and kept[k] is part:
+                wanted[i] = True
+                k += 1
+        items: list[dict[str, Any]] = []
+        i = 0
+        while i < len(parts):
+            part = parts[i]
+            if not wanted[i]:
+                i += 1
+            elif isinstance(part, TextPart):
+                m = meta.get(i)
+                count = int(m["count"]) if m else 0
+                run = parts[i : i + count]
+                if m and count and all(isinstance(p, TextPart) for p in run):
+                    texts = [cast(TextPart, p).text for p in run]
+                    items.append(_message_item(texts, m, with_id=own))
+                    i += count
+                    continue
+                j = i + 1
+                while j < len(parts) and isinstance(parts[j], TextPart) and j not in meta:
+                    j += 1
+                text = "".join(cast(TextPart, p).text for p in parts[i:j])
+                if text:
+                    items.append({"role": "assistant", "content": text})
+                i = j
+            elif isinstance(part, ToolCall):
+                items.append(_function_call_item(part, with_id=own))
+                i += 1
+            else:
+                items.append(cast(dict[str, Any], part.data))
+                i += 1
+        return items
+
+    # -- responses ------------------------------------------------------------------
+
+    def parse_response(
+        self, data: Mapping[str, Any], structured: StructuredOutput | None = None
+    ) -> AssistantMessage:
+        """Map a Responses ``response`` object (as JSON) to an :class:`AssistantMessage`."""
+        status = data.get("status") or "completed"
+        incomplete = status == "incomplete"
+        parts: list[AssistantPart] = []
+        messages: list[dict[str, Any]] = []
+        refusals: list[str] = []
+        has_calls = False
+        for raw in data.get("output") or ():
+            if not isinstance(raw, Mapping):
+                continue
+            kind = raw.get("type")
+            if kind == "message":
+                start = len(parts)
+                annotations: list[Any] = []
+                for content in raw.get("content") or ():
+                    if not isinstance(content, Mapping):
+                        continue
+                    if content.get("type") == "output_text":
+                        parts.append(TextPart(str(content.get("text") or "")))
+                        annotations.append(content.get("annotations") or [])
+                    elif content.get("type") == "refusal":
+                        refusals.append(str(content.get("refusal") or ""))
+                if len(parts) > start:
+                    info: dict[str, Any] = {"start": start, "count": len(parts) - start}
+                    for key in ("id", "status", "phase"):
+                        if raw.get(key) is not None:
+                            info[key] = raw[key]
+                    if any(annotations):
+                        info["annotations"] = annotations
+                    messages.append(info)
+            elif kind == "function_call":
+                has_calls = True
+                parts.append(_tool_call(raw, incomplete))
+            else:
+                kind_name = str(kind) if kind else "unknown"
+                parts.append(
+                    OpaqueItem(
+                        PROVIDER,
+                        ADAPTER,
+                        self.model,
+                        kind_name,
+                        dict(raw),
+                        model_bound=kind_name in _MODEL_BOUND_KINDS,
+                    )
+                )
+        provider_data: dict[str, Any] = {}
+        if messages:
+            provider_data["messages"] = messages
+        if data.get("model") is not None:
+            provider_data["response_model"] = data["model"]
+        if status != "completed":
+            provider_data["status"] = status
+        refusal: str | None = None
+        if refusals:
+            stop = StopReason.REFUSAL
+            refusal = classify_refusal(texts=refusals)
+        elif status == "completed":
+            stop = StopReason.TOOL_CALLS if has_calls else StopReason.END_TURN
+        elif incomplete:
+            details = data.get("incomplete_details")
+            reason = details.get("reason") if isinstance(details, Mapping) else None
+            if reason is not None:
+                provider_data["incomplete_reason"] = reason
+            stop = (
+                StopReason.CONTENT_FILTER if reason == "content_filter" else StopReason.MAX_TOKENS
+            )
+        else:  # failed, cancelled, or a state a final response should not be in
+            stop = StopReason.ERROR
+            if data.get("error") is not None:
+                provider_data["error"] = data["error"]
+        value: Any = None
+        if structured is not None and stop is StopReason.END_TURN:
+            text = "".join(p.text for p in parts if isinstance(p, TextPart))
+            try:
+                value = structured.parse(text)
+            except ValueError as exc:
+                stop = StopReason.ERROR
+                provider_data["structured_error"] = str(exc)
+        return AssistantMessage(
+            parts=parts,
+            stop_reason=stop,
+            refusal=refusal,
+            usage=_usage(data.get("usage")),
+            provider=PROVIDER,
+            adapter=ADAPTER,
+            model=self.model,
+            response_id=data.get("id"),
+            provider_data=provider_data or None,
+            structured=value,
+        )
+
+    # -- the Model protocol ---------------------------------------------------------
+
+    async def respond(self, request: ModelRequest) -> AssistantMessage:
+        body, structured = self.build_request(request)
+        raw = await self._client().responses.with_raw_response.create(**_sdk_kwargs(body))
+        try:
+            data = json.loads(raw.http_response.text)
+        except ValueError:
+            data = None
+        if not isinstance(data, Mapping):
+            raise APIError(
+                "the Responses API answered with a body that is not a JSON object",
+                raw.http_request,
+                body=raw.http_response.text,
+            )
+        return self.parse_response(data, structured)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | AssistantMessage]:
+        """Stream deltas over SSE, then yield the same message :meth:`respond` returns."""
+        body, structured = self.build_request(request)
+        raw = await self._client().responses.with_raw_response.create(
+            **_sdk_kwargs(body), stream=True
+        )
+        # Events parsed as plain JSON: the typed event union coerces unknown types.
+        events = raw.parse(to=AsyncStream[object])
+        calls: dict[str, tuple[str | None, str | None]] = {}  # item id -> (call_id, name)
+        done: dict[int, Mapping[str, Any]] = {}
+        final: Mapping[str, Any] | None = None
+        try:
+            async for event in events:
+                if not isinstance(event, Mapping):
+                    continue
+                kind = event.get("type")
+                if kind == "response.output_text.delta":
+                    yield ModelDelta("text", str(event.get("delta") or ""))
+                elif kind == "response.reasoning_summary_text.delta":
+                    yield ModelDelta("reasoning", str(event.get("delta") or ""))
+                elif kind == "response.output_item.added":
+                    item = event.get("item")
+                    if isinstance(item, Mapping) and item.get("type") == "function_call":
+                        calls[str(item.get("id"))] = (item.get("call_id"), item.get("name"))
+                elif kind == "response.function_call_arguments.delta":
+                    call_id, name = calls.get(str(event.get("item_id")), (None, None))
+                    yield ModelDelta(
+                        "tool_call", str(event.get("delta") or ""), call_id=call_id, name=name
+                    )
+                elif kind == "response.output_item.done":
+                    item = event.get("item")
+                    index = event.get("output_index")
+                    if isinstance(item, Mapping) and isinstance(index, int):
+                        done[index] = item
+                elif kind in _TERMINAL_EVENTS:
+                    response = event.get("response")
+                    final = response if isinstance(response, Mapping) else {}
+                    break
+                elif kind == "error":
+                    message = str(event.get("message") or "the response stream reported an error")
+                    raise APIError(message, raw.http_request, body=dict(event))
+        finally:
+            await events.close()
+        if final is None:
+            raise APIError(
+                "the response stream ended before a terminal response event",
+                raw.http_request,
+                body=None,
+            )
+        yield self.parse_response(_merge_output(final, done), structured)
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _sdk_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Split a body into the SDK's keyword arguments; unknown keys go in ``extra_body``."""
+    known = {
+        "model",
+        "input",
+        "store",
+        "include",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "max_output_tokens",
+        "temperature",
+        "reasoning",
+        "text",
+    }
+    kwargs: dict[str, Any] = {k: v for k, v in body.items() if k in known}
+    extra = {k: v for k, v in body.items() if k not in known}
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+def _tool_choice(choice: str, names: set[str]) -> Any:
+    if choice in ("auto", "none", "required"):
+        return choice
+    if choice not in names:
+        raise ValueError(f"tool_choice names {choice!r}, which is not among this request's tools")
+    return {"type": "function", "name": choice}
+
+
+def _image(part: ImagePart) -> dict[str, Any]:
+    url = part.url if part.url is not None else f"data:{part.mime_type};base64,{part.data}"
+    return {"type": "input_image", "image_url": url, "detail": "auto"}
+
+
+def _content_parts(parts: Sequence[ContentPart]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            out.append({"type": "input_text", "text": part.text})
+        elif isinstance(part, JsonPart):
+            out.append({"type": "input_text", "text": _dumps(part.value)})
+        else:
+            out.append(_image(part))
+    return out
+
+
+def _user_content(content: str | Sequence[ContentPart]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    return _content_parts(content)
+
+
+def _tool_output(result: ToolResult) -> str | list[dict[str, Any]]:
+    if isinstance(result.content, list) and any(isinstance(p, ImagePart) for p in result.content):
+        return _content_parts(result.content)
+    return result.text()
+
+
+def _message_item(texts: list[str], meta: Mapping[str, Any], *, with_id: bool) -> dict[str, Any]:
+    item: dict[str, Any]
+    if with_id and meta.get("id"):
+        annotations = meta.get("annotations") or [[] for _ in texts]
+        item = {
+            "type": "message",
+            "id": meta["id"],
+            "role": "assistant",
+            "status": meta.get("status") or "completed",
+            "content": [
+                {"type": "output_text", "text": t, "annotations": a}
+                for t, a in zip(texts, annotations, strict=False)
+            ],
+        }
+    else:
+        item = {"role": "assistant", "content": "".join(texts)}
+    if meta.get("phase") is not None:
+        item["phase"] = meta["phase"]
+    return item
+
+
+def _function_call_item(call: ToolCall, *, with_id: bool) -> dict[str, Any]:
+    arguments = call.arguments if isinstance(call.arguments, str) else _dumps(call.arguments)
+    item: dict[str, Any] = {
+        "type": "function_call",
+        "call_id": call.call_id,
+        "name": call.name,
+        "arguments": arguments,
+    }
+    if call.namespace:
+        item["namespace"] = call.namespace
+    if with_id and call.item_id:
+        item["id"] = call.item_id
+        item["status"] = "incomplete" if call.incomplete else "completed"
+        if call.provider_data and call.provider_data.get("caller") is not None:
+            item["caller"] = call.provider_data["caller"]
+    return item
+
+
+def _tool_call(raw: Mapping[str, Any], response_incomplete: bool) -> ToolCall:
+    arguments = raw.get("arguments")
+    if not isinstance(arguments, str):
+        arguments = "" if arguments is None else _dumps(arguments)
+    caller = raw.get("caller")
+    return ToolCall(
+        call_id=str(raw.get("call_id") or ""),
+        name=str(raw.get("name") or ""),
+        arguments=arguments,
+        item_id=raw.get("id"),
+        namespace=raw.get("namespace"),
+        incomplete=response_incomplete or raw.get("status") == "incomplete",
+        provider_data={"caller": caller} if caller is not None else None,
+    )
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, Mapping):
+        return Usage(requests=1)
+    inputs = raw.get("input_tokens_details") or {}
+    outputs = raw.get("output_tokens_details") or {}
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        reasoning_tokens=int(outputs.get("reasoning_tokens") or 0),
+        cache_read_tokens=int(inputs.get("cached_tokens") or 0),
+        cache_write_tokens=int(inputs.get("cache_write_tokens") or 0),
+        requests=1,
+    )
+
+
+def _merge_output(
+    final: Mapping[str, Any], done: Mapping[int, Mapping[str, Any]]
+) -> Mapping[str, Any]:
+    """The terminal response with each output item taken from ``output_item.done``.
+
+    The final response normally repeats every item; the ``done`` copies win (they are
+    complete), and an item only the final response has is kept from there.
+    """
+    if not done:
+        return final
+    output = list(final.get("output") or ())
+    merged = {i: item for i, item in enumerate(output)}
+    merged.update(done)
+    return {**final, "output": [merged[i] for i in sorted(merged)]}
