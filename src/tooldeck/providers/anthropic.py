@@ -66,6 +66,9 @@ from ._common import StructuredOutput, classify_refusal, prepare_output_schema, 
 
 __all__ = ["ADAPTER", "DEFAULT_MAX_TOKENS", "PROVIDER", "AnthropicModel"]
 
+# Anthropic's hosted tool search (BM25 over names, descriptions and argument text),
+# added when the request defers tools (providers.md 6.6).
+TOOL_SEARCH_TOOL = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
 PROVIDER = "anthropic"
 ADAPTER = "anthropic-messages"
 DEFAULT_MAX_TOKENS = 4096
@@ -397,6 +400,19 @@ class AnthropicModel:
         if request.instructions:
             body["system"] = request.instructions
         all_tools = [*tools, *copy.deepcopy(self.server_tools)]
+        deferred = {t["name"] for t in tools if t.get("defer_loading")}
+        if deferred:
+            if len(deferred) == len(tools):
+                raise SchemaError(
+                    "(request)",
+                    [
+                        "$: every tool is deferred; keep at least one "
+                        "eager (the API refuses the request)"
+                    ],
+                    provider=PROVIDER,
+                )
+            if not any(str(t.get("type", "")).startswith("tool_search_tool") for t in all_tools):
+                all_tools.append(dict(TOOL_SEARCH_TOOL))
         if all_tools:
             body["tools"] = all_tools
             body["tool_choice"] = _tool_choice(settings)
