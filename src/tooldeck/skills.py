@@ -1,0 +1,186 @@
+"""Skills: folders of instructions the model loads on demand with ``use_skill``.
+
+A skill is a folder holding a ``SKILL.md``: YAML frontmatter (``name``, ``description``,
+optionally ``mcp_server``, the MCP server the skill needs) and a Markdown body. The model
+sees only the catalog (names and short descriptions, in ``use_skill``'s description);
+``use_skill(name)`` returns the body and lists the skill's other files. A skill that
+names an MCP server activates it through ``on_activate``, so that server's tools join
+the session from the next step. The skill catalog is separate from function-schema
+search: skills are instructions, not tools.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field
+
+from .assembly import TurnContext
+from .context import ToolContext
+from .result import ToolResult
+from .tool import Tool
+
+__all__ = ["Skill", "SkillCatalog"]
+
+SHORT_DESCRIPTION = 160
+MAX_FILES_LISTED = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    name: str
+    description: str
+    folder: Path
+    mcp_server: str | None = None
+
+    @property
+    def body(self) -> str:
+        text = (self.folder / "SKILL.md").read_text(encoding="utf-8")
+        return (
+            text.split("\n---", 1)[1].split("\n", 1)[-1].strip()
+            if text.startswith("---")
+            else text.strip()
+        )
+
+    def files(self) -> list[str]:
+        found = sorted(
+            str(p.relative_to(self.folder))
+            for p in self.folder.rglob("*")
+            if p.is_file() and p.name != "SKILL.md" and not p.is_symlink()
+        )
+        return found
+
+
+def _parse(path: Path) -> Skill:
+    text = path.read_text(encoding="utf-8")
+    if not text.startswith("---") or "\n---" not in text[3:]:
+        raise ValueError("SKILL.md must start with YAML frontmatter closed by '---'")
+    meta = yaml.safe_load(text[3:].split("\n---", 1)[0]) or {}
+    if not isinstance(meta, dict):
+        raise ValueError("the frontmatter must be a mapping")
+    name, description = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError("'name' is required")
+    if not isinstance(description, str) or not description.strip():
+        raise ValueError("'description' is required")
+    server = meta.get("mcp_server")
+    if server is not None and not isinstance(server, str):
+        raise ValueError("'mcp_server' must be a server name")
+    return Skill(name.strip(), " ".join(description.split()), path.parent, server)
+
+
+class UseSkill(BaseModel):
+    name: str = Field(description="The skill's name, exactly as listed.")
+
+
+ActivateHook = Callable[[Skill], Awaitable[object] | object]
+
+
+class SkillCatalog:
+    """The skills found in some folders; a source of the ``use_skill`` tool."""
+
+    def __init__(self, skills: Iterable[Skill] = ()):
+        self.skills = {s.name: s for s in skills}
+        self.active: set[str] = set()
+
+    @classmethod
+    def load(cls, *folders: str | Path) -> tuple[SkillCatalog, list[str]]:
+        """Every ``*/SKILL.md`` under the folders; returns (catalog, problems)."""
+        skills: dict[str, Skill] = {}
+        problems: list[str] = []
+        for folder in folders:
+            for path in sorted(Path(folder).glob("*/SKILL.md")):
+                try:
+                    skill = _parse(path)
+                except (OSError, ValueError, yaml.YAMLError) as exc:
+                    problems.append(f"{path}: {exc}")
+                    continue
+                if skill.name in skills:
+                    problems.append(
+                        f"{path}: skill {skill.name!r} also in {skills[skill.name].folder}"
+                    )
+                    continue
+                skills[skill.name] = skill
+        return cls(skills.values()), problems
+
+    def listing(self) -> str:
+        lines = []
+        for skill in self.skills.values():
+            short = skill.description
+            if len(short) > SHORT_DESCRIPTION:
+                short = short[: SHORT_DESCRIPTION - 1] + "…"
+            lines.append(f"- {skill.name}: {short}")
+        return "\n".join(lines)
+
+    def use_skill_tool(self, on_activate: ActivateHook | None = None) -> Tool:
+        catalog = self
+
+        async def execute(params: UseSkill, ctx: ToolContext) -> ToolResult:
+            skill = catalog.skills.get(params.name)
+            if skill is None:
+                names = ", ".join(catalog.skills) or "(none)"
+                return ToolResult.error(f"No skill named {params.name!r}. Skills: {names}.")
+            try:
+                body = skill.body
+                files = skill.files()
+            except OSError as exc:
+                return ToolResult.error(f"Skill {skill.name} cannot be read: {exc}")
+            catalog.active.add(skill.name)
+            notes = []
+            if skill.mcp_server and on_activate is not None:
+                outcome = on_activate(skill)
+                if inspect.isawaitable(outcome):
+                    await outcome
+                notes.append(
+                    f"The tools of MCP server {skill.mcp_server!r} are available "
+                    "from your next step."
+                )
+            listed = files[:MAX_FILES_LISTED]
+            more = len(files) - len(listed)
+            file_text = (
+                (
+                    "\n\nFiles in this skill (read them with read_document):\n"
+                    + "\n".join(f"- {skill.folder / f}" for f in listed)
+                    + (f"\n- ... and {more} more" if more > 0 else "")
+                )
+                if files
+                else ""
+            )
+            extra = ("\n\n" + " ".join(notes)) if notes else ""
+            return ToolResult(
+                content=f"# Skill: {skill.name}\n\n{body}{file_text}{extra}",
+                details={
+                    "skill": skill.name,
+                    "folder": str(skill.folder),
+                    "files": files,
+                    "mcp_server": skill.mcp_server,
+                },
+            )
+
+        return Tool(
+            name="use_skill",
+            description=(
+                "Load a skill's instructions before doing a task it covers. Skills:\n"
+                + self.listing()
+            ),
+            params=UseSkill,
+            execute=execute,
+            read_only=True,
+            describe_activity=lambda p: f"Loading skill {p.name}",
+        )
+
+    def creator(
+        self, on_activate: ActivateHook | None = None
+    ) -> Callable[[TurnContext], list[Tool]]:
+        """A category creator: ``use_skill`` when there are skills, else nothing."""
+        tool = self.use_skill_tool(on_activate) if self.skills else None
+
+        def create(ctx: TurnContext) -> list[Tool]:
+            return [tool] if tool is not None else []
+
+        create.creator_name = "skills"  # type: ignore[attr-defined]
+        return create
