@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._strict import accepts_null
-
 __all__ = ["drop_absent_nulls", "has_optional_non_nullable"]
 
 
@@ -35,20 +33,65 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
     return schema
 
 
-def _object_branch(schema: Any, root: Mapping[str, Any]) -> Any:
-    """The one object-shaped branch of a union, if there is exactly one."""
+def _accepts_null(schema: Any, root: Mapping[str, Any], _depth: int = 0) -> bool:
+    """Whether ``null`` is valid against ``schema``: true unless a keyword rejects it.
+
+    Keywords for other types (``minimum``, ``properties``...) do not apply to null, so a
+    schema without ``type``, ``enum`` or ``const`` (``{}``, ``{"description": ...}``)
+    accepts it. What cannot be resolved is taken to accept it: keeping a null the schema
+    rejects only costs a validation error; dropping a valid one would change the value.
+    """
+    schema = _resolve(schema, root)
+    if not isinstance(schema, Mapping):
+        return schema is not False
+    if _depth > 32:
+        return True
+    kind = schema.get("type")
+    if kind is not None and kind != "null" and not (isinstance(kind, list) and "null" in kind):
+        return False
+    enum = schema.get("enum")
+    if isinstance(enum, list) and None not in enum:
+        return False
+    if "const" in schema and schema["const"] is not None:
+        return False
+    any_of = schema.get("anyOf")
+    if isinstance(any_of, list) and not any(_accepts_null(b, root, _depth + 1) for b in any_of):
+        return False
+    one_of = schema.get("oneOf")
+    if isinstance(one_of, list) and sum(_accepts_null(b, root, _depth + 1) for b in one_of) != 1:
+        return False
+    all_of = schema.get("allOf")
+    if isinstance(all_of, list) and not all(_accepts_null(b, root, _depth + 1) for b in all_of):
+        return False
+    return not ("not" in schema and _accepts_null(schema["not"], root, _depth + 1))
+
+
+def _is_kind(schema: Mapping[str, Any], kind: str) -> bool:
+    declared = schema.get("type")
+    if declared == kind or (isinstance(declared, list) and kind in declared):
+        return True
+    return ("properties" if kind == "object" else "items") in schema
+
+
+def _branch(schema: Any, root: Mapping[str, Any], kind: str) -> Any:
+    """The one ``kind`` ("object" or "array") branch of a union, if there is exactly one."""
     schema = _resolve(schema, root)
     if not isinstance(schema, Mapping):
         return None
+    all_of = schema.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and not _is_kind(schema, kind):
+        schema = _resolve(all_of[0], root)  # {"allOf": [{"$ref": ...}], "description": ...}
+        if not isinstance(schema, Mapping):
+            return None
     branches = schema.get("anyOf") or schema.get("oneOf")
     if not branches:
         return schema
-    objects = [
+    found = [
         b
         for b in (_resolve(x, root) for x in branches)
-        if isinstance(b, Mapping) and (b.get("type") == "object" or "properties" in b)
+        if isinstance(b, Mapping) and _is_kind(b, kind)
     ]
-    return objects[0] if len(objects) == 1 else None
+    return found[0] if len(found) == 1 else None
 
 
 def has_optional_non_nullable(
@@ -65,7 +108,7 @@ def has_optional_non_nullable(
     if isinstance(props, Mapping):
         required = set(schema.get("required", ()))
         for name, sub in props.items():
-            if name not in required and not accepts_null(_resolve(sub, root)):
+            if name not in required and not _accepts_null(sub, root):
                 return True
     children: list[Any] = []
     if isinstance(props, Mapping):
@@ -83,19 +126,23 @@ def has_optional_non_nullable(
 
 def drop_absent_nulls(value: Any, schema: Any, root: Mapping[str, Any]) -> Any:
     """A copy of ``value`` without nulls that can only mean "absent" (``value`` if none)."""
-    node = _object_branch(schema, root)
-    if isinstance(value, dict) and isinstance(node, Mapping):
-        props = node.get("properties")
-        if not isinstance(props, Mapping):
+    if isinstance(value, dict):
+        node = _branch(schema, root, "object")
+        if not isinstance(node, Mapping):
             return value
+        props = node.get("properties")
+        props = props if isinstance(props, Mapping) else {}
+        extra = None if "patternProperties" in node else node.get("additionalProperties")
         required = node.get("required", ())
         out: dict[str, Any] | None = None
         for key, item in value.items():
             sub = props.get(key)
             if sub is None:
-                continue
-            if item is None:
-                if key not in required and not accepts_null(_resolve(sub, root)):
+                if item is None or not isinstance(extra, Mapping):
+                    continue
+                sub = extra  # a map's value: its own optional nulls are mapped
+            elif item is None:
+                if key not in required and not _accepts_null(sub, root):
                     if out is None:
                         out = dict(value)
                     del out[key]
@@ -106,11 +153,10 @@ def drop_absent_nulls(value: Any, schema: Any, root: Mapping[str, Any]) -> Any:
                     out = dict(value)
                 out[key] = new
         return value if out is None else out
-    if (
-        isinstance(value, list)
-        and isinstance(node, Mapping)
-        and isinstance(node.get("items"), Mapping)
-    ):
+    if isinstance(value, list):
+        node = _branch(schema, root, "array")
+        if not (isinstance(node, Mapping) and isinstance(node.get("items"), Mapping)):
+            return value
         items = node["items"]
         new_list = [drop_absent_nulls(v, items, root) for v in value]
         if any(a is not b for a, b in zip(new_list, value, strict=True)):

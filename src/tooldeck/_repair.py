@@ -6,8 +6,10 @@ that changed the text, a strict parse is tried again. Nothing is ever invented: 
 cut inside a string, number, literal or key, or inside an array (whose further elements
 may have been lost), is refused.
 
-1. ``extract_json``     unwrap a code fence, or prose around one JSON object
-2. ``python_literals``  a Python dict literal, or ``True`` / ``False`` / ``None`` tokens
+1. ``extract_json``     unwrap a code fence, or prose around one JSON object (never an
+                        element of an array, never cut at a "}" that closes a nested value)
+2. ``python_literals``  a Python dict literal (only with Python-quoted strings, and no
+                        strings Python would join), or ``True`` / ``False`` / ``None`` tokens
 3. ``trailing_commas``  drop commas directly before ``}`` or ``]``
 4. ``surplus_closers``  drop closing brackets left over after the object closed
 5. ``close_brackets``   close objects left open at the very end, after a complete value
@@ -19,9 +21,11 @@ its text parses, so it is not malformed JSON.)
 from __future__ import annotations
 
 import ast
+import io
 import json
 import math
 import re
+import tokenize
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +46,7 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _PY_MARKERS = re.compile(r"\b(?:True|False|None)\b")
 _CLOSERS = {"{": "}", "[": "]"}
+_JSON_WS = " \t\r\n"
 
 
 class RepairFailed(Exception):
@@ -144,24 +149,55 @@ def _scan(text: str) -> _Scan:
 # The rungs. Each returns the new text, or None when its pattern is absent.
 
 
+def _balanced(text: str) -> bool:
+    """Whether ``text`` is one bracketed value: its depth returns to 0 only at its end.
+
+    Strings in either quote style are skipped (this also serves Python literals).
+    """
+    depth = 0
+    quote = ""
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth <= 0 and i != n - 1:
+                return False
+        i += 1
+    return depth == 0 and not quote
+
+
 def _extract_json(text: str) -> str | None:
     fences = _FENCE.findall(text)
     if len(fences) == 1:
         inner: str = fences[0].strip()
-        return inner if inner != text else None
+        return inner if inner != text.strip(_JSON_WS) else None
     if len(fences) > 1:
         return None  # several blocks: which one is meant would be a guess
     stripped = text.strip()
     start = stripped.find("{")
     if start < 0:
         return None
+    if stripped[:start].rstrip().endswith(("[", ",")):
+        return None  # the object is an element of an array, not an object wrapped in prose
     end = stripped.rfind("}")
     tail = stripped[end + 1 :] if end > start else ""
-    if end > start and tail.strip(" \t\r\n}],"):
+    candidate = stripped[start:]
+    # Cut at the last "}" only when what follows is prose (no other object) and what
+    # precedes is one whole object; otherwise the "}" may close a nested value of a text
+    # that was cut later.
+    if tail.strip(" \t\r\n}],") and "{" not in tail and _balanced(stripped[start : end + 1]):
         candidate = stripped[start : end + 1]
-    else:
-        candidate = stripped[start:]
-    return candidate if candidate != text else None
+    return candidate if candidate != text.strip(_JSON_WS) else None
 
 
 def _json_compatible(value: Any, depth: int = 0) -> bool:
@@ -178,15 +214,51 @@ def _json_compatible(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _quote_outside_strings(text: str) -> bool:
+    """Whether a ``'`` occurs outside JSON (double-quoted) strings."""
+    in_string = False
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "'":
+            return True
+        i += 1
+    return False
+
+
+def _adjacent_strings(text: str) -> bool:
+    """Whether two string literals stand side by side (Python would join them)."""
+    previous = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+                continue
+            if token.type == tokenize.STRING and previous == tokenize.STRING:
+                return True
+            previous = token.type
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    return False
+
+
 def _python_literals(text: str) -> str | None:
     if not ("'" in text or _PY_MARKERS.search(text)):
         return None
-    if len(text) <= _LITERAL_EVAL_LIMIT:
+    # Only a text with Python-quoted strings is read as a Python literal: JSON text that
+    # merely has an apostrophe inside a string keeps JSON's string semantics.
+    if len(text) <= _LITERAL_EVAL_LIMIT and _quote_outside_strings(text):
         try:
             value = ast.literal_eval(text.strip())
         except Exception:  # SyntaxError, ValueError, MemoryError, RecursionError...
             value = None
-        if isinstance(value, dict) and _json_compatible(value):
+        if isinstance(value, dict) and _json_compatible(value) and not _adjacent_strings(text):
             return json.dumps(value, ensure_ascii=False)
     out: list[str] = []
     changed = False
@@ -271,13 +343,13 @@ def _close_brackets(text: str) -> str:
     s = _scan(text)
     if s.problem:
         raise ValueError(f"not JSON: {s.problem}")
-    if s.top_end is not None or not s.stack:
-        raise ValueError("nothing is left open at the end")
     if s.in_string:
         what = "a key" if s.string_is_key else "a string"
         raise ValueError(f"the text is cut inside {what}; its end cannot be known")
     if s.partial_word:
         raise ValueError("the text is cut inside a literal (true/false/null)")
+    if s.top_end is not None or not s.stack:
+        raise ValueError("nothing is left open at the end")
     if s.last == "number":
         raise ValueError("the text ends in a number that may have been cut")
     if s.last in ("comma", "colon", "key", "open"):

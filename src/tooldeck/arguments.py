@@ -10,9 +10,9 @@ send, or the already-parsed object Anthropic sends, and returns
    once (``double_encoded``).
 3. ``null`` for an optional property that does not accept null means "absent" and is
    dropped, so defaults apply (OpenAI strict sends optional properties as nullable).
-4. The value is validated against the tool's schema: its Pydantic model, or the
-   external JSON Schema (``jsonschema_rs``). A repaired value that does not validate is
-   an error, never a guess.
+4. The value is validated against the tool's schema: its Pydantic model (in JSON mode,
+   on every path), or the external JSON Schema (``jsonschema_rs``). A repaired value
+   that does not validate is an error, never a guess.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from .tool import Tool
 __all__ = ["ValidatedArguments", "validate_arguments"]
 
 _MAX_REPORTED = 4
+_PROBLEM_LIMIT = 200  # one problem in the model message, at most (cut in the middle)
+_PROBLEM_MIN = 40  # a problem that cannot have this much room is counted, not shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +87,32 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut in the middle to ``limit`` characters: the path and the end survive."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 2 // 3
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+
+
 def _fail(tool: Tool, problems: list[str], repairs: list[str], lead: str) -> ArgumentError:
-    shown = "; ".join(problems[:_MAX_REPORTED])
-    more = len(problems) - _MAX_REPORTED
-    if more > 0:
-        shown += f"; and {more} more"
     repaired = f" (after repairs: {', '.join(repairs)})" if repairs else ""
-    message = f"Invalid arguments for {tool.name}{repaired}: {lead}{shown}. Fix and call again."
+    head = f"Invalid arguments for {tool.name}{repaired}: {lead}"
+    end = ". Fix and call again."
+    # Room for the problems, keeping space for "; and N more".
+    room = MODEL_MESSAGE_LIMIT - len(head) - len(end) - len(f"; and {len(problems)} more")
+    shown: list[str] = []
+    for problem in problems[:_MAX_REPORTED]:
+        fit = min(_PROBLEM_LIMIT, room - (2 if shown else 0))
+        if fit < _PROBLEM_MIN and shown:
+            break
+        shown.append(_clip(problem, max(fit, 1)))
+        room -= len(shown[-1]) + (2 if len(shown) > 1 else 0)
+    text = "; ".join(shown)
+    more = len(problems) - len(shown)
+    if more > 0:
+        text += f"; and {more} more"
+    message = head + text + end
     if len(message) > MODEL_MESSAGE_LIMIT:
         message = message[: MODEL_MESSAGE_LIMIT - 1] + "…"
     return ArgumentError(tool.name, message, problems=problems, repairs=repairs)
@@ -111,7 +132,62 @@ def _pydantic_problems(exc: ValidationError) -> list[str]:
     return problems
 
 
+def _model_validate(model: type[BaseModel], value: dict[str, Any]) -> BaseModel:
+    """Validate in JSON mode, as the fast path does: the value came from JSON.
+
+    (Python mode differs for strict models: a datetime or UUID arrives as a string.)
+    Only a value that JSON cannot carry to pydantic-core unchanged (a lone surrogate, a
+    non-string key or a non-JSON object in a caller's mapping) is validated in Python mode.
+    """
+    try:
+        text = json.dumps(value)
+        exact = json.loads(text) == value
+    except (TypeError, ValueError, RecursionError):
+        exact = False
+    if not exact:
+        return model.model_validate(value)
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        if any(e.get("type") == "json_invalid" for e in exc.errors(include_url=False)):
+            return model.model_validate(value)
+        raise
+
+
+def _not_json(value: Any) -> str:
+    """Where ``value`` holds something jsonschema_rs cannot take, and what it is."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        loc, node = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{_path(loc)}: not valid Unicode (an unpaired surrogate)"
+        elif isinstance(node, dict):
+            for key, item in reversed(node.items()):
+                if not isinstance(key, str):
+                    return f"{_path(loc)}: a key is not a string but {type(key).__name__}"
+                try:
+                    key.encode("utf-8")
+                except UnicodeEncodeError:
+                    return f"{_path(loc)}: a key is not valid Unicode (an unpaired surrogate)"
+                stack.append(((*loc, key), item))
+        elif isinstance(node, list):
+            stack.extend(((*loc, i), item) for i, item in reversed(list(enumerate(node))))
+        elif not (node is None or isinstance(node, bool | int | float)):
+            return f"{_path(loc)}: not a JSON value but {type(node).__name__}"
+    return "$: not JSON data"
+
+
 def _check(tool: Tool, spec: _Spec, value: Any, repairs: list[str]) -> ValidatedArguments:
+    try:
+        return _check_value(tool, spec, value, repairs)
+    except RecursionError:
+        raise _fail(tool, ["$: the arguments are nested too deeply"], repairs, "") from None
+
+
+def _check_value(tool: Tool, spec: _Spec, value: Any, repairs: list[str]) -> ValidatedArguments:
     if not isinstance(value, dict):
         raise _fail(
             tool,
@@ -123,11 +199,16 @@ def _check(tool: Tool, spec: _Spec, value: Any, repairs: list[str]) -> Validated
         value = drop_absent_nulls(value, spec.schema, spec.schema)
     if spec.model is not None:
         try:
-            params = spec.model.model_validate(value)
+            params = _model_validate(spec.model, value)
         except ValidationError as exc:
             raise _fail(tool, _pydantic_problems(exc), repairs, "") from None
         return ValidatedArguments(params, tuple(repairs))
-    errors = [f"{_path(e.instance_path)}: {e.message}" for e in spec.validator.iter_errors(value)]
+    try:
+        errors = [
+            f"{_path(e.instance_path)}: {e.message}" for e in spec.validator.iter_errors(value)
+        ]
+    except ValueError:  # jsonschema_rs takes JSON data in valid Unicode only
+        errors = [_not_json(value)]
     if errors:
         raise _fail(tool, errors, repairs, "")
     return ValidatedArguments(value, tuple(repairs))
