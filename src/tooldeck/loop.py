@@ -27,6 +27,7 @@ from .events import (
     TurnStarted,
 )
 from .model import Model, ModelRequest, ModelSettings
+from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .result import ToolResult
 from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
@@ -62,7 +63,7 @@ class RunResult:
         return [i for i in self.items if isinstance(i, ToolOutput)]
 
 
-ToolsetSource = Toolset | Sequence[Tool] | Callable[[TurnContext], Toolset]
+ToolsetSource = Toolset | Sequence[Tool] | ToolPlanner | Callable[[TurnContext], Toolset | ToolPlan]
 
 
 @dataclass
@@ -90,15 +91,36 @@ class Session:
     transcript: list[Item] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
 
-    def _toolset(self, turn: TurnContext | None) -> Toolset:
+    def _plan(self, turn: TurnContext | None) -> ToolPlan:
         source = self.tools
         if isinstance(source, Toolset):
-            return source
+            return ToolPlan.eager(source)
+        if isinstance(source, ToolPlanner):
+            return source(turn)
         if callable(source):
             if turn is None:
                 raise ValueError("a toolset factory needs a TurnContext: pass turn=")
-            return source(turn)
-        return Toolset(source)
+            made = source(turn)
+            return made if isinstance(made, ToolPlan) else ToolPlan.eager(made)
+        return ToolPlan.eager(Toolset(source))
+
+    async def _announce(self, plan: ToolPlan) -> None:
+        if not isinstance(self.tools, ToolPlanner):
+            return
+        now, whole = plan.tokens()
+        loaded = tuple(n for n in plan.executable.names if n in self.tools.loaded)
+        await self.events.emit(
+            ToolPlanned(
+                self.session_id,
+                plan.search,
+                tuple(e.name for e in plan.entries if not e.deferred),
+                tuple(e.name for e in plan.entries if e.deferred),
+                loaded,
+                plan.denied,
+                now,
+                whole,
+            )
+        )
 
     async def run(
         self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
@@ -106,10 +128,10 @@ class Session:
         """Run one turn for ``prompt`` and append everything to the transcript."""
         turn = turn or self.turn
         signal = signal or (turn.signal if turn else AbortSignal())
-        toolset = self._toolset(turn)
+        plan = self._plan(turn)
         per_step = callable(self.tools) and not isinstance(self.tools, Toolset)
         dispatcher = Dispatcher(
-            toolset,
+            plan.executable,
             session_id=self.session_id,
             turn=turn,
             policy=self.policy,
@@ -120,7 +142,7 @@ class Session:
         )
         start = len(self.transcript)
         self.transcript.append(UserMessage(prompt))
-        await self.events.emit(TurnStarted(self.session_id, prompt, toolset.names))
+        await self.events.emit(TurnStarted(self.session_id, prompt, plan.executable.names))
         usage = Usage()
         last: AssistantMessage | None = None
         steps = 0
@@ -135,10 +157,16 @@ class Session:
                     break
                 steps += 1
                 if per_step and steps > 1:
-                    toolset = dispatcher.toolset = self._toolset(turn)
+                    plan = self._plan(turn)
+                    dispatcher.toolset = plan.executable
+                await self._announce(plan)
                 await self.events.emit(ModelStepStarted(self.session_id, steps))
                 request = ModelRequest(
-                    list(self.transcript), toolset.tools, self.settings, self.instructions
+                    list(self.transcript),
+                    plan.shown,
+                    self.settings,
+                    self.instructions,
+                    deferred=plan.deferred,
                 )
                 last = await self.model.respond(request)
                 usage += last.usage

@@ -1,0 +1,281 @@
+"""The tool plan: what the model is shown and what the dispatcher executes, per step.
+
+A :class:`ToolPlanner` is a :class:`~tooldeck.loop.Session` tools source. Before every
+model step it assembles the turn's tools, filters them through the permission policy
+(``visible``; allow-all until a policy is configured) and produces a fixed
+:class:`ToolPlan`:
+
+- with at most ``threshold`` tools (default 16) everything is eager: no deferral;
+- above it, the core set (``DEFAULT_CORE``) stays eager and never waits for a search
+  round trip; every other tool, and every child of a namespace that has a deferred
+  member, is deferred until selected;
+- where the provider and model support it (Anthropic's tool search tool; OpenAI
+  Responses ``tool_search`` on gpt-5.4 and later) the full definitions are sent with
+  ``defer_loading`` and the provider searches (``search == "hosted"``);
+- everywhere else a local ``tool_search`` tool (:class:`tooldeck.search.ToolIndex`) finds
+  deferred tools; what it returns becomes callable from the next step and stays loaded
+  for the rest of the session, and the plan records when and why.
+
+Invariant: a tool the model can call is always executable, and a tool that cannot
+execute (denied, or not part of the turn) is never shown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeAlias
+
+from .assembly import Toolset, TurnContext
+from .events import Event
+from .schema import Provider, project
+from .tokens import estimate_tokens
+from .tool import Tool
+
+__all__ = [
+    "DEFAULT_CORE",
+    "DEFAULT_THRESHOLD",
+    "PlanEntry",
+    "ToolPlan",
+    "ToolPlanned",
+    "ToolPlanner",
+    "hosted_search_for",
+]
+
+DEFAULT_THRESHOLD = 16
+DEFAULT_CORE: tuple[str, ...] = (
+    "read_document",
+    "grep_files",
+    "notes",
+    "todo",
+    "status",
+    "web_fetch",
+    "recall_tool_result",
+    "use_skill",
+    "tool_search",
+)
+SearchMode: TypeAlias = Literal["auto", "hosted", "local", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    name: str
+    deferred: bool
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlan:
+    """One step's plan. ``shown`` goes to the provider; ``executable`` to the dispatcher."""
+
+    executable: Toolset
+    shown: tuple[Tool, ...]
+    deferred: frozenset[str] = frozenset()
+    entries: tuple[PlanEntry, ...] = ()
+    search: Literal["none", "hosted", "local"] = "none"
+    denied: tuple[str, ...] = ()
+    provider: Provider = "openai-chat"
+    planned: tuple[Tool, ...] = ()  # every allowed tool, eager or deferred
+
+    @classmethod
+    def eager(cls, toolset: Toolset) -> ToolPlan:
+        """Everything shown and executable (a plain toolset, no planning)."""
+        entries = tuple(PlanEntry(t.name, False, "no planner") for t in toolset.tools)
+        return cls(toolset, tuple(toolset.tools), entries=entries, planned=tuple(toolset.tools))
+
+    def tokens(self) -> tuple[int, int]:
+        """Estimated tokens of (definitions entering the context now, the whole plan)."""
+
+        def size(t: Tool) -> int:
+            return estimate_tokens(json.dumps(project(t, self.provider).entry))
+
+        now = sum(size(t) for t in self.shown if t.name not in self.deferred)
+        shown = {t.name for t in self.shown}
+        whole = now + sum(
+            size(t) for t in self.planned if t.name not in shown or t.name in self.deferred
+        )
+        return now, whole
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlanned(Event):
+    type: ClassVar[str] = "tool_planned"
+    search: str
+    eager: tuple[str, ...]
+    deferred: tuple[str, ...]
+    loaded: tuple[str, ...]
+    denied: tuple[str, ...]
+    eager_tokens: int
+    plan_tokens: int
+
+
+_GPT = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+_CLAUDE = re.compile(r"claude-(?:opus|sonnet|haiku)-(\d+)(?:-(\d)(?!\d))?")
+
+
+def hosted_search_for(model: Any) -> Provider | None:
+    """The provider whose hosted tool search this model supports, if any.
+
+    OpenAI Responses: gpt-5.4 and later. Anthropic: Claude 4.5 and later (Opus, Sonnet,
+    Haiku). Read from the model's ``name`` (``"<adapter>:<model>"``); unknown models get
+    local search, which works everywhere.
+    """
+    adapter, _, name = str(getattr(model, "name", "")).partition(":")
+    if adapter == "openai-responses":
+        m = _GPT.search(name)
+        if m and (int(m.group(1)), int(m.group(2) or 0)) >= (5, 4):
+            return "openai-responses"
+    if adapter == "anthropic-messages":
+        m = _CLAUDE.search(name)
+        if m and (int(m.group(1)), int(m.group(2) or 0)) >= (4, 5):
+            return "anthropic"
+    return None
+
+
+def _provider_of(model: Any) -> Provider:
+    adapter = str(getattr(model, "name", "")).partition(":")[0]
+    if adapter == "openai-responses":
+        return "openai-responses"
+    if adapter == "anthropic-messages":
+        return "anthropic"
+    return "openai-chat"
+
+
+ToolSource: TypeAlias = Toolset | Sequence[Tool] | Callable[[TurnContext], Toolset]
+
+
+@dataclass
+class ToolPlanner:
+    """Plans a turn's tools before every model step (a Session ``tools`` source)."""
+
+    source: ToolSource
+    model: Any = None
+    threshold: int = DEFAULT_THRESHOLD
+    core: Sequence[str] = DEFAULT_CORE
+    search: SearchMode = "auto"
+    visible: Callable[[Tool], bool] | None = None
+    loaded: dict[str, str] = field(default_factory=dict)
+    _index_key: tuple[str, ...] = ()
+    _index: Any = None
+    _step: int = 0
+    _last: ToolPlan | None = None
+
+    def _assemble(self, turn: TurnContext | None) -> Toolset:
+        source = self.source
+        if isinstance(source, Toolset):
+            return source
+        if callable(source):
+            if turn is None:
+                raise ValueError("a toolset factory needs a TurnContext: pass turn=")
+            return source(turn)
+        return Toolset(source)
+
+    def __call__(self, turn: TurnContext | None) -> ToolPlan:
+        self._step += 1
+        assembled = self._assemble(turn)
+        allowed: list[Tool] = []
+        denied: list[str] = []
+        for t in assembled.tools:
+            if self.visible is None or self.visible(t):
+                allowed.append(t)
+            else:
+                denied.append(t.name)
+        provider = _provider_of(self.model)
+        if len(allowed) <= self.threshold or self.search == "none":
+            why = (
+                f"{len(allowed)} tools, at most the threshold of {self.threshold}"
+                if self.search != "none"
+                else "tool search disabled"
+            )
+            plan = ToolPlan(
+                Toolset(allowed),
+                tuple(allowed),
+                entries=tuple(PlanEntry(t.name, False, why) for t in allowed),
+                denied=tuple(denied),
+                provider=provider,
+                planned=tuple(allowed),
+            )
+            self._last = plan
+            return plan
+
+        core = set(self.core)
+        deferred_namespaces = {
+            t.namespace for t in allowed if t.namespace is not None and t.name not in core
+        }
+        entries: list[PlanEntry] = []
+        eager: list[Tool] = []
+        deferred: list[Tool] = []
+        for t in allowed:
+            if t.name in core:
+                entries.append(PlanEntry(t.name, False, "core set: always loaded"))
+                eager.append(t)
+            elif t.name in self.loaded:
+                entries.append(PlanEntry(t.name, False, self.loaded[t.name]))
+                eager.append(t)
+            else:
+                why = (
+                    f"namespace {t.namespace!r} deferred as a whole"
+                    if t.namespace in deferred_namespaces
+                    else "marked defer_loading"
+                    if t.defer_loading
+                    else f"over the threshold of {self.threshold} tools"
+                )
+                entries.append(PlanEntry(t.name, True, why))
+                deferred.append(t)
+
+        hosted = hosted_search_for(self.model) if self.search in ("auto", "hosted") else None
+        if self.search == "hosted" and hosted is None:
+            raise ValueError(f"hosted tool search is not supported for {self.model!r}")
+        if hosted is not None and eager:
+            everything = Toolset(allowed)
+            plan = ToolPlan(
+                everything,
+                tuple(allowed),
+                frozenset(t.name for t in deferred),
+                tuple(entries),
+                "hosted",
+                tuple(denied),
+                hosted,
+                tuple(allowed),
+            )
+        else:
+            search_tool = self._search_tool(deferred)
+            shown = (*eager, search_tool) if search_tool is not None else tuple(eager)
+            entries.append(PlanEntry("tool_search", False, "local search over deferred tools"))
+            plan = ToolPlan(
+                Toolset(shown),
+                shown,
+                frozenset(),
+                tuple(entries),
+                "local",
+                tuple(denied),
+                provider,
+                tuple(allowed),
+            )
+        self._last = plan
+        return plan
+
+    def _search_tool(self, deferred: Sequence[Tool]) -> Tool | None:
+        if not deferred:
+            return None
+        from .search import ToolIndex, tool_search_tool
+
+        key = tuple(t.name for t in deferred)
+        if key != self._index_key:
+            self._index = ToolIndex(deferred)
+            self._index_key = key
+        step = self._step
+
+        def select(names: list[str]) -> None:
+            for name in names:
+                self.loaded.setdefault(name, f"loaded by tool_search at step {step}")
+
+        made: Tool = tool_search_tool(self._index, select)
+        return made
+
+    @property
+    def last(self) -> ToolPlan | None:
+        """The most recent plan."""
+        return self._last
