@@ -158,7 +158,8 @@ class ToolPlanner:
     visible: Callable[[Tool], bool] | None = None
     loaded: dict[str, str] = field(default_factory=dict)
     _index_key: tuple[str, ...] = ()
-    _index: Any = None
+    _search: Tool | None = None
+    _cache_key: tuple[Any, ...] = ()
     _step: int = 0
     _last: ToolPlan | None = None
 
@@ -175,6 +176,10 @@ class ToolPlanner:
     def __call__(self, turn: TurnContext | None) -> ToolPlan:
         self._step += 1
         assembled = self._assemble(turn)
+        key = (tuple(map(id, assembled.tools)), frozenset(self.loaded))
+        if self._last is not None and key == self._cache_key:
+            return self._last  # same tools, nothing newly loaded: the same plan
+        self._cache_key = key
         allowed: list[Tool] = []
         denied: list[str] = []
         for t in assembled.tools:
@@ -258,22 +263,20 @@ class ToolPlanner:
         return plan
 
     def _search_tool(self, deferred: Sequence[Tool]) -> Tool | None:
+        """The local ``tool_search`` over the deferred tools (rebuilt when they change)."""
         if not deferred:
             return None
-        from .search import ToolIndex, tool_search_tool
-
         key = tuple(t.name for t in deferred)
-        if key != self._index_key:
-            self._index = ToolIndex(deferred)
+        if key != self._index_key or self._search is None:
+            from .search import ToolIndex, tool_search_tool
+
+            def select(names: list[str]) -> None:
+                for name in names:
+                    self.loaded.setdefault(name, f"loaded by tool_search at step {self._step}")
+
+            self._search = tool_search_tool(ToolIndex(deferred), select)
             self._index_key = key
-        step = self._step
-
-        def select(names: list[str]) -> None:
-            for name in names:
-                self.loaded.setdefault(name, f"loaded by tool_search at step {step}")
-
-        made: Tool = tool_search_tool(self._index, select)
-        return made
+        return self._search
 
     @property
     def last(self) -> ToolPlan | None:

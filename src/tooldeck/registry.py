@@ -382,10 +382,17 @@ class ToolRegistry:
         """The creator for one category: its tools that this turn's facts allow."""
         if category not in self.categories:
             raise KeyError(f"no category {category!r} in {self.source}")
-        members = [d for d in self.definitions if d.category == category]
+        members = [(d, self.tools[d.name]) for d in self.definitions if d.category == category]
+        always = [t for d, t in members if not d.requires]
+        if len(always) == len(members):  # nothing depends on the turn's facts
 
-        def create(ctx: TurnContext) -> list[Tool]:
-            return [self.tools[d.name] for d in members if _available(d, ctx)]
+            def create(ctx: TurnContext) -> list[Tool]:
+                return list(always)
+
+        else:
+
+            def create(ctx: TurnContext) -> list[Tool]:
+                return [t for d, t in members if not d.requires or _available(d, ctx)]
 
         create.creator_name = f"registry:{category}"  # type: ignore[attr-defined]
         return create
