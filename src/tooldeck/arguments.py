@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import jsonschema_rs
@@ -37,16 +36,29 @@ _PROBLEM_LIMIT = 200  # one problem in the model message, at most (cut in the mi
 _PROBLEM_MIN = 40  # a problem that cannot have this much room is counted, not shown
 
 
-@dataclass(frozen=True, slots=True)
 class ValidatedArguments:
     """Parameters ready for ``execute``, and the repair rungs that were needed (if any).
 
     ``params`` is an instance of the tool's Pydantic model, or a ``dict`` for a tool
-    defined by an external JSON Schema.
+    defined by an external JSON Schema. (A plain slots class: it is built on every call.)
     """
 
-    params: Any
-    repairs: tuple[str, ...] = ()
+    __slots__ = ("params", "repairs")
+
+    def __init__(self, params: Any, repairs: tuple[str, ...] = ()) -> None:
+        self.params = params
+        self.repairs = repairs
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ValidatedArguments):
+            return NotImplemented
+        return (self.params, self.repairs) == (other.params, other.repairs)
+
+    def __hash__(self) -> int:
+        return hash(self.repairs)
+
+    def __repr__(self) -> str:
+        return f"ValidatedArguments(params={self.params!r}, repairs={self.repairs!r})"
 
 
 class _Spec:
@@ -132,16 +144,19 @@ def _pydantic_problems(exc: ValidationError) -> list[str]:
     return problems
 
 
-def _model_validate(model: type[BaseModel], value: dict[str, Any]) -> BaseModel:
+def _model_validate(
+    model: type[BaseModel], value: dict[str, Any], from_json: bool = False
+) -> BaseModel:
     """Validate in JSON mode, as the fast path does: the value came from JSON.
 
     (Python mode differs for strict models: a datetime or UUID arrives as a string.)
     Only a value that JSON cannot carry to pydantic-core unchanged (a lone surrogate, a
     non-string key or a non-JSON object in a caller's mapping) is validated in Python mode.
+    A value tooldeck itself parsed from JSON text (``from_json``) needs no round-trip check.
     """
     try:
         text = json.dumps(value)
-        exact = json.loads(text) == value
+        exact = from_json or json.loads(text) == value
     except (TypeError, ValueError, RecursionError):
         exact = False
     if not exact:
@@ -180,14 +195,29 @@ def _not_json(value: Any) -> str:
     return "$: not JSON data"
 
 
-def _check(tool: Tool, spec: _Spec, value: Any, repairs: list[str]) -> ValidatedArguments:
+def _check(
+    tool: Tool,
+    spec: _Spec,
+    value: Any,
+    repairs: list[str],
+    *,
+    from_json: bool = False,
+    may_hold_null: bool = True,
+) -> ValidatedArguments:
     try:
-        return _check_value(tool, spec, value, repairs)
+        return _check_value(tool, spec, value, repairs, from_json, may_hold_null)
     except RecursionError:
         raise _fail(tool, ["$: the arguments are nested too deeply"], repairs, "") from None
 
 
-def _check_value(tool: Tool, spec: _Spec, value: Any, repairs: list[str]) -> ValidatedArguments:
+def _check_value(
+    tool: Tool,
+    spec: _Spec,
+    value: Any,
+    repairs: list[str],
+    from_json: bool,
+    may_hold_null: bool,
+) -> ValidatedArguments:
     if not isinstance(value, dict):
         raise _fail(
             tool,
@@ -195,11 +225,11 @@ def _check_value(tool: Tool, spec: _Spec, value: Any, repairs: list[str]) -> Val
             repairs,
             "",
         )
-    if spec.map_nulls:
+    if spec.map_nulls and may_hold_null:
         value = drop_absent_nulls(value, spec.schema, spec.schema)
     if spec.model is not None:
         try:
-            params = _model_validate(spec.model, value)
+            params = _model_validate(spec.model, value, from_json)
         except ValidationError as exc:
             raise _fail(tool, _pydantic_problems(exc), repairs, "") from None
         return ValidatedArguments(params, tuple(repairs))
@@ -217,10 +247,11 @@ def _check_value(tool: Tool, spec: _Spec, value: Any, repairs: list[str]) -> Val
 def _fast(spec: _Spec, raw: str) -> ValidatedArguments | None:
     """Parse and validate in one pass through pydantic-core; None means "take the slow path".
 
-    Used only where it cannot disagree with the slow path: a Pydantic model, no null
-    mapping, and the text valid JSON. Any failure falls back to the full path.
+    Used only where it cannot disagree with the slow path: a Pydantic model, no null to
+    map back to "absent" (none in the schema, or the text holds no ``null``), and the
+    text valid JSON. Any failure falls back to the full path.
     """
-    if spec.model is None or spec.map_nulls:
+    if spec.model is None or (spec.map_nulls and "null" in raw):
         return None
     try:
         return ValidatedArguments(spec.model.model_validate_json(raw))
@@ -263,4 +294,13 @@ def validate_arguments(tool: Tool, raw: str | Mapping[str, Any] | None) -> Valid
         if isinstance(inner, dict):
             value = inner
             repairs.append("double_encoded")
-    return _check(tool, spec, value, repairs)
+    # A text without "null" cannot hold a null to map back to "absent"; a repaired value
+    # (a Python None, a double-encoded object) is always walked.
+    return _check(
+        tool,
+        spec,
+        value,
+        repairs,
+        from_json=True,
+        may_hold_null=bool(repairs) or "null" in raw,
+    )
