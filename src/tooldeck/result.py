@@ -47,8 +47,13 @@ class JsonPart:
 ContentPart: TypeAlias = TextPart | ImagePart | JsonPart
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+_PART_TYPES = (TextPart, ImagePart, JsonPart)
+_SCALARS = (int, float, bool, dict)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _ENCODER.encode(value)
 
 
 @dataclass(slots=True)
@@ -78,6 +83,13 @@ class ToolResult:
         ``list`` or other JSON value becomes a JSON part; a content part (or a list of
         them) is used as is; ``None`` becomes empty text.
         """
+        kind = type(value)
+        if kind is ToolResult:
+            return value  # type: ignore[no-any-return]
+        if kind is str:
+            return cls(content=value)
+        if kind in _SCALARS:  # the common plain JSON values, before any ABC check
+            return cls(content=[JsonPart(value)])
         if isinstance(value, ToolResult):
             return value
         if isinstance(value, str):
@@ -86,13 +98,9 @@ class ToolResult:
             return cls(content="")
         if isinstance(value, BaseModel):
             return cls(content=[JsonPart(value.model_dump(mode="json"))])
-        if isinstance(value, TextPart | ImagePart | JsonPart):
+        if isinstance(value, _PART_TYPES):
             return cls(content=[value])
-        if (
-            isinstance(value, list)
-            and value
-            and all(isinstance(p, TextPart | ImagePart | JsonPart) for p in value)
-        ):
+        if isinstance(value, list) and value and all(isinstance(p, _PART_TYPES) for p in value):
             return cls(content=list(value))
         return cls(content=[JsonPart(value)])
 

@@ -103,6 +103,7 @@ class Tool:
         "_describe",
         "_describe_completed",
         "_execute",
+        "_is_async",
         "_params_schema",
         "_projections",
         "defer_loading",
@@ -171,6 +172,7 @@ class Tool:
         self._describe_completed = describe_completed_activity
         self._projections: dict[Any, Any] = {}
         self._arg_spec: Any = None  # compiled by tooldeck.arguments on first use
+        self._is_async: bool | None = None  # whether execute is a coroutine function
         if execute is not None:
             self._execute: Execute | None = execute
         elif type(self).execute is not Tool.execute:
@@ -258,7 +260,12 @@ class Tool:
         opted out; async work runs on the caller's loop so cancellation reaches it.
         """
         execute = self.execute if self._execute is None else self._execute
-        if self.run_sync_in_thread and not _is_async_callable(execute):
+        is_async = self._is_async
+        if is_async is None:  # decided once per tool, not per call
+            is_async = self._is_async = _is_async_callable(execute)
+        if is_async:
+            value = await execute(params, ctx)
+        elif self.run_sync_in_thread:
             value = await anyio.to_thread.run_sync(
                 functools.partial(execute, params, ctx), abandon_on_cancel=True
             )
@@ -310,12 +317,13 @@ def _function_executor(
     if context_param is None:
 
         def call(params: BaseModel, ctx: ToolContext) -> Any:
-            return fn(**{n: getattr(params, n) for n in param_names})
+            # the model forbids extra keys, so its __dict__ holds exactly the parameters
+            return fn(**params.__dict__)
 
     else:
 
         def call(params: BaseModel, ctx: ToolContext) -> Any:
-            kwargs = {n: getattr(params, n) for n in param_names}
+            kwargs = dict(params.__dict__)
             kwargs[context_param] = ctx
             return fn(**kwargs)
 

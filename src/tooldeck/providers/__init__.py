@@ -18,14 +18,31 @@
 
 from __future__ import annotations
 
+import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..model import Model
-from .anthropic import AnthropicModel
-from .chat_completions import ChatCompletionsModel
-from .openai_responses import OpenAIResponsesModel
 from .scripted import ScriptedModel, call, reply
+
+if TYPE_CHECKING:
+    from .anthropic import AnthropicModel
+    from .chat_completions import ChatCompletionsModel
+    from .openai_responses import OpenAIResponsesModel
+
+# The adapters import their SDKs (seconds of start-up); load them on first use only.
+_LAZY = {
+    "AnthropicModel": ".anthropic",
+    "ChatCompletionsModel": ".chat_completions",
+    "OpenAIResponsesModel": ".openai_responses",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AnthropicModel",
@@ -49,6 +66,10 @@ def model_from_string(spec: str, *, base_url: str | None = None, **options: Any)
             f"{', '.join(KINDS)} (e.g. openai:gpt-5.4, anthropic:claude-sonnet-4-6)"
         )
     base_url = base_url or os.environ.get("TOOLDECK_BASE_URL") or None
+    from .anthropic import AnthropicModel
+    from .chat_completions import ChatCompletionsModel
+    from .openai_responses import OpenAIResponsesModel
+
     if kind == "openai":
         return OpenAIResponsesModel(name, base_url=base_url, **options)
     if kind == "anthropic":
