@@ -1,0 +1,213 @@
+"""``tooldeck mcp ...``: list the servers of an MCP config and call their tools."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..arguments import validate_arguments
+from ..context import ToolContext
+from ..errors import ArgumentError
+from ..mcp import McpConfig, McpConfigError, McpProgress, McpSource, McpTool, ServerStatus
+from ..result import ImagePart, JsonPart, TextPart, ToolResult
+
+app = typer.Typer(
+    help="List MCP servers from a config file and call their tools.", no_args_is_help=True
+)
+
+ConfigArg = Annotated[Path, typer.Argument(help='An MCP config file ({"mcpServers": {...}}).')]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+def _load(console: Console, path: Path) -> McpConfig:
+    try:
+        return McpConfig.load(path)
+    except McpConfigError as exc:
+        console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
+        for problem in exc.problems:
+            console.print(f"  - {problem}", markup=False, highlight=False)
+        raise typer.Exit(2) from exc
+
+
+def _first_line(text: str, limit: int = 80) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _tool_row(tool: McpTool) -> dict[str, Any]:
+    info = tool.mcp
+    hints = [
+        h for h, on in (("read-only", tool.read_only), ("destructive", tool.destructive)) if on
+    ]
+    return {
+        "name": tool.name,
+        "tool": info.tool,
+        "tier": tool.tier,
+        "hints": hints,
+        "description": tool.description,
+    }
+
+
+@app.command("list")
+def list_command(
+    config: ConfigArg,
+    json_output: JsonOption = False,
+    autostart_only: Annotated[
+        bool,
+        typer.Option("--autostart-only", help="Skip servers configured with autostart: false."),
+    ] = False,
+) -> None:
+    """Connect to the servers of CONFIG; print each one's status and tools (exit 1 if any fails)."""
+    console = Console()
+    cfg = _load(console, config)
+
+    async def collect() -> tuple[list[ServerStatus], dict[str, list[McpTool]]]:
+        async with McpSource(cfg) as source:
+            if not autostart_only:
+                for server in cfg.servers:
+                    if not server.autostart:
+                        await source.activate(server.name)
+            tools: dict[str, list[McpTool]] = {}
+            for tool in source.tools():
+                if isinstance(tool, McpTool):
+                    tools.setdefault(tool.mcp.server, []).append(tool)
+            return source.status(), tools
+
+    statuses, tools = asyncio.run(collect())
+    if json_output:
+        out = [
+            {**s.as_dict(), "tools": [_tool_row(t) for t in tools.get(s.name, [])]}
+            for s in statuses
+        ]
+        typer.echo(json.dumps({"servers": out}, indent=2))
+    else:
+        table = Table(title=str(config))
+        for column in ("server", "transport", "state", "protocol", "tools", "error"):
+            table.add_column(column)
+        for s in statuses:
+            style = "green" if s.state == "connected" else "red" if s.error else "yellow"
+            table.add_row(
+                s.name,
+                s.target,
+                f"[{style}]{s.state}[/{style}]",
+                s.protocol_version or "",
+                str(len(s.tools)),
+                s.error or "",
+            )
+        console.print(table)
+        for s in statuses:
+            listed = tools.get(s.name, [])
+            if not listed:
+                continue
+            t = Table(title=f"{s.name}: {len(listed)} tools")
+            for column in ("name", "MCP tool", "tier", "hints", "description"):
+                t.add_column(column)
+            for tool in listed:
+                row = _tool_row(tool)
+                t.add_row(
+                    row["name"],
+                    row["tool"],
+                    row["tier"],
+                    ", ".join(row["hints"]),
+                    _first_line(row["description"]),
+                )
+            console.print(t)
+            for line in (*s.collisions, *s.skipped):
+                console.print(f"  note: {line}", markup=False, highlight=False)
+    skipped = {s.name for s in statuses if not s.autostart and autostart_only}
+    if any(s.state != "connected" for s in statuses if s.name not in skipped):
+        raise typer.Exit(1)
+
+
+def _print_result(console: Console, result: ToolResult, json_output: bool) -> None:
+    if json_output:
+        parts: list[Any] = []
+        for part in result.parts:
+            if isinstance(part, TextPart):
+                parts.append({"type": "text", "text": part.text})
+            elif isinstance(part, JsonPart):
+                parts.append({"type": "json", "value": part.value})
+            elif isinstance(part, ImagePart):
+                parts.append({"type": "image", "mime_type": part.mime_type})
+        typer.echo(json.dumps({"is_error": result.is_error, "content": parts}, indent=2))
+        return
+    text = result.text()
+    if result.is_error:
+        console.print(f"[red]error:[/red] {text}", highlight=False)
+    else:
+        typer.echo(text)
+
+
+@app.command("call")
+def call_command(
+    config: ConfigArg,
+    server: Annotated[str, typer.Argument(help="The server's name in the config.")],
+    tool: Annotated[str, typer.Argument(help="The tool's MCP name (or its exposed name).")],
+    args: Annotated[str, typer.Option("--args", "-a", help="The arguments, a JSON object.")] = "{}",
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Seconds (default: the server's timeout).")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Call TOOL of SERVER with --args (validated locally first); exit 1 on an error result."""
+    console = Console()
+    err = Console(stderr=True)
+    cfg = _load(console, config)
+    try:
+        chosen = cfg[server]
+    except KeyError as exc:
+        console.print(f"[red]{exc.args[0]}[/red]")
+        raise typer.Exit(2) from exc
+    try:
+        arguments = json.loads(args)
+    except json.JSONDecodeError as exc:
+        console.print(f"[red]--args is not valid JSON: {exc.msg}[/red]")
+        raise typer.Exit(2) from exc
+    if not isinstance(arguments, dict):
+        console.print("[red]--args must be a JSON object[/red]")
+        raise typer.Exit(2)
+    chosen = dataclasses.replace(chosen, autostart=True, timeout=timeout or chosen.timeout)
+    single = McpConfig((chosen,), cfg.source)
+
+    def progress(event: Any) -> None:
+        if isinstance(event, McpProgress):
+            total = f"/{event.total:g}" if event.total is not None else ""
+            note = f" {event.message}" if event.message else ""
+            err.print(f"progress {event.progress:g}{total}{note}", highlight=False)
+
+    async def run() -> ToolResult | None:
+        async with McpSource(single) as source:
+            status = source.server_status(chosen.name)
+            if status.state != "connected":
+                console.print(
+                    f"[red]server {chosen.name!r} is {status.state}: {status.error}[/red]"
+                )
+                return None
+            found = [
+                t for t in source.tools() if isinstance(t, McpTool) and tool in (t.mcp.tool, t.name)
+            ]
+            if not found:
+                names = ", ".join(t.mcp.tool for t in source.tools() if isinstance(t, McpTool))
+                console.print(f"[red]no tool {tool!r} on {chosen.name!r}; tools: {names}[/red]")
+                return None
+            try:
+                validated = validate_arguments(found[0], arguments)
+            except ArgumentError as exc:
+                console.print(f"[red]{exc.model_message}[/red]", highlight=False)
+                return None
+            ctx = ToolContext(tool_name=found[0].name, sink=progress)
+            return await found[0].invoke(validated.params, ctx)
+
+    result = asyncio.run(run())
+    if result is None:
+        raise typer.Exit(2)
+    _print_result(console, result, json_output)
+    if result.is_error:
+        raise typer.Exit(1)

@@ -1,0 +1,40 @@
+"""Tools from MCP servers, merged into each turn (``tooldeck.mcp``).
+
+Built on the official ``mcp`` SDK (imported absolutely; this package never shadows it):
+
+- :mod:`tooldeck.mcp.config`: the ``mcpServers`` JSON config (stdio and streamable HTTP);
+- :mod:`tooldeck.mcp.naming`: ``mcp__<server>__<tool>`` names in the provider charset;
+- :mod:`tooldeck.mcp.connection`: one supervised connection (reconnect, re-list, calls);
+- :mod:`tooldeck.mcp.source`: :class:`McpSource`, the per-turn category creator.
+
+See ``docs/mcp.md``.
+"""
+
+from .config import McpConfig, McpConfigError, ServerConfig, expand_vars
+from .naming import Collision, exposed_name, map_names
+from .source import (
+    McpProgress,
+    McpServerStatusChanged,
+    McpSource,
+    McpTool,
+    McpToolInfo,
+    ServerStatus,
+    tier_for,
+)
+
+__all__ = [
+    "Collision",
+    "McpConfig",
+    "McpConfigError",
+    "McpProgress",
+    "McpServerStatusChanged",
+    "McpSource",
+    "McpTool",
+    "McpToolInfo",
+    "ServerConfig",
+    "ServerStatus",
+    "expand_vars",
+    "exposed_name",
+    "map_names",
+    "tier_for",
+]

@@ -1,0 +1,572 @@
+"""One supervised connection to one MCP server (runs on the MCP I/O thread's loop).
+
+A supervisor task owns the SDK ``Client`` for its whole life: it connects (stdio or
+streamable HTTP, protocol era negotiated by the SDK), lists the tools page by page,
+keeps the listing fresh (``notifications/tools/list_changed``), and when the session
+drops — the process exited, the HTTP session went stale (404), a call found the
+connection closed — tears it down within a bound and reconnects with backoff.
+
+Everything here runs on one event loop (:mod:`tooldeck.mcp.source` owns it); the
+source reaches it with ``run_coroutine_threadsafe`` and reads the published listing
+(``tools``) from other threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any, TextIO, cast
+
+import anyio
+import anyio.abc
+import httpx2
+import mcp_types as types
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ..result import ToolResult
+from .config import ServerConfig
+
+__all__ = ["BACKOFF", "Connection", "ConnectionState", "describe_error"]
+
+_log = logging.getLogger("tooldeck.mcp")
+
+BACKOFF: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+"""Seconds before reconnect attempt N (the last value repeats)."""
+RETRY_FLOOR = 1.0
+"""An assembly asks a server waiting out its backoff to retry at once at most once per this
+many seconds (so fast model steps never hammer a dead server)."""
+STABLE_SECONDS = 5.0
+"""A connection that lived this long resets the backoff."""
+TEARDOWN_SECONDS = 10.0
+"""Bound on tearing one connection down (the stdio transport bounds its own kill steps)."""
+MAX_PAGES = 1000
+_STDERR_TAIL = 1500
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+
+ConnectionState = str
+"""``idle`` (not wanted), ``connecting``, ``connected``, ``reconnecting`` (after a drop,
+waiting to retry), ``failed`` (could not connect, waiting to retry), ``closed``."""
+
+ToolsInstaller = Callable[["Connection", list[types.Tool]], None]
+StateListener = Callable[["Connection"], None]
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line description of an exception, unwrapping exception groups."""
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for inner in e.exceptions:
+                walk(inner)
+        else:
+            leaves.append(e)
+
+    walk(exc)
+    parts = []
+    for leaf in leaves[:3]:
+        text = str(leaf).strip() or leaf.__class__.__name__
+        parts.append(f"{type(leaf).__name__}: {text}")
+    return "; ".join(parts) or type(exc).__name__
+
+
+def _connection_error(exc: BaseException) -> bool:
+    """Whether an exception means the session is gone (rather than one bad request)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_connection_error(e) for e in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return exc.code == CONNECTION_CLOSED or _stale_session(exc)
+    return isinstance(
+        exc,
+        OSError
+        | httpx2.TransportError
+        | anyio.BrokenResourceError
+        | anyio.ClosedResourceError
+        | anyio.EndOfStream,
+    )
+
+
+def _stale_session(exc: BaseException) -> bool:
+    """HTTP 404 on a known session id: the server forgot the session (e.g. it restarted).
+
+    The SDK spells a bare 404 "Session terminated"; a server that sends a JSON-RPC body
+    says so itself (the SDK's own server: -32600 "Session not found").
+    """
+    if not isinstance(exc, MCPError) or exc.code != types.INVALID_REQUEST:
+        return False
+    message = exc.error.message.lower()
+    return "session" in message and any(
+        word in message for word in ("terminated", "not found", "expired", "unknown")
+    )
+
+
+@asynccontextmanager
+async def _watched(
+    inner: contextlib.AbstractAsyncContextManager[Any], on_lost: Callable[[], None]
+) -> AsyncIterator[Any]:
+    """A transport that reports when its read side ends (the server went away)."""
+    async with inner as (read, write):
+        send, receive = anyio.create_memory_object_stream[Any](0)
+
+        async def pump() -> None:
+            try:
+                async with send:
+                    async for item in read:
+                        await send.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+                pass
+            finally:
+                on_lost()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            try:
+                async with receive:
+                    yield receive, write
+            finally:
+                tg.cancel_scope.cancel()
+
+
+@dataclass(eq=False)
+class Connection:
+    """The live state of one configured server. Mutated only on the I/O loop."""
+
+    config: ServerConfig
+    install: ToolsInstaller
+    on_state: StateListener
+    client_info: types.Implementation
+    wanted: bool = False
+    state: ConnectionState = "idle"
+    error: str | None = None
+    list_error: str | None = None
+    listing: list[types.Tool] = field(default_factory=list)
+    protocol_version: str | None = None
+    server_name: str | None = None
+    server_version: str | None = None
+    instructions: str | None = None
+    attempts: int = 0
+    concluded: int = 0  # connection attempts that reached a verdict (connected or failed)
+    last_verdict: float = -math.inf
+    last_poke: float = -math.inf
+    retry_at: float | None = None
+    dirty: bool = False
+    listing_now: bool = False
+    closing: bool = False
+    ever_connected: bool = False
+    _client: Client | None = None
+    _changed: anyio.Event | None = None
+    _wake: anyio.Event | None = None
+    _broken: anyio.Event | None = None
+    _dirty_event: anyio.Event | None = None
+    done: anyio.Event | None = None
+    _attempt: anyio.CancelScope | None = None
+
+    # -- events -----------------------------------------------------------------------
+    def _set(self, state: ConnectionState, error: str | None = None, *, keep: bool = False) -> None:
+        changed = state != self.state or (error != self.error and not keep)
+        self.state = state
+        if not keep:
+            self.error = error
+        self._notify()
+        if changed:
+            self.on_state(self)
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+        self._changed = anyio.Event()
+
+    async def _wait_change(self) -> None:
+        if self._changed is None:
+            self._changed = anyio.Event()
+        await self._changed.wait()
+
+    def poke(self) -> None:
+        """Wake the supervisor (to retry now, or to notice ``wanted`` changed)."""
+        if self._wake is not None:
+            self._wake.set()
+
+    def mark_broken(self, why: str) -> None:
+        """The session is unusable: tear it down and reconnect."""
+        if self._broken is not None and not self._broken.is_set():
+            if self.state == "connected":
+                _log.info("MCP server %r: connection lost (%s)", self.config.name, why)
+                self.error = why
+            self._broken.set()
+
+    def mark_dirty(self) -> None:
+        """The tool list changed on the server: list again before the next assembly."""
+        self.dirty = True
+        if self._dirty_event is not None:
+            self._dirty_event.set()
+        self._notify()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self, tg: anyio.abc.TaskGroup) -> None:
+        self._wake = anyio.Event()
+        self._changed = anyio.Event()
+        self.done = anyio.Event()
+        tg.start_soon(self._supervise)
+
+    def set_wanted(self, wanted: bool) -> None:
+        if wanted == self.wanted:
+            return
+        self.wanted = wanted
+        if not wanted:
+            self._disconnect()
+        self.poke()
+
+    def close(self) -> None:
+        self.closing = True
+        self._disconnect()
+        self.poke()
+
+    def _disconnect(self) -> None:
+        if self._broken is not None:
+            self._broken.set()
+        if self.state == "connecting" and self._attempt is not None:
+            self._attempt.cancel()  # do not wait out a slow start
+
+    async def _supervise(self) -> None:
+        failures = 0
+        while not self.closing:
+            if not self.wanted:
+                self._set("idle", None)
+                await self._sleep(None)
+                continue
+            self.attempts += 1
+            started = anyio.current_time()
+            connected = await self._connect_once()
+            if not connected:
+                self.concluded += 1  # a verdict: this attempt failed
+                self.last_verdict = anyio.current_time()
+            if self.closing:
+                break
+            if not self.wanted:
+                continue
+            lived = anyio.current_time() - started
+            if connected and lived >= STABLE_SECONDS:
+                failures = 0
+            delay = BACKOFF[min(failures if connected else max(failures, 1), len(BACKOFF) - 1)]
+            failures += 1
+            self.retry_at = anyio.current_time() + delay
+            self._set("reconnecting" if connected else "failed", self.error, keep=True)
+            await self._sleep(delay)
+            self.retry_at = None
+        self._set("closed", None)
+        if self.done is not None:
+            self.done.set()
+
+    async def _sleep(self, seconds: float | None) -> None:
+        assert self._wake is not None
+        with anyio.move_on_after(math.inf if seconds is None else seconds):
+            await self._wake.wait()
+        self._wake = anyio.Event()
+
+    def _transport(self, on_lost: Callable[[], None], errlog: TextIO | None) -> Any:
+        cfg = self.config
+        if cfg.transport == "stdio":
+            assert cfg.command is not None and errlog is not None
+            params = StdioServerParameters(
+                command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None, cwd=cfg.cwd
+            )
+            return _watched(stdio_client(params, errlog=errlog), on_lost)
+        assert cfg.url is not None
+        return _watched(_http(cfg.url, dict(cfg.headers)), on_lost)
+
+    async def _connect_once(self) -> bool:
+        cfg = self.config
+        self._set("connecting", self.error, keep=True)  # the last error stays until connected
+        broken = self._broken = anyio.Event()
+        self._dirty_event = anyio.Event()
+        self.dirty = False
+
+        def lost() -> None:
+            if self._broken is broken and not broken.is_set():
+                self.mark_broken("the server closed the connection")
+
+        errlog: TextIO | None = None
+        if cfg.transport == "stdio":  # the server's stderr, for error messages; closed below
+            errlog = cast(TextIO, tempfile.TemporaryFile("w+", errors="replace"))  # noqa: SIM115
+        connected = False
+        error: str | None = None
+        try:
+            with anyio.CancelScope(deadline=anyio.current_time() + cfg.startup_timeout) as scope:
+                self._attempt = scope
+                async with AsyncExitStack() as stack:
+                    client = Client(
+                        self._transport(lost, errlog),
+                        message_handler=self._on_message,
+                        client_info=self.client_info,
+                        cache=None,
+                        mode=cfg.protocol,
+                    )
+                    await stack.enter_async_context(client)
+                    session = client.session
+                    self.protocol_version = client.protocol_version
+                    info = client.server_info
+                    self.server_name = info.name if info else None
+                    self.server_version = info.version if info else None
+                    self.instructions = client.instructions
+                    await self._list(client)
+                    scope.deadline = math.inf
+                    connected = self.ever_connected = True
+                    self.concluded += 1  # a verdict: connected
+                    self.last_verdict = anyio.current_time()
+                    self._client = client
+                    self._set("connected", None)
+                    _log.info(
+                        "MCP server %r connected (%s, %d tools)",
+                        cfg.name,
+                        self.protocol_version,
+                        len(self.listing),
+                    )
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._relister, client)
+                        caps = session.server_capabilities
+                        if (
+                            self.protocol_version in MODERN_PROTOCOL_VERSIONS
+                            and caps is not None
+                            and caps.tools is not None
+                            and caps.tools.list_changed
+                        ):
+                            tg.start_soon(self._listen, client)
+                        await broken.wait()
+                        tg.cancel_scope.cancel()
+                    self._client = None
+                    if not self.closing and self.wanted:
+                        self._set("reconnecting", self.error, keep=True)
+                    else:  # disconnecting on purpose: its tools are gone from now on
+                        self._set("idle", None)
+                    scope.deadline = anyio.current_time() + TEARDOWN_SECONDS
+            if scope.cancelled_caught and not connected and not self.closing and self.wanted:
+                error = f"did not connect and list its tools within {cfg.startup_timeout:g}s"
+        except Exception as exc:
+            if not self.closing:
+                error = describe_error(exc)
+        finally:
+            self._client = None
+            self._attempt = None
+            if errlog is not None:
+                tail = _tail(errlog)
+                errlog.close()
+                if error is not None and tail:
+                    error += f" (stderr: {tail})"
+        if error is not None and not connected:
+            self.error = error
+            verb = "could not reconnect" if self.ever_connected else "failed to start"
+            _log.warning("MCP server %r %s: %s", cfg.name, verb, error)
+        elif error is not None:
+            self.error = self.error or error
+        return connected
+
+    # -- listing ------------------------------------------------------------------------------
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self.mark_dirty()
+        elif isinstance(message, Exception):
+            _log.debug("MCP server %r: transport message %r", self.config.name, message)
+
+    async def _listen(self, client: Client) -> None:
+        """Keep a 2026-era ``subscriptions/listen`` stream open (list_changed arrives on it)."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self.mark_dirty()
+        except Exception as exc:
+            _log.debug("MCP server %r: listen stream ended: %s", self.config.name, exc)
+
+    async def _list(self, client: Client) -> None:
+        self.dirty = False
+        self.listing_now = True
+        self._notify()
+        try:
+            tools: list[types.Tool] = []
+            cursor: str | None = None
+            seen: set[str] = set()
+            with anyio.fail_after(self.config.startup_timeout):
+                for _ in range(MAX_PAGES):
+                    page = await client.list_tools(cursor=cursor)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+                    if cursor in seen:
+                        _log.warning(
+                            "MCP server %r repeated the cursor %r; listing stopped",
+                            self.config.name,
+                            cursor,
+                        )
+                        break
+                    seen.add(cursor)
+            self.listing = tools
+            self.list_error = None
+            self.install(self, tools)
+        finally:
+            self.listing_now = False
+            self._notify()
+
+    async def _relister(self, client: Client) -> None:
+        while True:
+            assert self._dirty_event is not None
+            await self._dirty_event.wait()
+            self._dirty_event = anyio.Event()
+            try:
+                await self._list(client)
+            except Exception as exc:
+                self.list_error = describe_error(exc)
+                if _connection_error(exc):
+                    self.mark_broken(f"listing the tools failed: {self.list_error}")
+                else:
+                    _log.warning(
+                        "MCP server %r: listing the tools failed: %s",
+                        self.config.name,
+                        self.list_error,
+                    )
+
+    def usable(self) -> bool:
+        """Connected, and the session is not known to be broken."""
+        return (
+            self.state == "connected"
+            and self._client is not None
+            and self._broken is not None
+            and not self._broken.is_set()
+        )
+
+    async def settle(self, *, retry: bool = True) -> None:
+        """Wait until the listing is current, or the next connection attempt concluded.
+
+        With ``retry``, a server waiting out its backoff is asked to try now (at most once
+        per ``RETRY_FLOOR`` seconds; otherwise it is not waited for).
+        """
+        if not self.wanted or self.closing:
+            return
+        # ``concluded`` counts verdicts (connected or failed); wait for the next one.
+        target = self.concluded + 1
+        poked = False
+        while not self.closing and self.wanted:
+            if self.usable():
+                if not self.dirty and not self.listing_now:
+                    return
+            elif self.state in ("reconnecting", "failed"):
+                now = anyio.current_time()
+                if self.concluded >= target:
+                    return
+                if retry and not poked and now - self.last_poke >= RETRY_FLOOR:
+                    self.last_poke = now
+                    poked = True
+                    self.poke()
+                elif not poked and self.retry_at is not None and self.retry_at > now:
+                    return  # waiting out its backoff: the turn goes on without it
+            elif self.state == "closed":
+                return
+            await self._wait_change()  # "idle" while wanted: the supervisor is waking up
+
+    # -- calls --------------------------------------------------------------------------------
+    async def call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        on_progress: Callable[[float, float | None, str | None], Any] | None = None,
+    ) -> ToolResult:
+        """Call ``tool``; every failure becomes an error result (never raises, never hangs)."""
+        cfg = self.config
+        details: dict[str, Any] = {"server": cfg.name, "tool": tool}
+        for attempt in (1, 2):
+            client = await self._ready_client()
+            if client is None:
+                why = self.error or self.state
+                return ToolResult.error(
+                    f"The MCP server {cfg.name!r} is not connected ({why}); "
+                    f"its tool {tool!r} cannot run right now.",
+                    details={**details, "reason": "not_connected", "state": self.state},
+                )
+
+            async def relay(progress: float, total: float | None, message: str | None) -> None:
+                if on_progress is not None:
+                    try:
+                        on_progress(progress, total, message)
+                    except Exception:
+                        _log.exception("progress callback failed")
+
+            try:
+                with anyio.fail_after(cfg.timeout):
+                    result = await client.call_tool(tool, arguments, progress_callback=relay)
+            except TimeoutError:
+                return ToolResult.error(
+                    f"{tool} on the MCP server {cfg.name!r} timed out after {cfg.timeout:g}s "
+                    "and was cancelled.",
+                    details={**details, "reason": "timeout", "timeout": cfg.timeout},
+                )
+            except Exception as exc:
+                text = describe_error(exc)
+                if _stale_session(exc) and attempt == 1:
+                    # The server never saw this request: reconnect and send it again.
+                    self.mark_broken("the HTTP session expired (404)")
+                    continue
+                if _connection_error(exc):
+                    self.mark_broken(f"a call failed: {text}")
+                    return ToolResult.error(
+                        f"The MCP server {cfg.name!r} went away during {tool} ({text}); it "
+                        "will be reconnected. The call may or may not have taken effect.",
+                        details={**details, "reason": "connection_lost", "error": text},
+                    )
+                if isinstance(exc, MCPError):
+                    if exc.code == types.INVALID_PARAMS or "nknown tool" in exc.error.message:
+                        self.mark_dirty()
+                    return ToolResult.error(
+                        f"The MCP server {cfg.name!r} rejected {tool}: {exc.error.message} "
+                        f"(code {exc.code}).",
+                        details={**details, "reason": "server_error", "code": exc.code},
+                    )
+                _log.warning("MCP call %s/%s failed: %s", cfg.name, tool, text, exc_info=exc)
+                return ToolResult.error(
+                    f"{tool} on the MCP server {cfg.name!r} failed: {text}",
+                    details={**details, "reason": "client_error", "error": text},
+                )
+            return _to_result(result, cfg.name, tool)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _ready_client(self) -> Client | None:
+        if not self.wanted or self.closing:
+            return None
+        with anyio.move_on_after(self.config.startup_timeout):
+            await self.settle()
+        return self._client if self.usable() else None
+
+
+def _to_result(result: types.CallToolResult, server: str, tool: str) -> ToolResult:
+    from ..mcp_results import call_tool_result_to_tool_result
+
+    return call_tool_result_to_tool_result(result, server=server, tool=tool)
+
+
+def _tail(errlog: IO[str]) -> str:
+    try:
+        errlog.seek(0, 2)
+        size = errlog.tell()
+        errlog.seek(max(0, size - _STDERR_TAIL * 4))
+        text = errlog.read()
+    except (OSError, ValueError):
+        return ""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    tail = " | ".join(lines[-6:])
+    return tail[-_STDERR_TAIL:]
+
+
+@asynccontextmanager
+async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams

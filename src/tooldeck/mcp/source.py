@@ -1,0 +1,726 @@
+"""``McpSource``: the tools of configured MCP servers, as a per-turn category creator.
+
+Usage::
+
+    source = McpSource.from_file("mcp.json")
+    async with source:                       # connects the autostart servers, lists tools
+        session = Session(model, tools=lambda ctx: assemble(ctx, [native, source]))
+        await session.run("...", turn=turn_context)
+
+``source(ctx)`` returns the current tools of every server active for ``ctx`` (autostart
+servers, plus servers activated for the whole source or for ``ctx.session_id``). It is
+called at assembly time, before every model step, so a tool list changed on the server
+(``notifications/tools/list_changed``) or a server reconnected after a crash shows up
+in the next step. A server that is down is reported (status, event, log) and simply
+contributes no tools; the turn goes on.
+
+All MCP traffic runs on one background thread with its own event loop (the
+"MCP I/O thread"). That keeps every SDK session in the task that opened it, lets the
+synchronous creator wait (bounded by ``assembly_wait``) for a pending re-list or
+reconnect, and works the same whatever loop (or none) the caller runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import fnmatch
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ClassVar, TypeVar
+
+import anyio
+import mcp_types as types
+
+from ..assembly import TurnContext
+from ..context import ToolContext
+from ..errors import ToolDefinitionError
+from ..events import Event, EventBus
+from ..result import ToolResult
+from ..tool import Tier, Tool
+from .config import McpConfig, ServerConfig
+from .connection import Connection, ConnectionState
+from .naming import Collision, map_names, namespace_name
+
+__all__ = [
+    "McpProgress",
+    "McpServerStatusChanged",
+    "McpSource",
+    "McpTool",
+    "McpToolInfo",
+    "ServerStatus",
+    "tier_for",
+]
+
+_log = logging.getLogger("tooldeck.mcp")
+_T = TypeVar("_T")
+
+DEFAULT_ASSEMBLY_WAIT = 10.0
+SHUTDOWN_SECONDS = 20.0
+
+
+# -- payloads, events and status -----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class McpProgress:
+    """A progress notification of a running MCP call (sent through ``ctx.emit``)."""
+
+    type: ClassVar[str] = "mcp_progress"
+    server: str
+    tool: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerStatusChanged(Event):
+    """A server connected, dropped, failed to start, or was closed."""
+
+    type: ClassVar[str] = "mcp_server_status"
+    server: str
+    state: str
+    error: str | None = None
+    tools: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    """A snapshot of one configured server."""
+
+    name: str
+    transport: str
+    target: str
+    state: ConnectionState
+    error: str | None
+    active: bool
+    autostart: bool
+    tools: tuple[str, ...]
+    protocol_version: str | None
+    server_name: str | None
+    server_version: str | None
+    attempts: int
+    collisions: tuple[str, ...]
+    skipped: tuple[str, ...]
+    list_error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "transport": self.transport,
+            "target": self.target,
+            "state": self.state,
+            "error": self.error,
+            "active": self.active,
+            "autostart": self.autostart,
+            "tools": list(self.tools),
+            "protocol_version": self.protocol_version,
+            "server": (
+                {"name": self.server_name, "version": self.server_version}
+                if self.server_name
+                else None
+            ),
+            "attempts": self.attempts,
+            "collisions": list(self.collisions),
+            "skipped": list(self.skipped),
+            "list_error": self.list_error,
+        }
+
+
+# -- tools ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class McpToolInfo:
+    """Where an MCP tool comes from, and what its server said about it."""
+
+    server: str
+    tool: str
+    exposed: str
+    title: str | None
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None
+    annotations: Mapping[str, Any]
+    meta: Mapping[str, Any] | None
+
+
+class McpTool(Tool):
+    """A :class:`Tool` backed by a tool of an MCP server; ``mcp`` says which."""
+
+    mcp: McpToolInfo
+
+
+def tier_for(
+    server: ServerConfig, annotations: Mapping[str, Any] | None
+) -> tuple[Tier, bool, bool]:
+    """``(tier, read_only, destructive)`` of a server tool from its untrusted annotations.
+
+    The configured ``tier`` (default ``WRITE``) is where every tool starts. Annotations
+    can raise it, never lower it, with one exception the user opts into:
+
+    - ``readOnlyHint: true`` lowers ``WRITE`` to ``STANDARD`` only on a server configured
+      with ``trust_annotations: true``;
+    - ``destructiveHint: true`` (on a tool that is not read-only) raises the tier to
+      ``DANGEROUS`` only on a server configured with ``destructive_is_dangerous: true``.
+
+    ``read_only`` and ``destructive`` echo the hints for display and policies; the tier
+    is the decision.
+    """
+    hints = annotations or {}
+    read_only = hints.get("readOnlyHint") is True
+    destructive = not read_only and hints.get("destructiveHint") is True
+    tier: Tier = server.tier
+    if read_only and server.trust_annotations and tier == "WRITE":
+        tier = "STANDARD"
+    if destructive and server.destructive_is_dangerous:
+        tier = "DANGEROUS"
+    return tier, read_only, destructive
+
+
+def _normalised_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(schema)
+    if "type" not in out:  # some servers omit the root type of an arguments object
+        out["type"] = "object"
+    return out
+
+
+# -- the I/O thread ------------------------------------------------------------------------------
+class _IoThread:
+    """A daemon thread running one asyncio loop for all MCP connections."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self.loop = loop
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                try:
+                    loop.run_until_complete(loop.shutdown_asyncgens())
+                finally:
+                    loop.close()
+
+        self.thread = threading.Thread(target=run, name="tooldeck-mcp", daemon=True)
+        self.thread.start()
+        ready.wait()
+
+    def submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(fn)
+
+    @property
+    def current(self) -> bool:
+        return self.thread is threading.current_thread()
+
+    def stop(self) -> None:
+        if self.loop is not None and self.thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=SHUTDOWN_SECONDS)
+
+
+# -- the source ----------------------------------------------------------------------------------
+@dataclass(eq=False)
+class _Server:
+    config: ServerConfig
+    conn: Connection
+    namespace: str
+    tools: tuple[McpTool, ...] = ()
+    collisions: tuple[Collision, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+class McpSource:
+    """The tools of the servers in an MCP config, merged into each turn (a creator).
+
+    - ``events``: an :class:`EventBus` that receives :class:`McpServerStatusChanged`;
+    - ``assembly_wait``: seconds an assembly may wait for a pending re-list or
+      reconnect of the active servers (it blocks the caller: the creator contract is
+      synchronous);
+    - ``client_name``: how tooldeck introduces itself to servers.
+
+    Use it as an async (or plain) context manager so every server process is stopped
+    when you are done; :meth:`close` does the same.
+    """
+
+    creator_name = "mcp"
+
+    def __init__(
+        self,
+        config: McpConfig | Mapping[str, Any],
+        *,
+        events: EventBus | None = None,
+        assembly_wait: float = DEFAULT_ASSEMBLY_WAIT,
+        client_name: str = "tooldeck",
+    ) -> None:
+        from .. import __version__
+
+        self.config = config if isinstance(config, McpConfig) else McpConfig.from_dict(config)
+        self.events = events
+        self.assembly_wait = assembly_wait
+        self._client_info = types.Implementation(name=client_name, version=__version__)
+        self._io = _IoThread()
+        self._lock = threading.Lock()
+        self._started = False
+        self._closed = False
+        self._caller_loop: asyncio.AbstractEventLoop | None = None
+        self._activations: dict[str, set[str | None]] = {}
+        self._servers: dict[str, _Server] = {}
+        for cfg in self.config.servers:
+            conn = Connection(
+                config=cfg,
+                install=self._install,
+                on_state=self._on_state,
+                client_info=self._client_info,
+                wanted=cfg.autostart,
+            )
+            self._servers[cfg.name] = _Server(cfg, conn, namespace_name(cfg.name))
+        namespaces: dict[str, str] = {}
+        for server in self._servers.values():
+            other = namespaces.setdefault(server.namespace, server.config.name)
+            if other != server.config.name:
+                raise ToolDefinitionError(
+                    f"MCP servers {other!r} and {server.config.name!r} map to the same "
+                    f"namespace {server.namespace!r}; rename one of them"
+                )
+        self._reverse: dict[str, tuple[str, str]] = {}
+        self._stop: anyio.Event | None = None
+        self._runner: concurrent.futures.Future[None] | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path, **options: Any) -> McpSource:
+        """A source for the servers of a config file (see :mod:`tooldeck.mcp.config`)."""
+        return cls(McpConfig.load(path), **options)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the I/O thread and begin connecting the autostart servers (non-blocking)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this McpSource is closed")
+            if self._started:
+                return
+            self._started = True
+            try:
+                self._caller_loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._caller_loop = None
+            self._io.start()
+            ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+            self._runner = self._io.submit(self._run(ready))
+            ready.result()
+            atexit.register(self.close)
+
+    async def _run(self, ready: concurrent.futures.Future[None]) -> None:
+        self._stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            for server in self._servers.values():
+                server.conn.start(tg)
+            ready.set_result(None)
+            await self._stop.wait()
+            for server in self._servers.values():
+                server.conn.close()
+            with anyio.move_on_after(SHUTDOWN_SECONDS) as scope:
+                for server in self._servers.values():
+                    if server.conn.done is not None:
+                        await server.conn.done.wait()
+            if scope.cancelled_caught:
+                _log.error("MCP servers did not close within %ss; cancelling", SHUTDOWN_SECONDS)
+                tg.cancel_scope.cancel()
+
+    def _request_stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    def close(self) -> None:
+        """Disconnect every server and stop every server process (blocking, idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            started = self._started
+        atexit.unregister(self.close)
+        if not started:
+            return
+        if self._io.current:
+            raise RuntimeError("McpSource.close() cannot run on the MCP I/O thread")
+        self._io.call_soon(self._request_stop)
+        if self._runner is not None:
+            try:
+                self._runner.result(timeout=SHUTDOWN_SECONDS + 5)
+            except Exception:
+                _log.exception("closing the MCP source failed")
+        self._io.stop()
+
+    async def aclose(self) -> None:
+        """:meth:`close` without blocking the caller's event loop."""
+        await asyncio.to_thread(self.close)
+
+    async def __aenter__(self) -> McpSource:
+        self.start()
+        await self.refresh()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> McpSource:
+        self.start()
+        self._wait(self._settle(self._active_names(None)), self._startup_bound())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- activation (MCP-backed skills) -----------------------------------------------------------
+    def _server(self, name: str) -> _Server:
+        server = self._servers.get(name)
+        if server is None:
+            known = ", ".join(self._servers) or "(none)"
+            raise KeyError(f"no MCP server {name!r} is configured; configured: {known}")
+        return server
+
+    def _update_wanted(self, name: str) -> None:
+        server = self._servers[name]
+        with self._lock:
+            wanted = server.config.autostart or bool(self._activations.get(name))
+        if self._started and not self._closed:
+            self._io.call_soon(lambda: server.conn.set_wanted(wanted))
+        else:
+            server.conn.wanted = wanted
+
+    async def activate(
+        self, name: str, *, session_id: str | None = None, wait: bool = True
+    ) -> ServerStatus:
+        """Make server ``name`` available: connect and list it (for one session, or all).
+
+        This is the hook for MCP-backed skills: when ``use_skill`` activates a skill that
+        declares a server, it calls ``await source.activate(server, session_id=...)``; the
+        server's tools are in the next assembly of that session's turns. With ``wait`` the
+        call returns once the server is connected and listed (or failed to start).
+        """
+        self._server(name)
+        with self._lock:
+            self._activations.setdefault(name, set()).add(session_id)
+        self.start()
+        self._update_wanted(name)
+        if wait:
+            await self._await(self._settle([name]), self._startup_bound([name]))
+        return self.server_status(name)
+
+    def activation_hook(
+        self, *, session_id: str | None = None
+    ) -> Callable[[Any], Awaitable[ServerStatus | None]]:
+        """An ``on_activate`` hook for skills: activates the skill's ``mcp_server``.
+
+        ``SkillCatalog.creator(on_activate=source.activation_hook())`` (``tooldeck.skills``)
+        connects the server a skill declares when ``use_skill`` loads it; the hook takes
+        any object with an ``mcp_server`` attribute, or a server name. A server that is
+        not configured is logged and ignored (the skill's instructions still load).
+        """
+
+        async def activate(skill: Any) -> ServerStatus | None:
+            name = skill if isinstance(skill, str) else getattr(skill, "mcp_server", None)
+            if not name:
+                return None
+            if name not in self._servers:
+                _log.warning("a skill needs the MCP server %r, which is not configured", name)
+                return None
+            return await self.activate(name, session_id=session_id)
+
+        return activate
+
+    async def deactivate(self, name: str, *, session_id: str | None = None) -> None:
+        """Undo :meth:`activate`; a server no longer wanted by anyone is disconnected."""
+        self._server(name)
+        with self._lock:
+            holders = self._activations.get(name, set())
+            holders.discard(session_id)
+            if not holders:
+                self._activations.pop(name, None)
+        self._update_wanted(name)
+
+    def _active_for(self, name: str, session_id: str | None) -> bool:
+        server = self._servers[name]
+        if server.config.autostart:
+            return True
+        with self._lock:
+            holders = self._activations.get(name, set())
+            return None in holders or (session_id is not None and session_id in holders)
+
+    def _active_names(self, session_id: str | None) -> list[str]:
+        return [n for n in self._servers if self._active_for(n, session_id)]
+
+    # -- assembly ---------------------------------------------------------------------------------
+    def __call__(self, ctx: TurnContext) -> list[Tool]:
+        """The creator: the current tools of every server active for ``ctx``."""
+        names = self._active_names(ctx.session_id)
+        if not self._closed:
+            self.start()
+            if not self._io.current:
+                self._wait(self._settle(names), self.assembly_wait)
+        return self._collect(names)
+
+    @property
+    def creator(self) -> Callable[[TurnContext], list[Tool]]:
+        """This source as a category creator (the source object itself is one too)."""
+        return self
+
+    def tools(self, session_id: str | None = None) -> list[Tool]:
+        """The tools listed right now for ``session_id`` (no waiting, no reconnecting)."""
+        return self._collect(self._active_names(session_id))
+
+    def _collect(self, names: Iterable[str]) -> list[Tool]:
+        out: list[Tool] = []
+        seen: set[str] = set()
+        for name in names:
+            server = self._servers[name]
+            if server.conn.state != "connected":
+                continue
+            for tool in server.tools:
+                if tool.name in seen:  # two servers mapped to one name: keep the first
+                    _log.warning("MCP tool name %s is used by two servers; skipped", tool.name)
+                    continue
+                seen.add(tool.name)
+                out.append(tool)
+        return out
+
+    async def refresh(self, names: Iterable[str] | None = None) -> None:
+        """Bring the listing of ``names`` (default: the active servers) up to date.
+
+        Reconnects servers that dropped. Does not block the caller's loop; call it
+        before a turn to keep the synchronous assembly from having to wait.
+        """
+        self.start()
+        chosen = list(names) if names is not None else self._active_names(None)
+        await self._await(self._settle(chosen), self._startup_bound(chosen))
+
+    async def _settle(self, names: Iterable[str]) -> None:
+        conns = [self._servers[n].conn for n in names]
+        async with anyio.create_task_group() as tg:
+            for conn in conns:
+                tg.start_soon(self._settle_one, conn)
+
+    @staticmethod
+    async def _settle_one(conn: Connection) -> None:
+        with anyio.move_on_after(conn.config.startup_timeout + 1):
+            await conn.settle()
+
+    def _startup_bound(self, names: Iterable[str] | None = None) -> float:
+        chosen = list(names) if names is not None else list(self._servers)
+        return max((self._servers[n].config.startup_timeout for n in chosen), default=0) + 2
+
+    def _wait(self, coro: Coroutine[Any, Any, None], timeout: float) -> None:
+        future = self._io.submit(coro)
+        try:
+            future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+        except Exception:
+            _log.exception("waiting for MCP servers failed")
+
+    async def _await(self, coro: Coroutine[Any, Any, None], bound: float) -> None:
+        future = asyncio.wrap_future(self._io.submit(coro))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(future, bound)
+
+    # -- listing -> tools -------------------------------------------------------------------------
+    def _install(self, conn: Connection, listing: list[types.Tool]) -> None:
+        """Turn a fresh listing into tools (runs on the I/O thread)."""
+        server = self._servers[conn.config.name]
+        cfg = server.config
+        kept: list[types.Tool] = []
+        skipped: list[str] = []
+        seen: set[str] = set()
+        for t in listing:
+            if t.name in seen:
+                skipped.append(f"{t.name}: listed twice; the first entry is used")
+                continue
+            seen.add(t.name)
+            if cfg.include_tools and not any(
+                fnmatch.fnmatchcase(t.name, p) for p in cfg.include_tools
+            ):
+                continue
+            if any(fnmatch.fnmatchcase(t.name, p) for p in cfg.exclude_tools):
+                continue
+            kept.append(t)
+        names, collisions = map_names(cfg.name, [t.name for t in kept])
+        if tuple(collisions) != server.collisions:
+            for collision in collisions:
+                _log.warning("MCP tool names collide: %s", collision.describe())
+        description = (
+            cfg.description
+            or conn.instructions
+            or f"Tools of the MCP server {cfg.name}"
+            + (
+                f" ({conn.server_name})"
+                if conn.server_name and conn.server_name != cfg.name
+                else ""
+            )
+        )
+        tools: list[McpTool] = []
+        for t in kept:
+            try:
+                tools.append(self._make_tool(server, t, names[t.name], description))
+            except ToolDefinitionError as exc:
+                first = str(exc).splitlines()[0]
+                skipped.append(f"{t.name}: {first}")
+                _log.warning("MCP server %r: tool %r skipped: %s", cfg.name, t.name, exc)
+        server.tools = tuple(tools)
+        server.collisions = tuple(collisions)
+        server.skipped = tuple(skipped)
+        with self._lock:
+            self._reverse = {k: v for k, v in self._reverse.items() if v[0] != cfg.name} | {
+                tool.name: (cfg.name, tool.mcp.tool) for tool in tools
+            }
+
+    def _make_tool(
+        self, server: _Server, listed: types.Tool, exposed: str, namespace_description: str
+    ) -> McpTool:
+        cfg = server.config
+        dumped = listed.model_dump(mode="json", by_alias=True, exclude_none=True)
+        annotations: dict[str, Any] = dumped.get("annotations") or {}
+        tier, read_only, destructive = tier_for(cfg, annotations)
+        raw_name = listed.name
+        description = (
+            listed.description
+            or listed.title
+            or annotations.get("title")
+            or f"The tool {raw_name} of the MCP server {cfg.name}."
+        )
+        conn = server.conn
+
+        async def execute(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
+            return await self._call_from_caller(conn, raw_name, params, ctx)
+
+        def describe(params: Any) -> str:
+            return f"{cfg.name}: {listed.title or annotations.get('title') or raw_name}"
+
+        tool = McpTool(
+            name=exposed,
+            description=description,
+            json_schema=_normalised_schema(dumped.get("inputSchema") or {}),
+            execute=execute,
+            namespace=server.namespace,
+            namespace_description=namespace_description,
+            defer_loading=cfg.defer_loading,
+            read_only=read_only,
+            destructive=destructive,
+            execution_mode="parallel" if read_only and cfg.trust_annotations else "sequential",
+            tier=tier,
+            describe_activity=describe,
+        )
+        tool.mcp = McpToolInfo(
+            server=cfg.name,
+            tool=raw_name,
+            exposed=exposed,
+            title=listed.title or annotations.get("title"),
+            input_schema=dumped.get("inputSchema") or {},
+            output_schema=dumped.get("outputSchema"),
+            annotations=annotations,
+            meta=dumped.get("_meta"),
+        )
+        return tool
+
+    # -- calls ------------------------------------------------------------------------------------
+    async def _call_from_caller(
+        self, conn: Connection, tool: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        if self._closed or not self._started:
+            return ToolResult.error(
+                f"The MCP source is closed; {tool} on {conn.config.name!r} cannot run."
+            )
+        caller = asyncio.get_running_loop()
+        server = conn.config.name
+
+        def progress(done: float, total: float | None, message: str | None) -> None:
+            payload = McpProgress(server, tool, done, total, message)
+            with contextlib.suppress(RuntimeError):  # the caller's loop is gone
+                caller.call_soon_threadsafe(ctx.emit, payload)
+
+        future = self._io.submit(conn.call(tool, arguments, progress))
+        return await asyncio.wrap_future(future)
+
+    async def call(
+        self,
+        server: str,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[[McpProgress], None] | None = None,
+    ) -> ToolResult:
+        """Call ``tool`` of ``server`` directly (no local validation; the CLI uses it)."""
+        conn = self._server(server).conn
+        self.start()
+        ctx = ToolContext(tool_name=tool, sink=on_progress or (lambda _e: None))
+        return await self._call_from_caller(conn, tool, dict(arguments or {}), ctx)
+
+    # -- status -----------------------------------------------------------------------------------
+    def lookup(self, exposed: str) -> tuple[str, str] | None:
+        """``(server, tool)`` for an exposed name (the reverse map), or ``None``."""
+        with self._lock:
+            return self._reverse.get(exposed)
+
+    def server_status(self, name: str) -> ServerStatus:
+        server = self._server(name)
+        conn = server.conn
+        return ServerStatus(
+            name=name,
+            transport=server.config.transport,
+            target=server.config.describe(),
+            state=conn.state,
+            error=conn.error,
+            active=conn.wanted,
+            autostart=server.config.autostart,
+            tools=tuple(t.name for t in server.tools) if conn.state == "connected" else (),
+            protocol_version=conn.protocol_version,
+            server_name=conn.server_name,
+            server_version=conn.server_version,
+            attempts=conn.attempts,
+            collisions=tuple(c.describe() for c in server.collisions),
+            skipped=server.skipped,
+            list_error=conn.list_error,
+        )
+
+    def status(self) -> list[ServerStatus]:
+        """A snapshot of every configured server."""
+        return [self.server_status(n) for n in self._servers]
+
+    def status_report(self) -> dict[str, Any]:
+        """A JSON status, for ``TurnContext(status_sources={"mcp": source.status_report})``."""
+        return {"servers": [s.as_dict() for s in self.status()]}
+
+    def _on_state(self, conn: Connection) -> None:
+        """Report a state change (runs on the I/O thread)."""
+        name = conn.config.name
+        tools = len(self._servers[name].tools) if conn.state == "connected" else 0
+        bus, loop = self.events, self._caller_loop
+        if bus is None or loop is None:
+            return
+        event = McpServerStatusChanged("", name, conn.state, conn.error, tools)
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(bus.emit(event)))
