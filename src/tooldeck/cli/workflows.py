@@ -1,0 +1,267 @@
+"""``tooldeck workflows``: run a workflow script, list runs, show one run.
+
+- ``tooldeck workflows run FILE --inputs JSON [--db PATH | --dsn DSN] [--model SPEC]``
+  runs the script's workflow with live progress. Without ``--model``, the script's own
+  ``scripted_model`` (a scripted stand-in, not a real model) is used, for offline runs.
+- ``tooldeck workflows list`` lists runs, newest first.
+- ``tooldeck workflows show ID`` shows a run's tasks, states, attempts and results.
+
+The store is SQLite by default (``~/.tooldeck/workflows.sqlite3``), or ``--db PATH``,
+or PostgreSQL with ``--dsn`` (also ``TOOLDECK_WORKFLOWS_DSN``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..workflows.engine import ModelFactory, TaskRun, WorkflowEngine, WorkflowError
+from ..workflows.render import WorkflowProgress, runs_table, workflow_table
+from ..workflows.script import load_script
+from ..workflows.shapes import WorkflowDefinitionError
+from ..workflows.store import StoreError, WorkflowStore, open_store
+
+__all__ = ["workflows_app"]
+
+workflows_app = typer.Typer(
+    help="Run workflows (task turns that submit schema-checked results) and inspect runs.",
+    no_args_is_help=True,
+)
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option("--db", help="SQLite file (default ~/.tooldeck/workflows.sqlite3)."),
+]
+DsnOption = Annotated[
+    str | None,
+    typer.Option("--dsn", help="PostgreSQL DSN (or TOOLDECK_WORKFLOWS_DSN); excludes --db."),
+]
+SchemaOption = Annotated[
+    str | None,
+    typer.Option("--pg-schema", help="PostgreSQL schema for the tables (default tooldeck)."),
+]
+
+
+def _fail(console: Console, message: str, code: int = 2) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)
+
+
+def _store(console: Console, db: Path | None, dsn: str | None, schema: str | None) -> WorkflowStore:
+    try:
+        return open_store(db=db, dsn=dsn, schema=schema)
+    except StoreError as exc:
+        raise _fail(console, str(exc)) from exc
+
+
+def _inputs(console: Console, text: str) -> dict[str, Any]:
+    raw = text
+    if text.startswith("@"):
+        try:
+            raw = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise _fail(console, f"cannot read inputs from {text[1:]}: {exc}") from exc
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise _fail(console, f"--inputs is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise _fail(console, "--inputs must be a JSON object")
+    return value
+
+
+def _model_factory(console: Console, spec: str | None, scripted: ModelFactory | None) -> Any:
+    if spec is None or spec == "scripted":
+        if scripted is None:
+            raise _fail(
+                console,
+                "the script defines no scripted_model(run) for offline runs; pass --model "
+                "KIND:MODEL (e.g. openai:gpt-5.4)",
+            )
+        return scripted
+    from ..providers import model_from_string
+
+    try:
+        model_from_string(spec)  # fail now on a bad spec, not in every task
+    except ValueError as exc:
+        raise _fail(console, str(exc)) from exc
+
+    def factory(run: TaskRun) -> Any:
+        return model_from_string(spec)
+
+    return factory
+
+
+@workflows_app.command("run")
+def run_command(
+    file: Annotated[Path, typer.Argument(help="The workflow script (a Python file).")],
+    inputs: Annotated[
+        str, typer.Option("--inputs", "-i", help="The inputs, a JSON object (or @file.json).")
+    ] = "{}",
+    db: DbOption = None,
+    dsn: DsnOption = None,
+    pg_schema: SchemaOption = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="KIND:MODEL for every task (e.g. anthropic:claude-sonnet-4-6); default: the "
+            "script's scripted_model (not a real model).",
+        ),
+    ] = None,
+    workflow: Annotated[
+        str | None, typer.Option("--workflow", "-w", help="Which workflow, if several.")
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, max=64, help="Tasks at once.")
+    ] = 4,
+    home: Annotated[
+        Path | None, typer.Option("--home", help="The task turns' home directory.")
+    ] = None,
+    web_provider: Annotated[
+        str | None, typer.Option("--web-provider", help="Bind a web provider (web tools).")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Give up waiting after this many seconds.")
+    ] = None,
+) -> None:
+    """Run a workflow script's workflow and wait for it, with live progress."""
+    console = Console()
+    try:
+        script = load_script(file)
+        chosen = script.workflow(workflow)
+    except WorkflowDefinitionError as exc:
+        raise _fail(console, str(exc)) from exc
+    values = _inputs(console, inputs)
+    problems = chosen.input_problems(values)
+    if problems:
+        raise _fail(console, f"inputs for {chosen.name!r}: " + "; ".join(problems))
+    factory = _model_factory(console, model, script.scripted_model)
+    store = _store(console, db, dsn, pg_schema)
+
+    async def main() -> str:
+        async with store:
+            engine = WorkflowEngine(
+                store,
+                factory,
+                catalog=[chosen],
+                max_concurrency=concurrency,
+                home=home,
+                web_provider=web_provider,
+            )
+            async with engine:
+                progress = WorkflowProgress(console).attach(engine.events)
+                with progress:
+                    workflow_id = await engine.start(chosen, values)
+                    try:
+                        async with asyncio.timeout(timeout):
+                            run = await engine.wait(workflow_id)
+                    except (asyncio.CancelledError, TimeoutError) as exc:
+                        why = (
+                            "interrupted"
+                            if isinstance(exc, asyncio.CancelledError)
+                            else (f"no result within {timeout:g}s")
+                        )
+                        await asyncio.shield(engine.cancel(workflow_id, why))
+                        run = await engine.get(workflow_id)
+                console.print(workflow_table(run))
+                console.print(f"[dim]stored in {store.location}[/dim]")
+                return run.state
+
+    try:
+        state = asyncio.run(main())
+    except (StoreError, WorkflowError) as exc:
+        raise _fail(console, str(exc)) from exc
+    except KeyboardInterrupt as exc:
+        raise _fail(console, "interrupted; the run was cancelled", 130) from exc
+    if state != "succeeded":
+        raise typer.Exit(1)
+
+
+@workflows_app.command("list")
+def list_command(
+    db: DbOption = None,
+    dsn: DsnOption = None,
+    pg_schema: SchemaOption = None,
+    state: Annotated[str | None, typer.Option("--state", help="Only runs in this state.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 20,
+) -> None:
+    """List workflow runs, newest first."""
+    console = Console()
+    store = _store(console, db, dsn, pg_schema)
+
+    async def main() -> Table | None:
+        async with store:
+            runs = await store.list_workflows(limit=limit, state=state)
+        return runs_table(runs) if runs else None
+
+    try:
+        table = asyncio.run(main())
+    except StoreError as exc:
+        raise _fail(console, str(exc)) from exc
+    if table is None:
+        console.print(f"No workflow runs in {store.location}.")
+    else:
+        console.print(table)
+
+
+@workflows_app.command("show")
+def show_command(
+    workflow_id: Annotated[str, typer.Argument(help="The run's id, or a unique prefix.")],
+    db: DbOption = None,
+    dsn: DsnOption = None,
+    pg_schema: SchemaOption = None,
+    full: Annotated[bool, typer.Option("--full", help="Show whole results.")] = False,
+    history: Annotated[
+        bool, typer.Option("--history", help="Also show every state transition and rejection.")
+    ] = False,
+) -> None:
+    """Show one run: a table of its tasks, states, attempts and results."""
+    console = Console()
+    store = _store(console, db, dsn, pg_schema)
+
+    async def main() -> None:
+        async with store:
+            engine = WorkflowEngine(store, _no_model)
+            try:
+                wf = await engine.get(workflow_id)
+            except LookupError as exc:
+                raise _fail(console, str(exc), 1) from exc
+            console.print(workflow_table(wf, full=full))
+            if not history:
+                return
+            table = Table(title="transitions")
+            for column in ("at", "task", "from", "to", "reason"):
+                table.add_column(column, overflow="fold")
+            names = {t.id: t.name for t in wf.tasks}
+            for tr in await store.transitions(wf.id):
+                table.add_row(
+                    f"{tr.at:%H:%M:%S.%f}"[:-3],
+                    names.get(tr.task_id or "", "(workflow)"),
+                    tr.from_state or "",
+                    tr.to_state,
+                    tr.reason or "",
+                )
+            console.print(table)
+            for t in wf.tasks:
+                for r in await store.rejections(t.id):
+                    console.print(
+                        f"[yellow]rejected[/yellow] {t.name} submission {r.attempt} "
+                        f"({r.source}): " + "; ".join(r.reasons)
+                    )
+
+    try:
+        asyncio.run(main())
+    except StoreError as exc:
+        raise _fail(console, str(exc)) from exc
+
+
+def _no_model(run: TaskRun) -> Any:  # pragma: no cover - show never runs a task
+    raise RuntimeError("no model: this engine only reads runs")

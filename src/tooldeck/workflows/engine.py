@@ -1,0 +1,574 @@
+"""The workflow engine: starts runs, schedules ready tasks, runs task turns, cancels.
+
+A run is written to the store when it starts (the workflow, each task ``pending``, with
+its instructions and result schema). Tasks whose dependencies have all submitted are
+handed to the :class:`~tooldeck.workflows.executor.TaskExecutor`, which calls
+:meth:`WorkflowEngine.run_task` for each. A task turn:
+
+1. claims the task (``pending -> running``, a conditional update: one worker only);
+2. builds its prompt from the stored instructions, inputs and dependency results;
+3. runs a sub-agent :class:`~tooldeck.loop.Session` with its own session id, the task's
+   step budget, a model from the model factory, and the fixed task toolset
+   (``TurnContext.turn_kind == 'workflow_task'``);
+4. ends when ``submit_result`` is accepted (the tool ends the turn), when the attempts
+   are used up, when the abort signal fires (cancel, time budget), or when the model
+   stops; a model that stops without submitting is reminded once (``reminders``), then
+   the task fails.
+
+Rejections are counted whether the control plane rejected the value or the dispatcher's
+argument validation did (those are recorded with ``source='arguments'``). Before each
+model step the task's state is read from the store, so a cancellation made by another
+process stops the turn too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..assembly import TurnContext
+from ..context import AbortSignal
+from ..events import (
+    CallFinished,
+    CallStarted,
+    Event,
+    EventBus,
+    ModelStepFinished,
+    ModelStepStarted,
+    OutputRecorded,
+)
+from ..loop import RunResult, Session
+from ..model import Model
+from ..registry import ToolRegistry
+from ..transcript import StopReason, ToolCall
+from .control import ControlPlane
+from .definition import Workflow
+from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
+from .executor import AsyncioExecutor, TaskExecutor
+from .shapes import WRAPPED_PROPERTY, result_schema
+from .store import (
+    CancelOutcome,
+    NewTask,
+    TaskRecord,
+    WorkflowRecord,
+    WorkflowState,
+    WorkflowStore,
+)
+from .tools import SUBMIT_RESULT, submit_result_tool, task_toolset
+
+__all__ = [
+    "TASK_INSTRUCTIONS",
+    "ModelFactory",
+    "TaskRun",
+    "WorkflowEngine",
+    "WorkflowError",
+    "WorkflowInputError",
+]
+
+_log = logging.getLogger("tooldeck.workflows")
+
+TASK_INSTRUCTIONS = (
+    "You are running one task of a workflow, as a sub-agent. Do the task in the user "
+    "message, using your tools where they help, then call submit_result with the result. "
+    "The result must match submit_result's schema exactly; it is validated again before it "
+    "is stored. If a submission is rejected, read what is wrong, fix the value and call "
+    "submit_result again with the whole corrected result. The task ends when a result is "
+    "accepted. You cannot start workflows or background jobs."
+)
+REMINDER = (
+    "The task is not finished: no result has been accepted yet. Call submit_result now "
+    "with the result."
+)
+
+
+class WorkflowError(ValueError):
+    """A request the engine cannot carry out (unknown workflow or run, bad inputs)."""
+
+
+class WorkflowInputError(WorkflowError):
+    """A run's inputs do not match the workflow's inputs schema."""
+
+    def __init__(self, workflow: str, problems: list[str]):
+        self.problems = tuple(problems)
+        super().__init__(f"inputs for workflow {workflow!r} are invalid: " + "; ".join(problems))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRun:
+    """What a model factory is told about the task turn it makes a model for."""
+
+    workflow_id: str
+    workflow_name: str
+    task: TaskRecord
+    session_id: str
+    inputs: Mapping[str, Any]
+    dependencies: Mapping[str, Any]
+    prompt: str
+    wrapped: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.task.name
+
+    def arguments_for(self, value: Any) -> dict[str, Any]:
+        """``submit_result``'s arguments for the result ``value``."""
+        if self.wrapped:
+            return {WRAPPED_PROPERTY: value}
+        if not isinstance(value, dict):
+            raise TypeError(f"task {self.name!r} takes an object result, got {value!r}")
+        return value
+
+
+ModelFactory = Callable[[TaskRun], Model]
+
+
+def task_prompt(task: TaskRecord, inputs: Mapping[str, Any], deps: Mapping[str, Any]) -> str:
+    parts = [f"Task: {task.name}"]
+    if task.description:
+        parts.append(task.description)
+    parts.append(task.instructions.strip())
+    parts.append("Inputs:\n" + json.dumps(dict(inputs), ensure_ascii=False, indent=2))
+    if deps:
+        parts.append(
+            "Results of the tasks this one depends on:\n"
+            + json.dumps(dict(deps), ensure_ascii=False, indent=2)
+        )
+    parts.append(f"Submit the result with submit_result (at most {task.max_attempts} submissions).")
+    return "\n\n".join(parts)
+
+
+@dataclass
+class _Turn:
+    """What one task turn's event subscriber keeps."""
+
+    task: TaskRecord
+    signal: AbortSignal
+    calls: dict[str, ToolCall] = field(default_factory=dict)
+
+
+class WorkflowEngine:
+    """Runs workflows: scheduling, task turns, cancellation, results (see the module doc).
+
+    - ``store``: an opened :class:`WorkflowStore`;
+    - ``model_factory``: ``(TaskRun) -> Model``, called once per task turn;
+    - ``executor``: where task turns run (default :class:`AsyncioExecutor` with
+      ``max_concurrency``);
+    - ``catalog``: workflows that can be started by name (``workflow`` tool, CLI);
+    - ``home``, ``web_provider``, ``memory_enabled``: the task turns' context;
+      ``registry``: where the web and notes tools come from (the built-in registry by
+      default);
+    - ``task_timeout``: seconds one task turn may take in all; ``tool_timeout`` per call;
+    - ``reminders``: how many times a model that stops without submitting is told to.
+    """
+
+    def __init__(
+        self,
+        store: WorkflowStore,
+        model_factory: ModelFactory,
+        *,
+        executor: TaskExecutor | None = None,
+        max_concurrency: int = 4,
+        catalog: Iterable[Workflow] = (),
+        home: Path | str | None = None,
+        web_provider: str | None = None,
+        memory_enabled: bool = True,
+        registry: ToolRegistry | None = None,
+        task_timeout: float = 600.0,
+        tool_timeout: float | None = 120.0,
+        reminders: int = 1,
+        events: EventBus | None = None,
+        poll_interval: float = 0.5,
+    ) -> None:
+        self.store = store
+        self.model_factory = model_factory
+        self.executor: TaskExecutor = executor or AsyncioExecutor(max_concurrency)
+        self.catalog: dict[str, Workflow] = {}
+        for workflow in catalog:
+            self.register(workflow)
+        self.home = Path(home) if home is not None else Path.home()
+        self.web_provider = web_provider
+        self.memory_enabled = memory_enabled
+        self._registry = registry
+        self.task_timeout = task_timeout
+        self.tool_timeout = tool_timeout
+        self.reminders = reminders
+        self.events = events or EventBus()
+        self.poll_interval = poll_interval
+        self.control = ControlPlane(store)
+        self._advance_locks: dict[str, asyncio.Lock] = {}
+        self._finished: dict[str, asyncio.Event] = {}
+        self.executor.start(self.run_task)
+
+    # -- configuration --------------------------------------------------------------------------
+    def register(self, workflow: Workflow) -> None:
+        """Make ``workflow`` startable by name."""
+        if not isinstance(workflow, Workflow):
+            raise TypeError(f"{workflow!r} is not a Workflow")
+        self.catalog[workflow.name] = workflow
+
+    @property
+    def registry(self) -> ToolRegistry:
+        if self._registry is None:
+            from ..builtin import load_builtin_registry
+
+            self._registry = load_builtin_registry()
+        return self._registry
+
+    async def close(self) -> None:
+        """Stop every task turn this engine's executor runs."""
+        await self.executor.close()
+
+    async def __aenter__(self) -> WorkflowEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _emit(self, event: Event) -> None:
+        await self.events.emit(event)
+
+    # -- runs --------------------------------------------------------------------------------
+    async def start(self, workflow: Workflow | str, inputs: Mapping[str, Any] | None = None) -> str:
+        """Write a new run of ``workflow`` (or a catalog name) and schedule its first tasks.
+
+        Returns the run's id. Raises :class:`WorkflowInputError` for invalid inputs.
+        """
+        if isinstance(workflow, str):
+            found = self.catalog.get(workflow)
+            if found is None:
+                known = ", ".join(self.catalog) or "none"
+                raise WorkflowError(f"unknown workflow {workflow!r} (known: {known})")
+            workflow = found
+        values = dict(inputs or {})
+        problems = workflow.input_problems(values)
+        if problems:
+            raise WorkflowInputError(workflow.name, problems)
+        workflow_id = f"wf-{uuid.uuid4().hex[:12]}"
+        tasks = [
+            NewTask(
+                name=t.name,
+                position=i,
+                instructions=t.instructions,
+                result_schema=t.schema.schema,
+                depends_on=tuple(t.depends_on),
+                input_names=tuple(t.inputs) if t.inputs is not None else None,
+                max_attempts=t.max_attempts,
+                max_steps=t.max_steps,
+                description=t.description,
+            )
+            for i, t in enumerate(workflow.tasks)
+        ]
+        await self.store.create_workflow(workflow_id, workflow.name, values, tasks)
+        self._finished[workflow_id] = asyncio.Event()
+        await self.store.set_workflow_state(workflow_id, "running", expect=("pending",))
+        await self._emit(WorkflowStateChanged(workflow_id, workflow.name, "running"))
+        for t in workflow.tasks:
+            await self._emit(TaskStateChanged(workflow_id, t.name, "pending", 0, t.max_attempts))
+        await self.advance(workflow_id)
+        return workflow_id
+
+    async def run(
+        self, workflow: Workflow | str, inputs: Mapping[str, Any] | None = None
+    ) -> WorkflowRecord:
+        """Start ``workflow`` and wait for its end; returns the finished run.
+
+        Bound the wait with ``asyncio.timeout()``; the run goes on if the wait is cut.
+        """
+        workflow_id = await self.start(workflow, inputs)
+        return await self.wait(workflow_id)
+
+    async def get(self, workflow_id: str) -> WorkflowRecord:
+        """A run by id or unique id prefix; ``LookupError`` when there is none."""
+        found = await self.store.get_workflow(workflow_id)
+        if found is not None:
+            return found
+        ids = await self.store.find_workflows(workflow_id)
+        if len(ids) == 1:
+            again = await self.store.get_workflow(ids[0])
+            if again is not None:
+                return again
+        if len(ids) > 1:
+            raise LookupError(f"{workflow_id!r} matches several runs: {', '.join(ids)}")
+        raise LookupError(f"no workflow run {workflow_id!r}")
+
+    async def wait(self, workflow_id: str) -> WorkflowRecord:
+        """Wait until the run has finished (succeeded, failed or cancelled).
+
+        The store is read again at least every ``poll_interval`` seconds, so a run
+        finished by another process is seen too. Bound it with ``asyncio.timeout()``.
+        """
+        event = self._finished.setdefault(workflow_id, asyncio.Event())
+        while True:
+            wf = await self.store.get_workflow(workflow_id)
+            if wf is None:
+                raise WorkflowError(f"no workflow run {workflow_id!r}")
+            if wf.terminal:
+                return wf
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), self.poll_interval)
+
+    async def cancel(self, workflow_id: str, reason: str = "cancelled") -> CancelOutcome:
+        """Cancel the run: running task turns are aborted, pending tasks never run."""
+        outcome = await self.store.cancel_workflow(workflow_id, reason)
+        if not outcome.cancelled:
+            return outcome
+        wf = await self.store.get_workflow(workflow_id)
+        name = wf.name if wf else ""
+        await self._emit(WorkflowStateChanged(workflow_id, name, "cancelled", reason))
+        for task_id in (*outcome.running, *outcome.pending):
+            task_name = task_id.split(":", 1)[-1]
+            await self._emit(TaskStateChanged(workflow_id, task_name, "cancelled", reason=reason))
+        await self.executor.cancel(workflow_id, reason)
+        self._finished.setdefault(workflow_id, asyncio.Event()).set()
+        return outcome
+
+    # -- scheduling ------------------------------------------------------------------------
+    async def advance(self, workflow_id: str) -> None:
+        """Schedule ready tasks, cancel those whose dependencies failed, finish the run.
+
+        Idempotent and safe to call from anywhere at any time: claiming a task and
+        finishing a run are conditional updates in the store.
+        """
+        lock = self._advance_locks.setdefault(workflow_id, asyncio.Lock())
+        async with lock:
+            wf = await self.store.get_workflow(workflow_id)
+            if wf is None:
+                return
+            if wf.terminal:
+                self._finished.setdefault(workflow_id, asyncio.Event()).set()
+                return
+            states = {t.name: t.state for t in wf.tasks}
+            ready: list[TaskRecord] = []
+            for t in wf.tasks:  # dependency order: a cancellation cascades in one pass
+                if t.state != "pending":
+                    continue
+                bad = [d for d in t.depends_on if states.get(d) in ("failed", "cancelled")]
+                if bad:
+                    why = f"dependency {bad[0]!r} {states[bad[0]]}"
+                    if await self.store.set_task_state(
+                        t.id, "cancelled", expect=("pending",), reason=why
+                    ):
+                        states[t.name] = "cancelled"
+                        await self._emit(
+                            TaskStateChanged(workflow_id, t.name, "cancelled", reason=why)
+                        )
+                elif all(states.get(d) == "submitted" for d in t.depends_on):
+                    ready.append(t)
+            for t in ready:
+                await self.executor.submit(workflow_id, t.id)
+            if all(s in ("submitted", "failed", "cancelled") for s in states.values()):
+                await self._finish(wf, states)
+
+    async def _finish(self, wf: WorkflowRecord, states: Mapping[str, str]) -> None:
+        final: WorkflowState
+        error: str | None = None
+        if all(s == "submitted" for s in states.values()):
+            final = "succeeded"
+        else:
+            final_tasks = await self.store.get_workflow(wf.id)
+            failed = [
+                f"{t.name} {t.state}" + (f" ({t.error})" if t.error else "")
+                for t in (final_tasks.tasks if final_tasks else ())
+                if t.state in ("failed", "cancelled")
+            ]
+            final, error = "failed", "; ".join(failed)[:2000]
+        if await self.store.set_workflow_state(wf.id, final, error=error):
+            await self._emit(WorkflowStateChanged(wf.id, wf.name, final, error))
+        self._finished.setdefault(wf.id, asyncio.Event()).set()
+
+    # -- one task turn --------------------------------------------------------------------------
+    async def run_task(self, task_id: str, signal: AbortSignal | None = None) -> None:
+        """Run one task turn to its end (the executor calls this). See the module docstring."""
+        signal = signal or AbortSignal()
+        task = await self.store.get_task(task_id)
+        if task is None or task.state != "pending":
+            return
+        session_id = f"{task.workflow_id}.{task.name}.{uuid.uuid4().hex[:6]}"
+        if not await self.store.claim_task(task_id, session_id):
+            return  # another worker has it, or it was cancelled meanwhile
+        await self._emit(
+            TaskStateChanged(task.workflow_id, task.name, "running", 0, task.max_attempts)
+        )
+        try:
+            await self._run_claimed(task, session_id, signal)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(
+                    self.store.set_task_state(
+                        task_id, "cancelled", expect=("running",), reason="the turn was cancelled"
+                    )
+                )
+            raise
+        except Exception as exc:
+            _log.exception("task %s crashed", task_id)
+            await self.store.set_task_state(
+                task_id, "failed", expect=("running",), reason=f"{type(exc).__name__}: {exc}"
+            )
+        finally:
+            await asyncio.shield(self._after_task(task))
+
+    async def _after_task(self, task: TaskRecord) -> None:
+        final = await self.store.get_task(task.id)
+        if final is not None:
+            await self._emit(
+                TaskStateChanged(
+                    task.workflow_id,
+                    task.name,
+                    final.state,
+                    final.attempts,
+                    final.max_attempts,
+                    final.error,
+                )
+            )
+        await self.advance(task.workflow_id)
+
+    async def _run_claimed(self, task: TaskRecord, session_id: str, signal: AbortSignal) -> None:
+        wf = await self.store.get_workflow(task.workflow_id)
+        if wf is None:
+            raise RuntimeError(f"the run of task {task.id} is gone")
+        all_inputs = wf.inputs if isinstance(wf.inputs, dict) else {}
+        names = task.input_names
+        inputs = (
+            dict(all_inputs)
+            if names is None
+            else {n: all_inputs[n] for n in names if n in all_inputs}
+        )
+        deps = {d: wf.task(d).result for d in task.depends_on}
+        checked = result_schema(task.result_schema, f"task {task.name!r}")
+        prompt = task_prompt(task, inputs, deps)
+        run = TaskRun(
+            task.workflow_id, wf.name, task, session_id, inputs, deps, prompt, checked.wrapped
+        )
+        turn = TurnContext(
+            session_id=session_id,
+            home=self.home,
+            web_provider=self.web_provider,
+            can_create_jobs=False,
+            turn_kind="workflow_task",
+            memory_enabled=self.memory_enabled,
+            signal=signal,
+        )
+        submit = submit_result_tool(task, self.control, schema=checked)
+        registry = self.registry if (self.web_provider or self.memory_enabled) else None
+        toolset = task_toolset(turn, submit, registry)
+        session = Session(
+            self.model_factory(run),
+            toolset,
+            session_id=session_id,
+            instructions=TASK_INSTRUCTIONS,
+            max_steps=task.max_steps,
+            timeout=self.tool_timeout,
+            turn=turn,
+        )
+        state = _Turn(task, signal)
+        session.events.subscribe(self._watcher(state))
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.task_timeout
+        steps_left = task.max_steps
+        result = await self._until_stopped(session.run(prompt, signal=signal), signal, deadline)
+        reminders = self.reminders
+        while result is not None:
+            steps_left -= result.steps
+            current = await self.store.task_state(task.id)
+            if current != "running" or signal.aborted:
+                return
+            if reminders <= 0 or steps_left <= 0 or result.stop_reason is not StopReason.END_TURN:
+                break
+            reminders -= 1
+            session.max_steps = steps_left
+            result = await self._until_stopped(
+                session.run(REMINDER, signal=signal), signal, deadline
+            )
+        if result is None:  # aborted: cancelled, out of attempts, or out of time
+            why = signal.reason or "aborted"
+        else:
+            why = f"the turn ended without an accepted result ({result.reason})"
+        await self.store.set_task_state(task.id, "failed", expect=("running",), reason=why)
+
+    async def _until_stopped(
+        self, turn: Coroutine[Any, Any, RunResult], signal: AbortSignal, deadline: float
+    ) -> RunResult | None:
+        """Run the turn until it ends, the signal fires or the time budget is spent."""
+        loop = asyncio.get_running_loop()
+        job = asyncio.ensure_future(turn)
+        stop = asyncio.ensure_future(signal.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {job, stop},
+                timeout=max(0.0, deadline - loop.time()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        except asyncio.CancelledError:
+            signal.abort("the task turn was cancelled")
+            job.cancel()
+            stop.cancel()
+            await asyncio.wait({job})
+            raise
+        stop.cancel()
+        if job in done:
+            return job.result()
+        if not signal.aborted:
+            signal.abort(f"the task's time budget ({self.task_timeout:g}s) is spent")
+        job.cancel()
+        await asyncio.wait({job})
+        return None
+
+    def _watcher(self, turn: _Turn) -> Callable[[Event], Awaitable[None]]:
+        task = turn.task
+
+        async def on_event(event: Event) -> None:
+            if isinstance(event, ModelStepStarted):
+                state = await self.store.task_state(task.id)
+                if state != "running" and not turn.signal.aborted:
+                    turn.signal.abort(f"the task is {state}")
+            elif isinstance(event, ModelStepFinished):
+                for call in event.message.tool_calls:
+                    turn.calls[call.call_id] = call
+            elif isinstance(event, CallStarted):
+                await self._emit(TaskActivity(task.workflow_id, task.name, event.label))
+            elif isinstance(event, CallFinished):
+                await self._emit(
+                    TaskActivity(task.workflow_id, task.name, event.label, True, event.is_error)
+                )
+            elif isinstance(event, OutputRecorded) and event.output.name == SUBMIT_RESULT:
+                await self._on_submission(turn, event)
+
+        return on_event
+
+    async def _on_submission(self, turn: _Turn, event: OutputRecorded) -> None:
+        task, output = turn.task, event.output
+        details = output.result.details
+        if output.is_error and isinstance(details, dict) and "problems" in details:
+            # The dispatcher refused the arguments before submit_result ran: a rejection.
+            call = turn.calls.get(output.call_id)
+            raw = call.arguments if call is not None else None
+            submission = await self.control.reject(
+                task.id,
+                raw,
+                [str(p) for p in details["problems"]],
+                submission_key=f"{event.session_id}:{output.call_id}",
+                source="arguments",
+                task_name=task.name,
+            )
+            if submission.status == "failed":
+                turn.signal.abort(f"no submission attempts left ({submission.attempt})")
+        current = await self.store.get_task(task.id)
+        if current is not None:
+            await self._emit(
+                TaskStateChanged(
+                    task.workflow_id,
+                    task.name,
+                    current.state,
+                    current.attempts,
+                    current.max_attempts,
+                    current.error,
+                )
+            )

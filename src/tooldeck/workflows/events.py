@@ -1,0 +1,42 @@
+"""Events of workflow runs, on the engine's :class:`~tooldeck.events.EventBus`.
+
+Each event's ``session_id`` is the workflow run's id. Task events name the task; a
+running task's tool activity is forwarded as :class:`TaskActivity` (its label), which
+is what live progress displays show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..events import Event
+
+__all__ = ["TaskActivity", "TaskStateChanged", "WorkflowStateChanged"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowStateChanged(Event):
+    type: ClassVar[str] = "workflow_state"
+    name: str
+    state: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStateChanged(Event):
+    type: ClassVar[str] = "task_state"
+    task: str
+    state: str
+    attempts: int = 0
+    max_attempts: int = 0
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskActivity(Event):
+    type: ClassVar[str] = "task_activity"
+    task: str
+    label: str
+    finished: bool = False
+    is_error: bool = False

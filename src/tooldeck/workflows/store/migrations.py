@@ -1,0 +1,122 @@
+"""Numbered migrations, one list per database; the store applies the missing ones itself.
+
+``schema_version`` holds one row per applied migration. Opening a store runs, in one
+transaction (serialised: ``BEGIN IMMEDIATE`` in SQLite, an advisory lock in PostgreSQL),
+every migration whose number is above the highest recorded one. A migration is never
+edited once released: changes come as a new number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .base import Op, Q, now
+
+__all__ = ["MIGRATIONS", "latest_version", "op_migrate"]
+
+_TASK_STATES = "'pending', 'running', 'submitted', 'failed', 'cancelled'"
+_WORKFLOW_STATES = "'pending', 'running', 'succeeded', 'failed', 'cancelled'"
+
+
+def _v1(json: str, ts: str, serial: str) -> list[str]:
+    return [
+        f"""CREATE TABLE workflows (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            inputs {json} NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ({_WORKFLOW_STATES})),
+            error TEXT,
+            created_at {ts} NOT NULL,
+            updated_at {ts} NOT NULL,
+            finished_at {ts}
+        )""",
+        "CREATE INDEX workflows_created ON workflows (created_at)",
+        f"""CREATE TABLE tasks (
+            id TEXT PRIMARY KEY,
+            workflow_id TEXT NOT NULL REFERENCES workflows (id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            description TEXT NOT NULL DEFAULT '',
+            instructions TEXT NOT NULL,
+            input_names {json},
+            depends_on {json} NOT NULL,
+            result_schema {json} NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ({_TASK_STATES})),
+            attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+            max_attempts INTEGER NOT NULL CHECK (max_attempts >= 1),
+            max_steps INTEGER NOT NULL CHECK (max_steps >= 1),
+            session_id TEXT,
+            error TEXT,
+            created_at {ts} NOT NULL,
+            updated_at {ts} NOT NULL,
+            started_at {ts},
+            finished_at {ts},
+            UNIQUE (workflow_id, name)
+        )""",
+        f"""CREATE TABLE transitions (
+            id {serial},
+            workflow_id TEXT NOT NULL REFERENCES workflows (id) ON DELETE CASCADE,
+            task_id TEXT REFERENCES tasks (id) ON DELETE CASCADE,
+            from_state TEXT,
+            to_state TEXT NOT NULL,
+            reason TEXT,
+            at {ts} NOT NULL
+        )""",
+        "CREATE INDEX transitions_workflow ON transitions (workflow_id, id)",
+        f"""CREATE TABLE rejections (
+            id {serial},
+            task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+            attempt INTEGER NOT NULL,
+            submission_key TEXT,
+            value {json},
+            reasons {json} NOT NULL,
+            source TEXT NOT NULL,
+            at {ts} NOT NULL,
+            UNIQUE (task_id, submission_key)
+        )""",
+        # One result per task, enforced here: the primary key is the task.
+        f"""CREATE TABLE results (
+            task_id TEXT PRIMARY KEY REFERENCES tasks (id) ON DELETE CASCADE,
+            value {json} NOT NULL,
+            submission_key TEXT NOT NULL,
+            stored_at {ts} NOT NULL
+        )""",
+    ]
+
+
+MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
+    "sqlite": [(1, _v1("TEXT", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT"))],
+    "postgres": [
+        (1, _v1("JSONB", "TIMESTAMPTZ", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"))
+    ],
+}
+
+
+def latest_version(dialect: str) -> int:
+    return max(v for v, _ in MIGRATIONS[dialect])
+
+
+def op_migrate(dialect: str, lock_key: str | None = None) -> Op[int]:
+    """Apply every missing migration; returns the version the database is at."""
+    ts = "TIMESTAMPTZ" if dialect == "postgres" else "TEXT"
+    if lock_key is not None:  # PostgreSQL: one migrating connection at a time
+        yield Q("SELECT pg_advisory_xact_lock(hashtext(?))", (lock_key,))
+    yield Q(
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        f"version INTEGER PRIMARY KEY, applied_at {ts} NOT NULL)"
+    )
+    row = (yield Q("SELECT COALESCE(MAX(version), 0) FROM schema_version")).one()
+    current = int(row[0]) if row else 0
+    for version, statements in MIGRATIONS[dialect]:
+        if version <= current:
+            continue
+        for statement in statements:
+            yield Q(statement)
+        yield Q("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", (version, now()))
+        current = version
+    return current
+
+
+def op_version() -> Op[int]:
+    row = (yield Q("SELECT COALESCE(MAX(version), 0) FROM schema_version")).one()
+    return int(row[0]) if row else 0
