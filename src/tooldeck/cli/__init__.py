@@ -5,8 +5,10 @@ from __future__ import annotations
 import typer
 
 from .demo import demo_command
+from .mcp import app as mcp_app
 from .toolkits import agents_app, toolkits_app
 from .tools import app as tools_app
+from .workflows import workflows_app
 
 app = typer.Typer(
     name="tooldeck",
@@ -18,6 +20,8 @@ app.command("demo", help="Run the offline demo (no API keys, no network).")(demo
 app.add_typer(tools_app, name="tools")
 app.add_typer(toolkits_app, name="toolkits")
 app.add_typer(agents_app, name="agents")
+app.add_typer(mcp_app, name="mcp")
+app.add_typer(workflows_app, name="workflows")
 
 
 @app.command("version", help="Print the installed version.")
