@@ -44,5 +44,33 @@ def test_demo_runs_offline_and_shows_decisions_and_repairs() -> None:
         "surplus_closers",
         "refused",
         "cut inside a string",
+        "Deferred loading",
+        "hosted",
+        "repaired: trailing_commas",
+        "Unknown tool 'summarize_repo'",
+        "submitted",
     ):
         assert expected in out, expected
+
+
+def test_demo_attaches_an_mcp_server_from_a_config_file(tmp_path: Path) -> None:
+    import json
+    import sys
+
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "time": {
+                        "command": sys.executable,
+                        "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+                    }
+                }
+            }
+        )
+    )
+    result = CliRunner().invoke(app, ["demo", "--mcp", str(config)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "mcp__time__get_current_time" in result.output
+    assert "MCP server time: connected" in result.output

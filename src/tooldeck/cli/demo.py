@@ -20,17 +20,20 @@ from rich.console import Console
 from rich.table import Table
 
 from ..arguments import validate_arguments
-from ..assembly import Toolset, TurnContext
+from ..assembly import Toolset, TurnContext, assemble
 from ..builtin import load_builtin_registry
 from ..context import ToolContext
 from ..errors import ArgumentError, SchemaError
 from ..loop import RunResult, Session
 from ..model import ModelRequest
+from ..plan import ToolPlanner
 from ..providers import model_from_string
 from ..providers.scripted import ScriptedModel, call, reply
+from ..result import ToolResult
 from ..schema import PROVIDERS, project
 from ..tool import Tool, tool
 from ..transcript import AssistantMessage, ToolOutput
+from ..workflows.demo import run_demo_workflow
 from .progress import TurnProgress
 
 
@@ -200,13 +203,16 @@ SEED = {
 }
 
 
-async def _agent_turn(console: Console, home: Path) -> RunResult:
+async def _agent_turn(console: Console, home: Path, mcp: Any = None) -> RunResult:
     for name, text in SEED.items():
         (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text(text)
     registry = load_builtin_registry()
     turn = TurnContext(session_id="demo", home=home)
-    toolset = registry.toolset(turn)
+    creators = [*registry.creators(), *([mcp] if mcp is not None else [])]
+    if mcp is not None:
+        await mcp.refresh()
+    toolset = assemble(turn, creators)
     _toolset_table(console, toolset)
     session = Session(ScriptedModel(_demo_script), toolset, session_id="demo", turn=turn)
     console.rule("A full agent turn (ScriptedModel: a script, not a real model)")
@@ -252,6 +258,53 @@ async def _live_turn(console: Console, home: Path, spec: str) -> RunResult:
     return result
 
 
+DEMO_CATALOG = Path(__file__).resolve().parent.parent / "data" / "demo_catalog.json"
+
+
+def _catalog_only(params: Any, ctx: ToolContext) -> ToolResult:
+    return ToolResult.error("This tool is from the demo catalog: it is shown, never run.")
+
+
+def _token_saving(console: Console) -> None:
+    """What deferred loading saves on a catalog of a few hundred real tool definitions."""
+    data = json.loads(DEMO_CATALOG.read_text())
+    tools = [
+        Tool.from_schema(
+            name=t["name"],
+            description=t["description"],
+            json_schema=t["input_schema"],
+            execute=_catalog_only,
+            read_only=True,
+        )
+        for t in data["tools"]
+    ]
+    home = Path(tempfile.gettempdir())
+    builtin = load_builtin_registry().toolset(TurnContext(session_id="plan", home=home))
+    toolset = Toolset([*builtin.tools, *tools])
+    table = Table(
+        title=f"Deferred loading: {len(toolset)} tools (10 built-in + "
+        f"{len(tools)} real definitions from MCP servers and public APIs)"
+    )
+    for column in ("model", "search", "definitions in context", "whole plan", "saved"):
+        table.add_column(column)
+
+    class _Named:  # only its name is read: which provider, which model
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    for label in (
+        "openai-chat:gpt-4.1",
+        "openai-responses:gpt-5.4",
+        "anthropic-messages:claude-sonnet-4-6",
+    ):
+        plan = ToolPlanner(toolset, model=_Named(label))(None)
+        now, whole = plan.tokens()
+        table.add_row(
+            label, plan.search, f"{now:,} tokens", f"{whole:,} tokens", f"{1 - now / whole:.0%}"
+        )
+    console.print(table)
+
+
 def demo_command(
     model: Annotated[
         str | None,
@@ -260,6 +313,10 @@ def demo_command(
             "-m",
             help="Also run a live turn, e.g. openai:gpt-5.4 (needs that provider's API key).",
         ),
+    ] = None,
+    mcp: Annotated[
+        Path | None,
+        typer.Option("--mcp", help="An mcpServers JSON config whose tools join the turn."),
     ] = None,
 ) -> None:
     console = Console()
@@ -270,5 +327,15 @@ def demo_command(
     console.rule("[bold]tooldeck demo[/bold] (offline, no API keys)")
     _projection_table(console)
     _validation_table(console)
+    _token_saving(console)
     with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
-        asyncio.run(_agent_turn(console, Path(home)))
+        if mcp is not None:
+            from ..mcp import McpSource  # the MCP SDK loads only when a config is given
+
+            with McpSource.from_file(mcp) as source:
+                asyncio.run(_agent_turn(console, Path(home), source))
+                for status in source.status():
+                    console.print(f"MCP server {status.name}: {status.state}", markup=False)
+        else:
+            asyncio.run(_agent_turn(console, Path(home)))
+        asyncio.run(run_demo_workflow(console, Path(home)))
