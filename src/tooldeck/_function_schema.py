@@ -10,6 +10,7 @@ never appears in the schema.
 from __future__ import annotations
 
 import inspect
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,26 @@ def _has_description(annotation: Any) -> bool:
     )
 
 
+_GOOGLE_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Raises):\s*$", re.M)
+_NUMPY_SECTION = re.compile(r"^\s*(Parameters|Returns)\s*\n\s*-{3,}", re.M)
+
+
+def _parse_docstring(text: str) -> docstring_parser.Docstring:
+    """Parse a docstring, naming the style when it is obvious.
+
+    docstring_parser's automatic mode runs every style's parser and keeps the best;
+    naming the style when a section header gives it away is about 3x cheaper, which
+    matters when thousands of tools are built at start-up.
+    """
+    if _NUMPY_SECTION.search(text):
+        return docstring_parser.parse(text, style=docstring_parser.DocstringStyle.NUMPYDOC)
+    if _GOOGLE_SECTION.search(text):
+        return docstring_parser.parse(text, style=docstring_parser.DocstringStyle.GOOGLE)
+    if ":param " not in text and "@param" not in text:
+        return docstring_parser.parse(text, style=docstring_parser.DocstringStyle.GOOGLE)
+    return docstring_parser.parse(text)
+
+
 def inspect_function(fn: Callable[..., Any], tool_name: str) -> FunctionSignature:
     """Build the parameters model and description for ``fn``; raise on unusable signatures."""
     try:
@@ -62,7 +83,7 @@ def inspect_function(fn: Callable[..., Any], tool_name: str) -> FunctionSignatur
     except (NameError, TypeError, ValueError) as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: cannot read the signature: {exc}") from exc
 
-    doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+    doc = _parse_docstring(inspect.getdoc(fn) or "")
     param_docs = {p.arg_name: p.description or "" for p in doc.params}
     description = "\n\n".join(
         part for part in (doc.short_description, doc.long_description) if part
