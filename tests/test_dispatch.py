@@ -281,3 +281,15 @@ def test_unknown_tool_lists_closest_names_first() -> None:
     result = dispatch([call("wrte", {})])
     assert result.outputs[0].text.startswith("Unknown tool 'wrte'. Available tools: write")
     assert json.loads(json.dumps(result.outputs[0].text))
+
+
+def test_a_reused_turn_signal_does_not_keep_finished_calls() -> None:
+    signal = AbortSignal()
+
+    async def main() -> None:
+        dispatcher = Dispatcher(TOOLS)
+        for _ in range(3):
+            await dispatcher.dispatch([call("read", {"key": str(i)}) for i in range(5)], signal)
+
+    asyncio.run(main())
+    assert signal._callbacks == []

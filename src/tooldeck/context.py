@@ -26,12 +26,13 @@ class AbortSignal:
     chained: a child fires when its parent fires.
     """
 
-    __slots__ = ("_callbacks", "_event", "_reason")
+    __slots__ = ("_callbacks", "_detach", "_event", "_reason")
 
     def __init__(self) -> None:
         self._event: asyncio.Event | None = None
         self._reason: str | None = None
         self._callbacks: list[Callable[[str], None]] = []
+        self._detach: Callable[[], None] | None = None
 
     @property
     def aborted(self) -> bool:
@@ -68,18 +69,37 @@ class AbortSignal:
         assert self._reason is not None
         return self._reason
 
-    def on_abort(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback(reason)`` when the signal fires (at once if it already has)."""
+    def on_abort(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(reason)`` when the signal fires (at once if it already has).
+
+        Returns a function that removes the callback again.
+        """
         if self._reason is not None:
             callback(self._reason)
-        else:
-            self._callbacks.append(callback)
+            return lambda: None
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+        return remove
 
     def child(self) -> AbortSignal:
-        """A signal that fires with this one, and can also fire on its own."""
+        """A signal that fires with this one, and can also fire on its own.
+
+        Call :meth:`detach` when the child is no longer needed, so that a long-lived
+        parent does not keep every child it ever had.
+        """
         child = AbortSignal()
-        self.on_abort(child.abort)
+        child._detach = self.on_abort(child.abort)
         return child
+
+    def detach(self) -> None:
+        """Stop following the parent signal (for a child made with :meth:`child`)."""
+        if self._detach is not None:
+            self._detach()
+            self._detach = None
 
 
 def _drop_event(_event: Any) -> None:

@@ -97,6 +97,13 @@ def delegate_task_tool(
         dropped = [n for n in chosen.tools if n in CONTROL_TOOLS and n not in granted]
         if dropped:
             warnings.append(f"agent {agent.name!r}: control tools {dropped} not granted")
+        policy = child_policy(agent, ctx) if child_policy else None
+        visible = getattr(policy, "visible", None)
+        if callable(visible):  # the child is never shown a tool its policy denies outright
+            hidden = [n for n in names if n in parent and not visible(parent[n])]
+            if hidden:
+                warnings.append(f"agent {agent.name!r}: tools {hidden} denied by policy")
+                names = [n for n in names if n not in hidden]
         child_tools = parent.only(names)
         child_id = f"{ctx.session_id or 'session'}.{agent.name}.{uuid.uuid4().hex[:8]}"
         turn = ctx.turn
@@ -113,7 +120,7 @@ def delegate_task_tool(
             session_id=child_id,
             instructions=agent.instructions or None,
             max_steps=params.max_steps or max_steps,
-            policy=child_policy(agent, ctx) if child_policy else None,
+            policy=policy,
             approver=approver,
             turn=turn,
         )

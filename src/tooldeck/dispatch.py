@@ -7,7 +7,9 @@ For one model step's calls it:
 2. validates and repairs each call's arguments (:func:`~tooldeck.validate_arguments`);
    a call from a truncated response is never executed;
 3. asks the policy hook about every valid call, then requests every needed approval of
-   the step together, in one batch;
+   the step together, in one batch. An approver that cannot answer now raises
+   :class:`PendingApproval`: nothing of the step has run, and the step can be finished
+   later with ``dispatch(calls, prior=..., answers=...)`` (see ``Session.resume``);
 4. runs the calls in the model's order: consecutive ``parallel`` calls run together, a
    ``sequential`` call waits for everything before it and blocks everything after it;
 5. enforces per-tool timeouts and the abort signal (a cooperative signal first, then
@@ -23,12 +25,15 @@ from __future__ import annotations
 import asyncio
 import difflib
 import inspect
+import json
 import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
 
 from .arguments import validate_arguments
 from .assembly import Toolset, TurnContext
@@ -52,10 +57,13 @@ __all__ = [
     "Approver",
     "DispatchResult",
     "Dispatcher",
+    "PendingApproval",
     "PolicyDecision",
     "PolicyHook",
     "ResultHook",
     "allow_all",
+    "answering",
+    "arguments_json",
 ]
 
 _log = logging.getLogger("tooldeck.dispatch")
@@ -83,12 +91,38 @@ def allow_all(tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
     return PolicyDecision("allow", "no policy configured")
 
 
+def arguments_json(params: Any) -> Any:
+    """Validated parameters as JSON data (a Pydantic model dumped, a mapping copied)."""
+    if isinstance(params, BaseModel):
+        return params.model_dump(mode="json")
+    if isinstance(params, Mapping):
+        return json.loads(json.dumps(dict(params), default=str))
+    return params
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     call: ToolCall
     tool: Tool
     params: Any
     reason: str
+
+    @property
+    def display(self) -> Any:
+        """What a human is shown before answering, as JSON data.
+
+        The validated arguments, unless the tool describes its approval itself with a
+        ``describe_approval(params)`` method (``switch_model`` shows its role and
+        model_hint). Kept with a step that waits for approval, so whoever answers later
+        sees the same thing.
+        """
+        describe = getattr(self.tool, "describe_approval", None)
+        if callable(describe):
+            try:
+                return describe(self.params)
+            except Exception:
+                _log.exception("describe_approval failed for %s", self.call.name)
+        return arguments_json(self.params)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +135,49 @@ class ApprovalAnswer:
 
 
 Approver = Callable[[Sequence[ApprovalRequest]], Awaitable[Sequence[ApprovalAnswer]]]
+
+
+class PendingApproval(Exception):
+    """Raised by an approver when nobody can answer now: the step waits for a human.
+
+    The dispatcher runs nothing of the step, fills in ``requests`` (the whole batch
+    waiting for an answer) and ``outputs`` (the outputs the step already has: unknown,
+    invalid or denied calls) and re-raises; the loop keeps the step so that
+    ``Session.resume(answers)`` finishes it later without producing any output twice.
+    """
+
+    def __init__(
+        self, requests: Sequence[ApprovalRequest] = (), message: str = "waiting for approval"
+    ) -> None:
+        super().__init__(message)
+        self.requests: tuple[ApprovalRequest, ...] = tuple(requests)
+        self.outputs: tuple[ToolOutput, ...] = ()
+
+
+def answering(answers: Mapping[str, ApprovalAnswer], approver: Approver | None) -> Approver:
+    """An approver that answers from ``answers`` (by call id) and asks ``approver`` the rest.
+
+    Used to finish a step that waited for approval. An approver with a
+    ``with_answers(answers)`` method (``tooldeck.policy.PolicyApprover``) builds this
+    itself, so the given answers pass through it like a human's (approve-always
+    recorded, edits checked, audit lines written).
+    """
+    own = getattr(approver, "with_answers", None)
+    if callable(own):
+        made: Approver = own(answers)
+        return made
+
+    async def approve(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
+        rest = [r for r in requests if r.call.call_id not in answers]
+        asked = iter(await approver(rest) if rest and approver is not None else ())
+        unanswered = ApprovalAnswer(False, "no answer was given")
+        return [
+            answers[r.call.call_id] if r.call.call_id in answers else next(asked, unanswered)
+            for r in requests
+        ]
+
+    return approve
+
 
 ResultHook = Callable[[ToolCall, Tool, ToolResult, ToolContext], ToolResult | Awaitable[ToolResult]]
 """Transforms a tool's result before it is recorded (offload to disk, size guard...).
@@ -243,7 +320,9 @@ class Dispatcher:
         elif decision.action == "ask":
             slot.approval_reason = decision.reason or "approval required"
 
-    async def _approve(self, slots: list[_Slot]) -> None:
+    async def _approve(
+        self, slots: list[_Slot], answers: Mapping[str, ApprovalAnswer] | None = None
+    ) -> None:
         asking = [s for s in slots if s.output is None and s.approval_reason is not None]
         if not asking:
             return
@@ -257,7 +336,8 @@ class Dispatcher:
                 self.session_id, tuple(r.call for r in requests), tuple(r.reason for r in requests)
             )
         )
-        if self.approver is None:
+        approver = answering(answers, self.approver) if answers else self.approver
+        if approver is None:
             for s in asking:
                 s.output = _error(
                     s.call,
@@ -266,15 +346,19 @@ class Dispatcher:
                 )
             return
         try:
-            answers = list(await self.approver(requests))
+            given = list(await approver(requests))
+        except PendingApproval as pending:
+            pending.requests = tuple(requests)
+            pending.outputs = tuple(s.output for s in slots if s.output is not None)
+            raise
         except Exception as exc:
             self.log.exception("approver failed")
-            answers = []
+            given = []
             failure = f"the approval request failed ({exc})"
         else:
             failure = "no answer was given"
         for index, s in enumerate(asking):
-            answer = answers[index] if index < len(answers) else None
+            answer = given[index] if index < len(given) else None
             if answer is None or not isinstance(answer, ApprovalAnswer):
                 s.output = _error(s.call, f"Denied: {failure}.")
             elif not answer.approved:
@@ -343,6 +427,7 @@ class Dispatcher:
             signal.abort(why)
             await self._stop(task, call)
             result = ToolResult.error(f"{call.name} was stopped: {why}.", details={"stopped": why})
+        signal.detach()  # the call is over: the turn's signal need not keep it
         seconds = time.perf_counter() - started
         done_label = label
         if not result.is_error:
@@ -400,15 +485,30 @@ class Dispatcher:
 
     # -- the step -------------------------------------------------------------------------
     async def dispatch(
-        self, calls: Sequence[ToolCall], signal: AbortSignal | None = None
+        self,
+        calls: Sequence[ToolCall],
+        signal: AbortSignal | None = None,
+        *,
+        prior: Sequence[ToolOutput] = (),
+        answers: Mapping[str, ApprovalAnswer] | None = None,
     ) -> DispatchResult:
-        """Run one model step's calls; returns exactly one output per call, in order."""
+        """Run one model step's calls; returns exactly one output per call, in order.
+
+        To finish a step that waited for approval: ``prior`` holds the outputs the step
+        already has (those calls are never prepared, asked about or run again) and
+        ``answers`` the human's answers by call id. Every other call is checked again.
+        Raises :class:`PendingApproval` when the approver cannot answer now.
+        """
         signal = signal or (self.turn.signal if self.turn else AbortSignal())
-        slots = [self._prepare(c) for c in calls]
+        done = {o.call_id: o for o in prior}
+        slots = [
+            _Slot(c, output=done[c.call_id]) if c.call_id in done else self._prepare(c)
+            for c in calls
+        ]
         for slot in slots:
             if slot.output is None:
                 await self._decide(slot)
-        await self._approve(slots)
+        await self._approve(slots, answers)
 
         terminated_by: str | None = None
         for group in _groups([s for s in slots if s.output is None]):

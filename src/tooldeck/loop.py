@@ -5,19 +5,33 @@ is reached, the abort signal fires, or the stop reason says stop. A refusal ends
 turn before any tool runs; calls from a truncated response are never executed. Calls
 that are not run still get exactly one output each, so the transcript stays valid for
 the next request.
+
+A step whose approver cannot answer now (it raises
+:class:`~tooldeck.dispatch.PendingApproval`) ends the turn *waiting*: nothing of that
+step has run, the result's ``pending`` holds the step (and a :class:`PendingStore`, if
+the session has one, keeps it on disk), and :meth:`Session.resume` finishes it with the
+human's answers, never producing an output twice, then carries on with the loop.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
-from .dispatch import Approver, Dispatcher, PolicyHook, ResultHook
+from .dispatch import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    Dispatcher,
+    PendingApproval,
+    PolicyHook,
+    ResultHook,
+)
 from .events import (
     EventBus,
     ModelStepFinished,
@@ -32,7 +46,7 @@ from .result import ToolResult
 from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
-__all__ = ["RunResult", "Session", "run"]
+__all__ = ["PendingCall", "PendingStep", "PendingStore", "RunResult", "Session", "run"]
 
 _log = logging.getLogger("tooldeck.loop")
 
@@ -45,9 +59,56 @@ _NOT_RUN = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A call of a waiting step that needs a human's answer, as the human is shown it."""
+
+    call_id: str
+    name: str
+    tier: str
+    reason: str
+    display: Any  # JSON data: the arguments, or the tool's own approval display
+
+    @classmethod
+    def of(cls, request: ApprovalRequest) -> PendingCall:
+        return cls(
+            request.call.call_id,
+            request.call.name,
+            request.tool.tier,
+            request.reason,
+            request.display,
+        )
+
+
+@dataclass(slots=True)
+class PendingStep:
+    """A model step waiting for approval, finished later by :meth:`Session.resume`."""
+
+    message: AssistantMessage  # the step's response: its calls
+    outputs: tuple[ToolOutput, ...]  # outputs the step already has; never produced again
+    calls: tuple[PendingCall, ...]  # the calls waiting for an answer
+    start: int  # where the turn's user message is in the transcript
+    steps: int  # model steps the turn has used
+    usage: Usage  # the turn's usage so far
+
+
+class PendingStore(Protocol):
+    """Keeps a waiting step between processes (``tooldeck.policy.PendingFiles`` is one)."""
+
+    def save(self, session_id: str, transcript: Sequence[Item], step: PendingStep) -> None: ...
+
+    def load(self, session_id: str) -> tuple[list[Item], PendingStep] | None:
+        """The waiting step and the transcript up to it, or ``None``."""
+        ...
+
+    def claim(self, session_id: str) -> bool:
+        """Take the waiting step to finish it: true at most once per saved step."""
+        ...
+
+
 @dataclass(slots=True)
 class RunResult:
-    """The outcome of one turn."""
+    """The outcome of one turn (``pending`` is set when it waits for approval)."""
 
     output: str
     stop_reason: StopReason
@@ -57,10 +118,16 @@ class RunResult:
     steps: int
     structured: Any = None
     last_message: AssistantMessage | None = None
+    pending: PendingStep | None = None
 
     @property
     def tool_outputs(self) -> list[ToolOutput]:
         return [i for i in self.items if isinstance(i, ToolOutput)]
+
+    @property
+    def waiting(self) -> bool:
+        """True when the turn stopped to wait for approval (see :meth:`Session.resume`)."""
+        return self.pending is not None
 
 
 ToolsetSource = Toolset | Sequence[Tool] | ToolPlanner | Callable[[TurnContext], Toolset | ToolPlan]
@@ -74,6 +141,8 @@ class Session:
     Toolset`` that assembles the tools afresh before every model step (so a tool found by
     search, or the recall tool after a first offload, is callable from the next step).
     ``result_hooks`` transform each executed call's result before it is recorded.
+    ``pending_store`` keeps a step that waits for approval, so that another process can
+    :meth:`resume` it.
     """
 
     model: Model
@@ -90,6 +159,8 @@ class Session:
     turn: TurnContext | None = None
     transcript: list[Item] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    pending_store: PendingStore | None = None
+    pending: PendingStep | None = None
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
         source = self.tools
@@ -126,6 +197,59 @@ class Session:
         self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
     ) -> RunResult:
         """Run one turn for ``prompt`` and append everything to the transcript."""
+        if self.pending is not None or (
+            self.pending_store is not None and self.pending_store.load(self.session_id)
+        ):
+            raise RuntimeError(
+                f"session {self.session_id} is waiting for approval: call resume(answers)"
+            )
+        start = len(self.transcript)
+        self.transcript.append(UserMessage(prompt))
+        return await self._drive(prompt, start, signal, turn, None)
+
+    async def resume(
+        self,
+        answers: Mapping[str, ApprovalAnswer] | Sequence[ApprovalAnswer],
+        *,
+        signal: AbortSignal | None = None,
+        turn: TurnContext | None = None,
+    ) -> RunResult:
+        """Finish the step that waits for approval with ``answers``, then go on with the turn.
+
+        ``answers`` maps each waiting call id to its answer (or lists them in the order of
+        ``pending.calls``); every waiting call needs one. Calls that already have an
+        output are never run again; the others are checked by the policy again. A step
+        kept by the ``pending_store`` is loaded from it (a fresh process can resume) and
+        claimed, so it is finished at most once.
+        """
+        step = self.pending
+        restored: list[Item] | None = None
+        if step is None and self.pending_store is not None:
+            loaded = self.pending_store.load(self.session_id)
+            if loaded is not None:
+                restored, step = loaded
+        if step is None:
+            raise RuntimeError(f"session {self.session_id} has no step waiting for approval")
+        by_id = _answers_by_id(step, answers)
+        if self.pending_store is not None and not self.pending_store.claim(self.session_id):
+            raise RuntimeError(
+                f"session {self.session_id}: the waiting step was already resumed elsewhere"
+            )
+        if restored is not None:
+            self.transcript = restored
+        self.pending = None
+        first = self.transcript[step.start]
+        prompt = first.text if isinstance(first, UserMessage) else ""
+        return await self._drive(prompt, step.start, signal, turn, (step, by_id))
+
+    async def _drive(
+        self,
+        prompt: str,
+        start: int,
+        signal: AbortSignal | None,
+        turn: TurnContext | None,
+        resuming: tuple[PendingStep, dict[str, ApprovalAnswer]] | None,
+    ) -> RunResult:
         turn = turn or self.turn
         signal = signal or (turn.signal if turn else AbortSignal())
         plan = self._plan(turn)
@@ -140,52 +264,76 @@ class Session:
             events=self.events,
             result_hooks=self.result_hooks,
         )
-        start = len(self.transcript)
-        self.transcript.append(UserMessage(prompt))
         await self.events.emit(TurnStarted(self.session_id, prompt, plan.executable.names))
         usage = Usage()
+        earlier = resuming[0].usage if resuming else Usage()
         last: AssistantMessage | None = None
-        steps = 0
+        steps = resuming[0].steps if resuming else 0
         stop, reason = StopReason.END_TURN, "end_turn"
+        waiting: PendingStep | None = None
         try:
             while True:
-                if signal.aborted:
-                    stop, reason = StopReason.ERROR, f"aborted: {signal.reason}"
+                prior: Sequence[ToolOutput] = ()
+                answers: dict[str, ApprovalAnswer] | None = None
+                if resuming is not None:
+                    last, prior, answers = resuming[0].message, resuming[0].outputs, resuming[1]
+                    calls = last.tool_calls
+                    resuming = None
+                else:
+                    if signal.aborted:
+                        stop, reason = StopReason.ERROR, f"aborted: {signal.reason}"
+                        break
+                    if steps >= self.max_steps:
+                        stop = StopReason.TOOL_CALLS
+                        reason = f"max_steps ({self.max_steps}) reached"
+                        break
+                    steps += 1
+                    if per_step and steps > 1:
+                        plan = self._plan(turn)
+                        dispatcher.toolset = plan.executable
+                    await self._announce(plan)
+                    await self.events.emit(ModelStepStarted(self.session_id, steps))
+                    request = ModelRequest(
+                        list(self.transcript),
+                        plan.shown,
+                        self.settings,
+                        self.instructions,
+                        deferred=plan.deferred,
+                    )
+                    last = await self.model.respond(request)
+                    usage += last.usage
+                    self.transcript.append(last)
+                    await self.events.emit(ModelStepFinished(self.session_id, steps, last))
+                    calls = last.tool_calls
+                    if last.stop_reason in _NOT_RUN:
+                        stop = last.stop_reason
+                        reason = last.refusal or stop.value
+                        if calls:
+                            reason += f"; {len(calls)} call(s) not executed"
+                        await self._not_run(last, _NOT_RUN[stop])
+                        break
+                    if last.stop_reason is StopReason.PAUSE_TURN and not calls:
+                        continue  # a provider paused a long server-side turn: send it back
+                    if not calls:
+                        stop, reason = last.stop_reason, last.stop_reason.value
+                        break
+                try:
+                    result = await dispatcher.dispatch(calls, signal, prior=prior, answers=answers)
+                except PendingApproval as held:
+                    waiting = PendingStep(
+                        last,
+                        held.outputs,
+                        tuple(PendingCall.of(r) for r in held.requests),
+                        start,
+                        steps,
+                        earlier + usage,
+                    )
+                    self.pending = waiting
+                    if self.pending_store is not None:
+                        self.pending_store.save(self.session_id, self.transcript, waiting)
+                    stop = StopReason.TOOL_CALLS
+                    reason = f"waiting for approval of {len(waiting.calls)} call(s)"
                     break
-                if steps >= self.max_steps:
-                    stop, reason = StopReason.TOOL_CALLS, f"max_steps ({self.max_steps}) reached"
-                    break
-                steps += 1
-                if per_step and steps > 1:
-                    plan = self._plan(turn)
-                    dispatcher.toolset = plan.executable
-                await self._announce(plan)
-                await self.events.emit(ModelStepStarted(self.session_id, steps))
-                request = ModelRequest(
-                    list(self.transcript),
-                    plan.shown,
-                    self.settings,
-                    self.instructions,
-                    deferred=plan.deferred,
-                )
-                last = await self.model.respond(request)
-                usage += last.usage
-                self.transcript.append(last)
-                await self.events.emit(ModelStepFinished(self.session_id, steps, last))
-                calls = last.tool_calls
-                if last.stop_reason in _NOT_RUN:
-                    stop = last.stop_reason
-                    reason = last.refusal or stop.value
-                    if calls:
-                        reason += f"; {len(calls)} call(s) not executed"
-                    await self._not_run(last, _NOT_RUN[stop])
-                    break
-                if last.stop_reason is StopReason.PAUSE_TURN and not calls:
-                    continue  # a provider paused a long server-side turn: send it back as is
-                if not calls:
-                    stop, reason = last.stop_reason, last.stop_reason.value
-                    break
-                result = await dispatcher.dispatch(calls, signal)
                 self.transcript.extend(result.outputs)
                 if result.terminated_by is not None:
                     stop, reason = StopReason.TOOL_CALLS, f"ended by tool {result.terminated_by}"
@@ -203,10 +351,11 @@ class Session:
             stop_reason=stop,
             reason=reason,
             items=self.transcript[start:],
-            usage=usage,
+            usage=earlier + usage,
             steps=steps,
             structured=last.structured if last else None,
             last_message=last,
+            pending=waiting,
         )
 
     async def _not_run(self, message: AssistantMessage, why: str) -> None:
@@ -214,6 +363,28 @@ class Session:
             output = ToolOutput(call.call_id, call.name, ToolResult.error(f"Not executed: {why}."))
             self.transcript.append(output)
             await self.events.emit(OutputRecorded(self.session_id, output))
+
+
+def _answers_by_id(
+    step: PendingStep, answers: Mapping[str, ApprovalAnswer] | Sequence[ApprovalAnswer]
+) -> dict[str, ApprovalAnswer]:
+    waiting = [c.call_id for c in step.calls]
+    if isinstance(answers, Mapping):
+        by_id = dict(answers)
+    else:
+        given = list(answers)
+        if len(given) != len(waiting):
+            raise ValueError(f"{len(waiting)} call(s) wait for an answer, {len(given)} given")
+        by_id = dict(zip(waiting, given, strict=True))
+    missing = [c for c in waiting if c not in by_id]
+    unknown = [c for c in by_id if c not in waiting]
+    if missing or unknown:
+        raise ValueError(
+            "answers must cover exactly the waiting calls"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+            + (f"; not waiting: {', '.join(unknown)}" if unknown else "")
+        )
+    return by_id
 
 
 async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:

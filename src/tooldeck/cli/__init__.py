@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import typer
 
+from .approve import approve_command
 from .demo import demo_command
 from .mcp import app as mcp_app
+from .policy import policy_app
+from .search import search_command
 from .toolkits import agents_app, toolkits_app
 from .tools import app as tools_app
 from .workflows import workflows_app
@@ -20,8 +23,15 @@ app.command("demo", help="Run the offline demo (no API keys, no network).")(demo
 app.add_typer(tools_app, name="tools")
 app.add_typer(toolkits_app, name="toolkits")
 app.add_typer(agents_app, name="agents")
+app.command("search", help="Search a catalog of tool definitions for a need, ranked.")(
+    search_command
+)
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(workflows_app, name="workflows")
+app.add_typer(policy_app, name="policy")
+app.command("approve", help="Answer the calls a waiting run needs approved (writes answers).")(
+    approve_command
+)
 
 
 @app.command("version", help="Print the installed version.")

@@ -1,0 +1,211 @@
+"""``tooldeck policy ...``: explain a decision, check policy files, list and revoke grants."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..arguments import validate_arguments
+from ..dispatch import arguments_json
+from ..errors import ArgumentError, ToolDefinitionError
+from ..policy.chain import Policy, PolicyContext, PolicyError
+from ..policy.grants import GrantStore
+from ..tool import TIERS, Tool
+
+policy_app = typer.Typer(
+    help="Explain and check access-control policies; list and revoke approve-always grants.",
+    no_args_is_help=True,
+)
+
+_STYLE = {"allow": "green", "ask": "yellow", "deny": "bold red", "pass": "dim"}
+
+PolicyOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--profile",
+        "--policy",
+        "-p",
+        help="A policy file (TOML, or JSON for .json); repeat to merge several.",
+    ),
+]
+
+
+def _load(console: Console, paths: list[Path] | None) -> Policy:
+    try:
+        return Policy.load(*(paths or []))
+    except PolicyError as exc:
+        console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
+        for problem in exc.problems:
+            console.print(f"  - {problem}", markup=False, highlight=False)
+        raise typer.Exit(1) from exc
+
+
+def _builtin_tool(name: str) -> Tool | None:
+    from ..builtin import load_builtin_registry
+
+    tool: Tool | None = load_builtin_registry().tools.get(name)
+    return tool
+
+
+def _tool(
+    console: Console, name: str, tier: str | None, namespace: str | None
+) -> tuple[Tool, bool]:
+    """The tool to explain, and whether it is the built-in one (its schema applies)."""
+    known = _builtin_tool(name)
+    if known is not None and tier is None and namespace is None:
+        return known, True
+    if tier is not None and tier not in TIERS:
+        console.print(f"[red]--tier must be one of {', '.join(TIERS)}[/red]")
+        raise typer.Exit(2)
+    try:
+        made = Tool(
+            name=name,
+            description="(explained by name)",
+            json_schema={"type": "object"},
+            execute=lambda params, ctx: None,
+            tier=tier or (known.tier if known else "WRITE"),
+            namespace=namespace,
+        )
+    except ToolDefinitionError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    return made, False
+
+
+@policy_app.command("explain")
+def explain_command(
+    tool_name: Annotated[str, typer.Argument(metavar="TOOL", help="The tool's name.")],
+    args: Annotated[str, typer.Option("--args", "-a", help="The arguments, as JSON.")] = "{}",
+    policy: PolicyOption = None,
+    mode: Annotated[str | None, typer.Option(help="The session's mode.")] = None,
+    agent: Annotated[str | None, typer.Option(help="The session's agent.")] = None,
+    node: Annotated[str | None, typer.Option(help="The node scope.")] = None,
+    subagent: Annotated[
+        str | None, typer.Option("--subagent", help="Decide for this sub-agent of the session.")
+    ] = None,
+    headless: Annotated[bool, typer.Option(help="A session with no human attached.")] = False,
+    tier: Annotated[
+        str | None, typer.Option(help="The tier of a tool that is not built in (default WRITE).")
+    ] = None,
+    namespace: Annotated[str | None, typer.Option(help="The tool's namespace.")] = None,
+    grants: Annotated[
+        Path | None, typer.Option(help="A session's approve-always grants file.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+) -> None:
+    """Print the decision for calling TOOL with --args, and the trace of every level."""
+    console = Console()
+    loaded = _load(console, policy)
+    tool, builtin = _tool(console, tool_name, tier, namespace)
+    try:
+        raw = json.loads(args)
+    except json.JSONDecodeError as exc:
+        console.print(f"[red]--args is not JSON: {exc}[/red]")
+        raise typer.Exit(2) from exc
+    if not isinstance(raw, dict):
+        console.print("[red]--args must be a JSON object[/red]")
+        raise typer.Exit(2)
+    values: dict[str, Any] = raw
+    if builtin:
+        try:
+            values = arguments_json(validate_arguments(tool, raw).params)
+        except ArgumentError as exc:
+            console.print(f"[red]invalid arguments for {tool.name}: {exc.model_message}[/red]")
+            raise typer.Exit(2) from exc
+    ctx = PolicyContext(mode, agent, node, headless)
+    if subagent:
+        ctx = loaded.with_restriction(ctx, subagent)
+    decision = loaded.decide(tool, values, ctx, GrantStore(grants) if grants else None)
+    if as_json:
+        typer.echo(json.dumps({"tool": tool.name, "args": values, **decision.as_dict()}, indent=2))
+        return
+    console.print(f"[bold]{tool.name}[/bold] ({decision.tier})  arguments: ", end="")
+    console.print(json.dumps(values, ensure_ascii=False), markup=False)
+    table = Table("level", "verdict", "reason", title="Trace (in order)", title_justify="left")
+    for entry in decision.trace:
+        table.add_row(entry.level, f"[{_STYLE[entry.verdict]}]{entry.verdict}[/]", entry.reason)
+    console.print(table)
+    console.print(
+        f"Decision: [{_STYLE[decision.action]}]{decision.action.upper()}[/] "
+        f"(decided by {decision.level}): {decision.reason}",
+        highlight=False,
+    )
+
+
+@policy_app.command("check")
+def check_command(
+    paths: Annotated[list[Path], typer.Argument(help="Policy files to check.")],
+) -> None:
+    """Check policy files: print every problem (exit 1), or what each level holds."""
+    console = Console()
+    failed = False
+    for path in paths:
+        try:
+            loaded = Policy.from_file(path)
+        except PolicyError as exc:
+            failed = True
+            console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
+            for problem in exc.problems:
+                console.print(f"  - {problem}", markup=False, highlight=False)
+            continue
+        named = {
+            "modes": len(loaded.modes),
+            "agents": len(loaded.agents),
+            "nodes": len(loaded.nodes),
+        }
+        console.print(
+            f"[green]{path}: ok[/green] profile {len(loaded.profile.rules)} rule(s), "
+            f"organization {len(loaded.organization.rules)} rule(s), "
+            + ", ".join(f"{n} {k}" for k, n in named.items())
+            + f"; dangerous: {', '.join(map(str, loaded.dangerous)) or '(defaults)'}",
+            highlight=False,
+        )
+    if failed:
+        raise typer.Exit(1)
+
+
+@policy_app.command("grants")
+def grants_command(
+    store: Annotated[Path, typer.Argument(help="A session's <id>.grants.json.")],
+) -> None:
+    """List a session's approve-always grants."""
+    console = Console()
+    found = GrantStore(store).grants
+    if not found:
+        console.print("No grants.")
+        return
+    table = Table("id", "tool", "arguments", "by", "created")
+    for g in found:
+        pattern = json.dumps(g.args) if g.args is not None else "(every call)"
+        table.add_row(g.id, g.tool, pattern, g.by, g.created)
+    console.print(table)
+
+
+@policy_app.command("revoke")
+def revoke_command(
+    store: Annotated[Path, typer.Argument(help="A session's <id>.grants.json.")],
+    grant_id: Annotated[str | None, typer.Argument(help="The grant to revoke.")] = None,
+    tool: Annotated[str | None, typer.Option(help="Revoke every grant of this tool.")] = None,
+) -> None:
+    """Revoke one grant (by id) or every grant of a tool (--tool)."""
+    console = Console()
+    grants = GrantStore(store)
+    if (grant_id is None) == (tool is None):
+        console.print("[red]give a grant id or --tool NAME (one of them)[/red]")
+        raise typer.Exit(2)
+    if grant_id is not None:
+        if not grants.revoke(grant_id):
+            console.print(f"[red]no grant {grant_id} in {store}[/red]")
+            raise typer.Exit(1)
+        console.print(f"Revoked {grant_id}.")
+    else:
+        assert tool is not None
+        console.print(f"Revoked {grants.revoke_tool(tool)} grant(s) of {tool}.")
+
+
+__all__ = ["policy_app"]

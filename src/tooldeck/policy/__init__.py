@@ -1,0 +1,75 @@
+"""Access control: the policy chain, approval tiers, approvals, headless sessions, audit.
+
+- :mod:`.rules`: selectors (name, glob, ``ns:``, ``tier:``) and argument predicates
+  (``equals``, ``in``, path ``prefix``, shell ``program``), three-valued;
+- :mod:`.chain`: :class:`Policy` (loaded from TOML or JSON), the six levels and
+  :meth:`Policy.decide`, the one decision function, with its trace;
+- :mod:`.session`: :class:`SessionPolicy` (the plan's ``visible``, the dispatcher's
+  policy hook, sub-agent policies) and :class:`PolicyApprover` (answers: approve,
+  approve-always, deny, edit);
+- :mod:`.grants`: approve-always grants, per session, revocable;
+- :mod:`.audit`: one JSON line per decision;
+- :mod:`.pending`: runs waiting for approval, on disk, resumed without running a tool
+  twice.
+
+The file format and the rules are described in ``docs/policy.md``.
+"""
+
+from .audit import AuditLog, arguments_digest, canonical_json
+from .chain import (
+    ALWAYS_DANGEROUS,
+    HEADLESS_DENY,
+    LEVELS,
+    Decision,
+    Policy,
+    PolicyContext,
+    PolicyError,
+    TraceEntry,
+    effective_tier,
+)
+from .grants import Grant, GrantStore
+from .pending import PendingFiles, load_answers, read_pending, save_answers
+from .rules import Level, Rule, Selector, shell_programs
+from .session import (
+    ApproveAlways,
+    PolicyApprover,
+    SessionPolicy,
+    approve,
+    approve_always,
+    deny,
+    edit,
+    wait_for_human,
+)
+
+__all__ = [
+    "ALWAYS_DANGEROUS",
+    "HEADLESS_DENY",
+    "LEVELS",
+    "ApproveAlways",
+    "AuditLog",
+    "Decision",
+    "Grant",
+    "GrantStore",
+    "Level",
+    "PendingFiles",
+    "Policy",
+    "PolicyApprover",
+    "PolicyContext",
+    "PolicyError",
+    "Rule",
+    "Selector",
+    "SessionPolicy",
+    "TraceEntry",
+    "approve",
+    "approve_always",
+    "arguments_digest",
+    "canonical_json",
+    "deny",
+    "edit",
+    "effective_tier",
+    "load_answers",
+    "read_pending",
+    "save_answers",
+    "shell_programs",
+    "wait_for_human",
+]

@@ -1,0 +1,200 @@
+"""Approve-always grants: a human's standing approval for one tool, kept per session.
+
+A grant names exactly one tool and, optionally, an argument pattern (the predicates of
+a policy rule: ``{"path": {"prefix": "docs/"}}``). It turns the policy's *ask* into
+*allow* for the calls it covers: that tool only, those arguments only, never a
+DANGEROUS tool. Grants live in a JSON file per session, written atomically; revoking
+one removes it from the file, and every process using the file sees the change at its
+next decision (the file is re-read when it changes).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ._files import write_json_atomic
+from .chain import PolicyError
+from .rules import ArgPredicate, all_of, parse_args
+
+__all__ = ["FORMAT", "Grant", "GrantStore"]
+
+FORMAT = "tooldeck.grants/1"
+_log = logging.getLogger("tooldeck.policy")
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    id: str
+    tool: str
+    args: Mapping[str, Any] | None  # the pattern as given; None: every call of the tool
+    predicates: tuple[ArgPredicate, ...]
+    created: str
+    by: str
+
+    def covers(self, tool: str, args: Mapping[str, Any]) -> bool:
+        """This tool, and (with a pattern) arguments that certainly match it."""
+        return tool == self.tool and all_of(p.test(args) for p in self.predicates) is True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "args": dict(self.args) if self.args is not None else None,
+            "created": self.created,
+            "by": self.by,
+        }
+
+    def describe(self) -> str:
+        if not self.predicates:
+            return f"{self.tool} (every call)"
+        return f"{self.tool} where " + " and ".join(p.describe() for p in self.predicates)
+
+
+def parse_pattern(pattern: Mapping[str, Any] | None, where: str) -> tuple[ArgPredicate, ...]:
+    """The predicates of an argument pattern (none or empty: every call); raises
+    :class:`PolicyError` if unusable."""
+    if pattern is None or (isinstance(pattern, Mapping) and not pattern):
+        return ()
+    problems: list[str] = []
+    predicates = parse_args(pattern, where, problems)
+    if problems:
+        raise PolicyError(where, problems)
+    return predicates
+
+
+def _grant(entry: Any, where: str) -> Grant:
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("tool"), str):
+        raise PolicyError(where, ["a grant needs a tool name"])
+    args = entry.get("args")
+    return Grant(
+        str(entry.get("id", "")),
+        entry["tool"],
+        args,
+        parse_pattern(args, where),
+        str(entry.get("created", "")),
+        str(entry.get("by", "")),
+    )
+
+
+class GrantStore:
+    """The approve-always grants of one session (in memory when ``path`` is None)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._lock = threading.Lock()
+        self._grants: tuple[Grant, ...] = ()
+        self._stamp: tuple[int, int, int] | None = None
+        self.revision = 0  # changes whenever the grants do
+
+    # -- reading --------------------------------------------------------------------------
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _read(self) -> tuple[Grant, ...]:
+        assert self.path is not None
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return ()
+        if not isinstance(data, Mapping) or data.get("format") != FORMAT:
+            raise PolicyError(str(self.path), [f"not a grants file ({FORMAT})"])
+        entries = data.get("grants", [])
+        if not isinstance(entries, list):
+            raise PolicyError(str(self.path), ["'grants' must be a list"])
+        return tuple(_grant(e, f"{self.path}: grants[{i}]") for i, e in enumerate(entries))
+
+    def _refresh(self) -> None:
+        if self.path is None:
+            return
+        stamp = self._file_stamp()
+        if stamp == self._stamp:
+            return
+        try:
+            grants = self._read()
+        except (OSError, ValueError, PolicyError):
+            # fail closed: an unreadable store approves nothing
+            _log.exception("cannot read the grants file %s; no grant applies", self.path)
+            grants = ()
+        self._grants, self._stamp = grants, stamp
+        self.revision += 1
+
+    @property
+    def grants(self) -> tuple[Grant, ...]:
+        with self._lock:
+            self._refresh()
+            return self._grants
+
+    def __iter__(self) -> Iterator[Grant]:
+        return iter(self.grants)
+
+    def __len__(self) -> int:
+        return len(self.grants)
+
+    def match(self, tool: str, args: Mapping[str, Any]) -> Grant | None:
+        """The first grant covering this call, or None."""
+        return next((g for g in self.grants if g.covers(tool, args)), None)
+
+    def predicates_for(self, tool: str) -> list[ArgPredicate]:
+        return [p for g in self.grants if g.tool == tool for p in g.predicates]
+
+    # -- writing --------------------------------------------------------------------------
+    def _write(self, grants: tuple[Grant, ...]) -> None:
+        self._grants = grants
+        self.revision += 1
+        if self.path is None:
+            return
+        write_json_atomic(self.path, {"format": FORMAT, "grants": [g.as_dict() for g in grants]})
+        self._stamp = self._file_stamp()
+
+    def add(
+        self, tool: str, pattern: Mapping[str, Any] | None = None, *, by: str = "human"
+    ) -> Grant:
+        """Record an approve-always grant for ``tool`` (and ``pattern``, if given)."""
+        predicates = parse_pattern(pattern, f"approve-always pattern for {tool}")
+        created = datetime.now(UTC).isoformat(timespec="seconds")
+        grant = Grant(
+            f"g_{secrets.token_hex(6)}",
+            tool,
+            json.loads(json.dumps(dict(pattern))) if pattern else None,
+            predicates,
+            created,
+            by,
+        )
+        with self._lock:
+            self._refresh()
+            self._write((*self._grants, grant))
+        return grant
+
+    def revoke(self, grant_id: str) -> bool:
+        """Remove one grant; False when there is no such grant."""
+        with self._lock:
+            self._refresh()
+            kept = tuple(g for g in self._grants if g.id != grant_id)
+            if len(kept) == len(self._grants):
+                return False
+            self._write(kept)
+            return True
+
+    def revoke_tool(self, tool: str) -> int:
+        """Remove every grant of ``tool``; returns how many were removed."""
+        with self._lock:
+            self._refresh()
+            kept = tuple(g for g in self._grants if g.tool != tool)
+            removed = len(self._grants) - len(kept)
+            if removed:
+                self._write(kept)
+            return removed

@@ -1,0 +1,360 @@
+"""Runs waiting for approval, on disk: :class:`PendingFiles` and answer files.
+
+``Session(..., pending_store=PendingFiles(directory))`` writes a step that waits for
+approval to ``<directory>/<session_id>.pending.json``: the transcript up to and
+including the step's assistant message, the outputs the step already has, and the
+calls waiting for an answer (name, tier, reason, what the human is shown). Writes are
+atomic (a temporary file, then a rename).
+
+``Session.resume(answers)`` (in the same process, or a fresh one with the same
+``pending_store``) *claims* the file by renaming it to ``<session_id>.resumed.json``
+before anything runs. A rename succeeds once, so a step is finished at most once: two
+processes resuming the same step cannot both run its tools.
+
+Answers can be given on the command line (``tooldeck approve FILE``) and saved to a
+JSON file that :func:`load_answers` reads back for ``resume``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..dispatch import ApprovalAnswer
+from ..loop import PendingCall, PendingStep
+from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
+from ..transcript import (
+    AssistantMessage,
+    AssistantPart,
+    Item,
+    OpaqueItem,
+    StopReason,
+    ToolCall,
+    ToolOutput,
+    Usage,
+    UserMessage,
+)
+from ._files import session_file, write_json_atomic
+from .session import ApproveAlways
+
+__all__ = [
+    "FORMAT",
+    "PendingFiles",
+    "answer_from_dict",
+    "answer_to_dict",
+    "decode_item",
+    "encode_item",
+    "load_answers",
+    "read_pending",
+    "save_answers",
+]
+
+FORMAT = "tooldeck.pending/1"
+ANSWERS_FORMAT = "tooldeck.answers/1"
+
+
+# -- the transcript as JSON ---------------------------------------------------------------------
+def _plain(value: Any) -> Any:
+    """JSON data for ``value`` (Pydantic models dumped, anything else as text)."""
+    return json.loads(json.dumps(value, default=_fallback))
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+def _part(part: ContentPart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"type": "image", "data": part.data, "mime_type": part.mime_type, "url": part.url}
+    return {"type": "json", "value": _plain(part.value)}
+
+
+def _unpart(data: Mapping[str, Any]) -> ContentPart:
+    kind = data["type"]
+    if kind == "text":
+        return TextPart(data["text"])
+    if kind == "image":
+        return ImagePart(data.get("data"), data.get("mime_type", "image/png"), data.get("url"))
+    if kind == "json":
+        return JsonPart(data.get("value"))
+    raise ValueError(f"unknown content part {kind!r}")
+
+
+def _content(content: str | Sequence[ContentPart]) -> Any:
+    return content if isinstance(content, str) else [_part(p) for p in content]
+
+
+def _uncontent(data: Any) -> Any:
+    return data if isinstance(data, str) else [_unpart(p) for p in data]
+
+
+def encode_item(item: Item) -> dict[str, Any]:
+    """One transcript item as JSON data."""
+    if isinstance(item, UserMessage):
+        return {"type": "user", "content": _content(item.content)}
+    if isinstance(item, ToolOutput):
+        result = item.result
+        return {
+            "type": "tool_output",
+            "call_id": item.call_id,
+            "name": item.name,
+            "repairs": list(item.repairs),
+            "result": {
+                "content": _content(result.content),
+                "details": _plain(result.details),
+                "events": _plain(result.events),
+                "is_error": result.is_error,
+                "terminate": result.terminate,
+                "complete_actor_event": result.complete_actor_event,
+            },
+        }
+    parts: list[dict[str, Any]] = []
+    for part in item.parts:
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "text": part.text})
+        elif isinstance(part, ToolCall):
+            parts.append(
+                {
+                    "type": "tool_call",
+                    "call_id": part.call_id,
+                    "name": part.name,
+                    "arguments": part.arguments
+                    if isinstance(part.arguments, str)
+                    else _plain(part.arguments),
+                    "item_id": part.item_id,
+                    "namespace": part.namespace,
+                    "incomplete": part.incomplete,
+                    "provider_data": _plain(part.provider_data),
+                }
+            )
+        else:
+            parts.append(
+                {
+                    "type": "opaque",
+                    "provider": part.provider,
+                    "adapter": part.adapter,
+                    "model": part.model,
+                    "kind": part.kind,
+                    "data": _plain(part.data),
+                    "model_bound": part.model_bound,
+                }
+            )
+    return {
+        "type": "assistant",
+        "parts": parts,
+        "stop_reason": item.stop_reason.value,
+        "refusal": item.refusal,
+        "usage": asdict(item.usage),
+        "provider": item.provider,
+        "adapter": item.adapter,
+        "model": item.model,
+        "response_id": item.response_id,
+        "provider_data": _plain(item.provider_data),
+        "structured": _plain(item.structured),
+    }
+
+
+def decode_item(data: Mapping[str, Any]) -> Item:
+    """The transcript item :func:`encode_item` wrote."""
+    kind = data["type"]
+    if kind == "user":
+        return UserMessage(_uncontent(data["content"]))
+    if kind == "tool_output":
+        r = data["result"]
+        return ToolOutput(
+            data["call_id"],
+            data["name"],
+            ToolResult(
+                _uncontent(r["content"]),
+                r.get("details"),
+                list(r.get("events") or []),
+                bool(r.get("is_error")),
+                bool(r.get("terminate")),
+                bool(r.get("complete_actor_event")),
+            ),
+            tuple(data.get("repairs", ())),
+        )
+    if kind != "assistant":
+        raise ValueError(f"unknown transcript item {kind!r}")
+    parts: list[AssistantPart] = []
+    for p in data["parts"]:
+        if p["type"] == "text":
+            parts.append(TextPart(p["text"]))
+        elif p["type"] == "tool_call":
+            parts.append(
+                ToolCall(
+                    p["call_id"],
+                    p["name"],
+                    p["arguments"],
+                    p.get("item_id"),
+                    p.get("namespace"),
+                    bool(p.get("incomplete")),
+                    p.get("provider_data"),
+                )
+            )
+        else:
+            parts.append(
+                OpaqueItem(
+                    p["provider"],
+                    p["adapter"],
+                    p["model"],
+                    p["kind"],
+                    p.get("data"),
+                    bool(p.get("model_bound", True)),
+                )
+            )
+    return AssistantMessage(
+        parts,
+        StopReason(data["stop_reason"]),
+        data.get("refusal"),
+        Usage(**data.get("usage", {})),
+        data.get("provider", ""),
+        data.get("adapter", ""),
+        data.get("model", ""),
+        data.get("response_id"),
+        data.get("provider_data"),
+        data.get("structured"),
+    )
+
+
+def _encode_step(step: PendingStep) -> dict[str, Any]:
+    return {
+        "message": encode_item(step.message),
+        "outputs": [encode_item(o) for o in step.outputs],
+        "calls": [
+            {
+                "call_id": c.call_id,
+                "name": c.name,
+                "tier": c.tier,
+                "reason": c.reason,
+                "display": _plain(c.display),
+            }
+            for c in step.calls
+        ],
+        "start": step.start,
+        "steps": step.steps,
+        "usage": asdict(step.usage),
+    }
+
+
+def _decode_step(data: Mapping[str, Any]) -> PendingStep:
+    message = decode_item(data["message"])
+    outputs = [decode_item(o) for o in data["outputs"]]
+    if not isinstance(message, AssistantMessage) or not all(
+        isinstance(o, ToolOutput) for o in outputs
+    ):
+        raise ValueError("a pending step holds an assistant message and tool outputs")
+    return PendingStep(
+        message,
+        tuple(o for o in outputs if isinstance(o, ToolOutput)),
+        tuple(
+            PendingCall(c["call_id"], c["name"], c["tier"], c["reason"], c.get("display"))
+            for c in data["calls"]
+        ),
+        int(data["start"]),
+        int(data["steps"]),
+        Usage(**data.get("usage", {})),
+    )
+
+
+def read_pending(path: str | Path) -> tuple[str, list[Item], PendingStep]:
+    """``(session_id, transcript, step)`` from a pending file."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, Mapping) or data.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a pending-approval file ({FORMAT})")
+    transcript = [decode_item(i) for i in data["transcript"]]
+    return str(data["session_id"]), transcript, _decode_step(data["step"])
+
+
+class PendingFiles:
+    """A :class:`~tooldeck.loop.PendingStore` keeping one JSON file per waiting session."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def path(self, session_id: str) -> Path:
+        return session_file(self.directory, session_id, ".pending.json")
+
+    def save(self, session_id: str, transcript: Sequence[Item], step: PendingStep) -> None:
+        write_json_atomic(
+            self.path(session_id),
+            {
+                "format": FORMAT,
+                "session_id": session_id,
+                "transcript": [encode_item(i) for i in transcript],
+                "step": _encode_step(step),
+            },
+        )
+
+    def load(self, session_id: str) -> tuple[list[Item], PendingStep] | None:
+        path = self.path(session_id)
+        if not path.exists():
+            return None
+        found, transcript, step = read_pending(path)
+        if found != session_id:
+            raise ValueError(f"{path} belongs to session {found!r}, not {session_id!r}")
+        return transcript, step
+
+    def claim(self, session_id: str) -> bool:
+        path = self.path(session_id)
+        try:
+            os.replace(path, session_file(self.directory, session_id, ".resumed.json"))
+        except FileNotFoundError:
+            return False
+        return True
+
+
+# -- answers on disk -----------------------------------------------------------------------------
+def answer_to_dict(answer: ApprovalAnswer) -> dict[str, Any]:
+    out: dict[str, Any] = {"approved": answer.approved}
+    if answer.message:
+        out["message"] = answer.message
+    if answer.arguments is not None:
+        out["arguments"] = _plain(dict(answer.arguments))
+    if isinstance(answer, ApproveAlways):
+        out["always"] = True
+        if answer.pattern is not None:
+            out["pattern"] = _plain(dict(answer.pattern))
+    return out
+
+
+def answer_from_dict(data: Any) -> ApprovalAnswer:
+    """An answer from JSON; anything but an explicit ``"approved": true`` is a deny."""
+    if not isinstance(data, Mapping):
+        return ApprovalAnswer(False, "no answer was given")
+    approved = data.get("approved") is True
+    message = data["message"] if isinstance(data.get("message"), str) else ""
+    arguments = data.get("arguments") if isinstance(data.get("arguments"), Mapping) else None
+    if approved and data.get("always") is True:
+        pattern = data.get("pattern") if isinstance(data.get("pattern"), Mapping) else None
+        return ApproveAlways(True, message, arguments, pattern)
+    return ApprovalAnswer(approved, message, arguments if approved else None)
+
+
+def save_answers(path: str | Path, session_id: str, answers: Mapping[str, ApprovalAnswer]) -> None:
+    write_json_atomic(
+        Path(path),
+        {
+            "format": ANSWERS_FORMAT,
+            "session_id": session_id,
+            "answers": {cid: answer_to_dict(a) for cid, a in answers.items()},
+        },
+    )
+
+
+def load_answers(path: str | Path) -> dict[str, ApprovalAnswer]:
+    """Answers saved by ``tooldeck approve`` (or :func:`save_answers`), by call id."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, Mapping) or data.get("format") != ANSWERS_FORMAT:
+        raise ValueError(f"{path}: not an answers file ({ANSWERS_FORMAT})")
+    return {str(cid): answer_from_dict(a) for cid, a in data["answers"].items()}
