@@ -310,9 +310,7 @@ def _is_async_callable(fn: Any) -> bool:
     )
 
 
-def _function_executor(
-    fn: Callable[..., Any], context_param: str | None, param_names: tuple[str, ...]
-) -> Execute:
+def _function_executor(fn: Callable[..., Any], context_param: str | None) -> Execute:
     """Adapt ``fn(a=..., b=..., ctx=...)`` to the ``execute(params, ctx)`` contract."""
     if context_param is None:
 
@@ -384,7 +382,7 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             name=name,
             description=description,
             params=sig.params,
-            execute=_function_executor(f, sig.context_param, sig.param_names),
+            execute=_function_executor(f, sig.context_param),
             **options,
         )
         functools.update_wrapper(made, f, updated=())  # type: ignore[arg-type]
