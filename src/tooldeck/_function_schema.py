@@ -31,7 +31,6 @@ class FunctionSignature:
     params: type[BaseModel]
     description: str
     context_param: str | None
-    param_names: tuple[str, ...]
     is_async: bool
 
 
@@ -130,6 +129,5 @@ def inspect_function(fn: Callable[..., Any], tool_name: str) -> FunctionSignatur
         params=model,
         description=description,
         context_param=context_param,
-        param_names=tuple(fields),
         is_async=inspect.iscoroutinefunction(fn),
     )
