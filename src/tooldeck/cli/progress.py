@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
+from rich.console import Group, RenderableType
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
@@ -15,10 +15,10 @@ from ..events import (
     CallFinished,
     CallStarted,
     Event,
-    EventBus,
     ModelStepStarted,
     TurnFinished,
 )
+from ..live import LiveView
 
 
 @dataclass
@@ -30,35 +30,17 @@ class _Row:
 
 
 @dataclass
-class TurnProgress:
+class TurnProgress(LiveView):
     """Subscribe to a bus and show each call's activity label, live.
 
     ``with TurnProgress(console).attach(bus): await session.run(...)``. When the console
     is not a terminal, finished lines are printed instead of a live display.
     """
 
-    console: Console
     rows: dict[str, _Row] = field(default_factory=dict)
     step: int = 0
     footer: str = ""
-    _live: Live | None = None
-
-    def attach(self, bus: EventBus) -> TurnProgress:
-        bus.subscribe(self.on_event)
-        return self
-
-    def __enter__(self) -> TurnProgress:
-        if self.console.is_terminal:
-            self._live = Live(
-                self.render(), console=self.console, refresh_per_second=12, transient=False
-            )
-            self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._live is not None:
-            self._live.update(self.render())
-            self._live.__exit__(None, None, None)
+    refresh_per_second: ClassVar[float] = 12
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, ModelStepStarted):
@@ -69,7 +51,7 @@ class TurnProgress:
             row = self.rows.setdefault(event.call.call_id, _Row(event.label))
             row.label, row.seconds = event.label, event.seconds
             row.state = "error" if event.is_error else "ok"
-            if self._live is None:
+            if not self.is_live:
                 self.console.print(self._line(row))
         elif isinstance(event, ApprovalRequested):
             names = ", ".join(c.name for c in event.calls)
@@ -79,10 +61,9 @@ class TurnProgress:
                 f"turn finished after {event.steps} step(s): {event.reason}; "
                 f"{event.usage.total_tokens} tokens"
             )
-            if self._live is None:
+            if not self.is_live:
                 self.console.print(self.footer)
-        if self._live is not None:
-            self._live.update(self.render())
+        self.refresh()
 
     def _line(self, row: _Row) -> Text:
         mark = {"ok": "[green]✓[/green]", "error": "[red]✗[/red]"}.get(row.state, "…")

@@ -7,13 +7,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
+from rich.console import Group, RenderableType
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from ..events import Event, EventBus
+from ..events import Event
+from ..live import LiveView
 from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
 from .store import WorkflowRecord
 
@@ -92,38 +92,20 @@ class _Row:
 
 
 @dataclass
-class WorkflowProgress:
+class WorkflowProgress(LiveView):
     """Live task states of one or more runs, from the engine's event bus.
 
     ``with WorkflowProgress(console).attach(engine.events): await engine.run(...)``.
     When the console is not a terminal, each task state change is printed as a line.
     """
 
-    console: Console
     rows: dict[tuple[str, str], _Row] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # id -> "name: state"
-    _live: Live | None = None
-
-    def attach(self, bus: EventBus) -> WorkflowProgress:
-        bus.subscribe(self.on_event)
-        return self
-
-    def __enter__(self) -> WorkflowProgress:
-        if self.console.is_terminal:
-            self._live = Live(self.render(), console=self.console, refresh_per_second=10)
-            self._live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._live is not None:
-            self._live.update(self.render())
-            self._live.__exit__(None, None, None)
-            self._live = None
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, WorkflowStateChanged):
             self.runs[event.session_id] = f"{event.name}: {event.state}"
-            if self._live is None and event.state != "running":
+            if not self.is_live and event.state != "running":
                 extra = f" ({event.reason})" if event.reason else ""
                 self.console.print(
                     f"workflow {event.session_id} {event.name}: {event.state}{extra}"
@@ -143,8 +125,7 @@ class WorkflowProgress:
         elif isinstance(event, TaskActivity):
             row = self.rows.setdefault((event.session_id, event.task), _Row())
             row.activity = event.label
-        if self._live is not None:
-            self._live.update(self.render())
+        self.refresh()
 
     def _line(self, task: str, row: _Row) -> Text:
         mark = {"submitted": "✓", "failed": "✗", "cancelled": "-", "running": "…"}.get(
