@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -59,7 +60,7 @@ class SQLiteStore(WorkflowStore):
         conn = sqlite3.connect(
             self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
-        conn.execute("PRAGMA journal_mode=WAL")
+        _set_wal(conn, self.busy_timeout)
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA synchronous=NORMAL")
         return conn
@@ -97,6 +98,28 @@ class SQLiteStore(WorkflowStore):
         # so the connection is never left inside a transaction.
         future = loop.run_in_executor(thread, _drive, conn, op, write)
         return await asyncio.shield(future)
+
+
+def _set_wal(conn: sqlite3.Connection, wait: float) -> None:
+    """Switch to WAL, waiting like busy_timeout does.
+
+    Changing the journal mode needs an exclusive lock, and SQLite answers "database is
+    locked" at once, without its busy handler, while other connections are creating or
+    opening the same new file; so retry until ``wait`` seconds have passed.
+    """
+    deadline = time.monotonic() + wait
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 def _drive(conn: sqlite3.Connection, op: Op[T], write: bool) -> T:
