@@ -58,7 +58,7 @@ def test_migrations_create_the_tables_once_and_record_the_version(
         async with make_store() as store:  # reopening applies nothing again
             assert await store.schema_version() == latest_version(store_kind)
             rows = raw_query(store, "SELECT version FROM schema_version")
-            assert rows == [(latest_version(store_kind),)]
+            assert rows == [(v,) for v in range(1, latest_version(store_kind) + 1)]
         # Two stores opening a fresh database at the same moment: one migrates.
         stores = [make_store() for _ in range(3)]
         await asyncio.gather(*(s.open() for s in stores))
@@ -400,5 +400,69 @@ def test_a_closed_store_refuses_work_and_a_dead_server_is_reported(tmp_path: Any
             await dead.open()
         with pytest.raises(StoreError, match="not open"):
             await dead.list_workflows()
+
+    asyncio.run(main())
+
+
+def test_a_lost_turn_is_resumed_by_a_new_session_and_the_old_one_can_no_longer_finish(
+    make_store: StoreFactory,
+) -> None:
+    async def main() -> None:
+        async with make_store() as store:
+            workflow_id = await _new_run(store, "a", "b")
+            task_id = f"{workflow_id}:a"
+            assert await store.resume_task(task_id, "s2", "lost") is None  # still pending
+            assert await store.claim_task(task_id, "s1@w1")
+            assert await store.task_owner(task_id) == ("running", "s1@w1")
+            assert await store.resume_task(task_id, "s2@w2", "worker w1 was lost") == "s1@w1"
+            assert await store.task_owner(task_id) == ("running", "s2@w2")
+            # The old session can neither fail nor cancel the task any more.
+            for to in ("failed", "cancelled"):
+                assert not await store.set_task_state(
+                    task_id, to, expect=("running",), reason="zombie", owner="s1@w1"
+                )
+            assert await store.accept_result(task_id, {"ok": True}, submission_key="s2@w2:c1")
+            assert await store.resume_task(task_id, "s3", "late") is None  # submitted
+            assert await store.task_owner(f"{workflow_id}:nope") is None
+            history = [
+                (t.from_state, t.to_state, t.reason)
+                for t in await store.transitions(workflow_id, task_id)
+            ]
+            assert history[1:] == [
+                ("pending", "running", "claimed by s1@w1"),
+                ("running", "running", "worker w1 was lost; resumed by s2@w2 (was s1@w1)"),
+                ("running", "submitted", "result s2@w2:c1"),
+            ]
+            assert await store.count_results(task_id) == 1
+
+    asyncio.run(main())
+
+
+def test_worker_leases_register_renew_and_expire_once(make_store: StoreFactory) -> None:
+    from tooldeck.workflows.store.workers import WorkerLeases
+
+    async def main() -> None:
+        async with make_store() as store:
+            leases = WorkerLeases(store)
+            await leases.register("w1", "host-a", 101)
+            await leases.register("w2", "host-b", 202)
+            assert await leases.heartbeat("w1")
+            assert await leases.take_over_lost("w2", lease=60) == []  # w1 is fresh
+            await asyncio.sleep(0.3)
+            assert await leases.heartbeat("w2")
+            # w1 has been silent for 0.3 s: with a 0.2 s lease, w2 takes it over, once.
+            results = await asyncio.gather(
+                leases.take_over_lost("w2", lease=0.2), leases.take_over_lost("w2", lease=0.2)
+            )
+            assert sorted(results) == [[], ["w1"]]
+            assert not await leases.heartbeat("w1")  # w1 learns it was taken over
+            workers = {w.id: w for w in await leases.list()}
+            assert workers["w1"].state == "lost" and "taken over by w2" in (workers["w1"].note or "")
+            assert workers["w2"].state == "alive" and workers["w2"].pid == 202
+            await leases.stop("w2", "done")
+            await leases.register("w1", "host-a", 303)  # restarted under the same id
+            workers = {w.id: w for w in await leases.list()}
+            assert workers["w1"].state == "alive" and workers["w1"].pid == 303
+            assert workers["w2"].state == "stopped" and workers["w2"].ended_at is not None
 
     asyncio.run(main())

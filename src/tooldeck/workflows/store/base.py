@@ -436,15 +436,56 @@ def op_claim_task(task_id: str, session_id: str) -> Op[bool]:
     return True
 
 
+def op_resume_task(task_id: str, session_id: str, reason: str) -> Op[str | None]:
+    """Hand a ``running`` task to a new session (its old worker was lost).
+
+    Returns the session that held it, or ``None`` when the task was not running. The
+    transition (``running -> running``) keeps the takeover in the task's history.
+    """
+    at = now()
+    row = (
+        yield Q(
+            "SELECT workflow_id, session_id FROM tasks WHERE id = ? AND state = 'running'",
+            (task_id,),
+        )
+    ).one()
+    if row is None:
+        return None
+    moved = yield Q(
+        "UPDATE tasks SET session_id = ?, started_at = ?, updated_at = ? "
+        "WHERE id = ? AND state = 'running' AND COALESCE(session_id, '') = COALESCE(?, '') "
+        "RETURNING id",
+        (session_id, at, at, task_id, row[1]),
+    )
+    if not moved.rows:
+        return None
+    previous = row[1] or "(none)"
+    yield _transition(
+        row[0],
+        task_id,
+        "running",
+        "running",
+        f"{reason}; resumed by {session_id} (was {previous})",
+        at,
+    )
+    return str(previous)
+
+
 def op_set_task_state(
-    task_id: str, to: TaskState, expect: Sequence[str], reason: str | None
+    task_id: str,
+    to: TaskState,
+    expect: Sequence[str],
+    reason: str | None,
+    owner: str | None = None,
 ) -> Op[bool]:
     at = now()
     marks = ", ".join("?" for _ in expect)
+    mine = " AND session_id = ?" if owner is not None else ""
+    extra = (owner,) if owner is not None else ()
     current = (
         yield Q(
-            f"SELECT workflow_id, state FROM tasks WHERE id = ? AND state IN ({marks})",
-            (task_id, *expect),
+            f"SELECT workflow_id, state FROM tasks WHERE id = ? AND state IN ({marks}){mine}",
+            (task_id, *expect, *extra),
         )
     ).one()
     if current is None:
@@ -453,9 +494,9 @@ def op_set_task_state(
     error = reason if to in ("failed", "cancelled") else None
     changed = yield Q(
         "UPDATE tasks SET state = ?, error = COALESCE(?, error), updated_at = ?, "
-        f"finished_at = COALESCE(?, finished_at) WHERE id = ? AND state IN ({marks}) "
+        f"finished_at = COALESCE(?, finished_at) WHERE id = ? AND state IN ({marks}){mine} "
         "RETURNING id",
-        (to, error, at, finished, task_id, *expect),
+        (to, error, at, finished, task_id, *expect, *extra),
     )
     if not changed.rows:
         return False
@@ -594,6 +635,11 @@ def op_cancel_workflow(workflow_id: str, reason: str) -> Op[CancelOutcome]:
 def op_get_task(task_id: str) -> Op[TaskRecord | None]:
     row = (yield Q(f"SELECT {TASK_COLUMNS} FROM {TASK_FROM} WHERE t.id = ?", (task_id,))).one()
     return _task(row) if row is not None else None
+
+
+def op_task_owner(task_id: str) -> Op[tuple[str, str | None] | None]:
+    row = (yield Q("SELECT state, session_id FROM tasks WHERE id = ?", (task_id,))).one()
+    return (row[0], row[1]) if row is not None else None
 
 
 def op_task_state(task_id: str) -> Op[str | None]:
@@ -736,6 +782,13 @@ class WorkflowStore(ABC):
         """``pending -> running`` for one worker; ``False`` when it was not pending."""
         return await self._run(op_claim_task(task_id, session_id))
 
+    async def resume_task(self, task_id: str, session_id: str, reason: str) -> str | None:
+        """Give a ``running`` task whose worker was lost to ``session_id``.
+
+        Returns the session that held it, ``None`` when the task is not running.
+        """
+        return await self._run(op_resume_task(task_id, session_id, reason))
+
     async def set_task_state(
         self,
         task_id: str,
@@ -743,8 +796,11 @@ class WorkflowStore(ABC):
         *,
         expect: Sequence[str],
         reason: str | None = None,
+        owner: str | None = None,
     ) -> bool:
-        return await self._run(op_set_task_state(task_id, to, tuple(expect), reason))
+        """Move the task to ``to`` if its state is in ``expect`` (and, given ``owner``,
+        only while that session holds it)."""
+        return await self._run(op_set_task_state(task_id, to, tuple(expect), reason, owner))
 
     async def accept_result(self, task_id: str, value: Any, *, submission_key: str) -> Acceptance:
         """Store ``value`` as the task's result, exactly once (see :class:`Acceptance`)."""
@@ -771,6 +827,10 @@ class WorkflowStore(ABC):
     # reads
     async def get_task(self, task_id: str) -> TaskRecord | None:
         return await self._run(op_get_task(task_id), write=False)
+
+    async def task_owner(self, task_id: str) -> tuple[str, str | None] | None:
+        """``(state, session_id)`` of a task, or ``None`` when there is no such task."""
+        return await self._run(op_task_owner(task_id), write=False)
 
     async def task_state(self, task_id: str) -> str | None:
         return await self._run(op_task_state(task_id), write=False)

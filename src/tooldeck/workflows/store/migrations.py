@@ -84,10 +84,27 @@ def _v1(json: str, ts: str, serial: str) -> list[str]:
     ]
 
 
+def _v2(ts: str) -> list[str]:
+    """Workers that run task turns from a durable queue, and their leases."""
+    return [
+        f"""CREATE TABLE workers (
+            id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('alive', 'stopped', 'lost')),
+            started_at {ts} NOT NULL,
+            heartbeat_at {ts} NOT NULL,
+            ended_at {ts},
+            note TEXT
+        )""",
+    ]
+
+
 MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
-    "sqlite": [(1, _v1("TEXT", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT"))],
+    "sqlite": [(1, _v1("TEXT", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT")), (2, _v2("TEXT"))],
     "postgres": [
-        (1, _v1("JSONB", "TIMESTAMPTZ", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"))
+        (1, _v1("JSONB", "TIMESTAMPTZ", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
+        (2, _v2("TIMESTAMPTZ")),
     ],
 }
 

@@ -1,0 +1,116 @@
+"""Worker leases: which worker processes are alive, and taking over the ones that are not.
+
+A worker (``tooldeck worker``) registers itself, then renews its lease by writing
+``heartbeat_at`` every few seconds. A worker whose heartbeat is older than the lease is
+*lost*: the first live worker to notice marks it so (a conditional update, so exactly one
+worker takes over each lost one) and recovers its durable work. A lost worker that comes
+back (it was only paused) finds itself marked and stops. Times come from the workers'
+clocks, so their clocks must agree to well within the lease (NTP).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from .base import Op, Q, WorkflowStore, _dt, now
+
+__all__ = ["WorkerLeases", "WorkerRecord"]
+
+WorkerState = Literal["alive", "stopped", "lost"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    id: str
+    host: str
+    pid: int
+    state: WorkerState
+    started_at: datetime
+    heartbeat_at: datetime
+    ended_at: datetime | None
+    note: str | None
+
+
+_COLUMNS = "id, host, pid, state, started_at, heartbeat_at, ended_at, note"
+
+
+def _worker(row: tuple[object, ...]) -> WorkerRecord:
+    return WorkerRecord(
+        id=str(row[0]),
+        host=str(row[1]),
+        pid=int(str(row[2])),
+        state=row[3],  # type: ignore[arg-type]
+        started_at=_dt(row[4]) or now(),
+        heartbeat_at=_dt(row[5]) or now(),
+        ended_at=_dt(row[6]),
+        note=str(row[7]) if row[7] is not None else None,
+    )
+
+
+def op_register(worker_id: str, host: str, pid: int) -> Op[None]:
+    at = now()
+    yield Q(
+        "INSERT INTO workers (id, host, pid, state, started_at, heartbeat_at) "
+        "VALUES (?, ?, ?, 'alive', ?, ?) ON CONFLICT (id) DO UPDATE SET host = excluded.host, "
+        "pid = excluded.pid, state = 'alive', started_at = excluded.started_at, "
+        "heartbeat_at = excluded.heartbeat_at, ended_at = NULL, note = NULL",
+        (worker_id, host, pid, at, at),
+    )
+
+
+def op_heartbeat(worker_id: str) -> Op[bool]:
+    """Renew the lease; ``False`` when the worker is no longer ``alive`` (taken over)."""
+    renewed = yield Q(
+        "UPDATE workers SET heartbeat_at = ? WHERE id = ? AND state = 'alive' RETURNING id",
+        (now(), worker_id),
+    )
+    return bool(renewed.rows)
+
+
+def op_take_over_lost(worker_id: str, lease: float) -> Op[list[str]]:
+    """Mark every worker whose lease ran out as ``lost``; returns the ones this call marked."""
+    at = now()
+    expired = at - timedelta(seconds=lease)
+    rows = yield Q(
+        "UPDATE workers SET state = 'lost', ended_at = ?, note = ? "
+        "WHERE state = 'alive' AND heartbeat_at < ? AND id <> ? RETURNING id",
+        (at, f"no heartbeat for {lease:g}s; taken over by {worker_id}", expired, worker_id),
+    )
+    return sorted(str(r[0]) for r in rows.rows)
+
+
+def op_stop(worker_id: str, note: str | None) -> Op[None]:
+    yield Q(
+        "UPDATE workers SET state = 'stopped', ended_at = ?, note = ? "
+        "WHERE id = ? AND state = 'alive'",
+        (now(), note, worker_id),
+    )
+
+
+def op_list(limit: int) -> Op[list[WorkerRecord]]:
+    rows = yield Q(f"SELECT {_COLUMNS} FROM workers ORDER BY started_at DESC LIMIT ?", (limit,))
+    return [_worker(tuple(r)) for r in rows.rows]
+
+
+class WorkerLeases:
+    """The ``workers`` table of a (PostgreSQL) workflow store: register, renew, take over."""
+
+    def __init__(self, store: WorkflowStore):
+        self.store = store
+
+    async def register(self, worker_id: str, host: str, pid: int) -> None:
+        await self.store._run(op_register(worker_id, host, pid))
+
+    async def heartbeat(self, worker_id: str) -> bool:
+        return await self.store._run(op_heartbeat(worker_id))
+
+    async def take_over_lost(self, worker_id: str, lease: float) -> list[str]:
+        return await self.store._run(op_take_over_lost(worker_id, lease))
+
+    async def stop(self, worker_id: str, note: str | None = None) -> None:
+        await self.store._run(op_stop(worker_id, note))
+
+    async def list(self, limit: int = 100) -> list[WorkerRecord]:
+        return await self.store._run(op_list(limit), write=False)
