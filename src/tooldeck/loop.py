@@ -15,6 +15,7 @@ human's answers, never producing an output twice, then carries on with the loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -340,7 +341,10 @@ class Session:
                     break
         except BaseException as exc:
             stop, reason = StopReason.ERROR, f"{type(exc).__name__}: {exc}"
-            _log.exception("turn failed in session %s", self.session_id)
+            if isinstance(exc, asyncio.CancelledError):
+                _log.info("turn cancelled in session %s", self.session_id)
+            else:
+                _log.exception("turn failed in session %s", self.session_id)
             raise
         finally:
             self.usage += usage

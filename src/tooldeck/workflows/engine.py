@@ -150,6 +150,7 @@ class _Turn:
 
     task: TaskRecord
     signal: AbortSignal
+    session_id: str
     calls: dict[str, ToolCall] = field(default_factory=dict)
 
 
@@ -165,7 +166,9 @@ class WorkflowEngine:
       ``registry``: where the web and notes tools come from (the built-in registry by
       default);
     - ``task_timeout``: seconds one task turn may take in all; ``tool_timeout`` per call;
-    - ``reminders``: how many times a model that stops without submitting is told to.
+    - ``reminders``: how many times a model that stops without submitting is told to;
+    - ``worker``: this process's name among several (``tooldeck worker``), appended to the
+      task turns' session ids so a task's history shows where each turn ran.
     """
 
     def __init__(
@@ -185,6 +188,7 @@ class WorkflowEngine:
         reminders: int = 1,
         events: EventBus | None = None,
         poll_interval: float = 0.5,
+        worker: str | None = None,
     ) -> None:
         self.store = store
         self.model_factory = model_factory
@@ -201,6 +205,7 @@ class WorkflowEngine:
         self.reminders = reminders
         self.events = events or EventBus()
         self.poll_interval = poll_interval
+        self.worker = worker
         self.control = ControlPlane(store)
         self._advance_locks: dict[str, asyncio.Lock] = {}
         self._finished: dict[str, asyncio.Event] = {}
@@ -384,14 +389,30 @@ class WorkflowEngine:
         self._finished.setdefault(wf.id, asyncio.Event()).set()
 
     # -- one task turn --------------------------------------------------------------------------
-    async def run_task(self, task_id: str, signal: AbortSignal | None = None) -> None:
-        """Run one task turn to its end (the executor calls this). See the module docstring."""
+    async def run_task(
+        self, task_id: str, signal: AbortSignal | None = None, *, take_over: str | None = None
+    ) -> None:
+        """Run one task turn to its end (the executor calls this). See the module docstring.
+
+        ``take_over``: a durable executor that knows the task's previous turn died with
+        its worker (it is the only runner of that task) passes why; a task still
+        ``running`` is then handed to a new session and its turn starts again from the
+        prompt (model calls are not replayed). A task already submitted stays as it is.
+        """
         signal = signal or AbortSignal()
         task = await self.store.get_task(task_id)
-        if task is None or task.state != "pending":
+        if task is None or task.state not in ("pending", "running"):
             return
+        if task.state == "running" and take_over is None:
+            return  # another worker has it
         session_id = f"{task.workflow_id}.{task.name}.{uuid.uuid4().hex[:6]}"
-        if not await self.store.claim_task(task_id, session_id):
+        if self.worker is not None:
+            session_id += f"@{self.worker}"
+        if task.state == "running":
+            assert take_over is not None
+            if await self.store.resume_task(task_id, session_id, take_over) is None:
+                return  # it finished or was cancelled meanwhile
+        elif not await self.store.claim_task(task_id, session_id):
             return  # another worker has it, or it was cancelled meanwhile
         await self._emit(
             TaskStateChanged(task.workflow_id, task.name, "running", 0, task.max_attempts)
@@ -402,14 +423,22 @@ class WorkflowEngine:
             with contextlib.suppress(Exception):
                 await asyncio.shield(
                     self.store.set_task_state(
-                        task_id, "cancelled", expect=("running",), reason="the turn was cancelled"
+                        task_id,
+                        "cancelled",
+                        expect=("running",),
+                        reason="the turn was cancelled",
+                        owner=session_id,
                     )
                 )
             raise
         except Exception as exc:
             _log.exception("task %s crashed", task_id)
             await self.store.set_task_state(
-                task_id, "failed", expect=("running",), reason=f"{type(exc).__name__}: {exc}"
+                task_id,
+                "failed",
+                expect=("running",),
+                reason=f"{type(exc).__name__}: {exc}",
+                owner=session_id,
             )
         finally:
             await asyncio.shield(self._after_task(task))
@@ -467,7 +496,7 @@ class WorkflowEngine:
             timeout=self.tool_timeout,
             turn=turn,
         )
-        state = _Turn(task, signal)
+        state = _Turn(task, signal, session_id)
         session.events.subscribe(self._watcher(state))
 
         loop = asyncio.get_running_loop()
@@ -477,8 +506,8 @@ class WorkflowEngine:
         reminders = self.reminders
         while result is not None:
             steps_left -= result.steps
-            current = await self.store.task_state(task.id)
-            if current != "running" or signal.aborted:
+            current = await self.store.task_owner(task.id)
+            if current != ("running", session_id) or signal.aborted:
                 return
             if reminders <= 0 or steps_left <= 0 or result.stop_reason is not StopReason.END_TURN:
                 break
@@ -491,7 +520,9 @@ class WorkflowEngine:
             why = signal.reason or "aborted"
         else:
             why = f"the turn ended without an accepted result ({result.reason})"
-        await self.store.set_task_state(task.id, "failed", expect=("running",), reason=why)
+        await self.store.set_task_state(
+            task.id, "failed", expect=("running",), reason=why, owner=session_id
+        )
 
     async def _until_stopped(
         self, turn: Coroutine[Any, Any, RunResult], signal: AbortSignal, deadline: float
@@ -526,9 +557,14 @@ class WorkflowEngine:
 
         async def on_event(event: Event) -> None:
             if isinstance(event, ModelStepStarted):
-                state = await self.store.task_state(task.id)
-                if state != "running" and not turn.signal.aborted:
+                owner = await self.store.task_owner(task.id)
+                state, holder = owner if owner is not None else ("gone", None)
+                if turn.signal.aborted:
+                    pass
+                elif state != "running":
                     turn.signal.abort(f"the task is {state}")
+                elif holder != turn.session_id:
+                    turn.signal.abort(f"the task was taken over by {holder}")
             elif isinstance(event, ModelStepFinished):
                 for call in event.message.tool_calls:
                     turn.calls[call.call_id] = call
