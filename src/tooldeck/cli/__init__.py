@@ -11,6 +11,7 @@ from .policy import policy_app
 from .search import search_command
 from .toolkits import agents_app, toolkits_app
 from .tools import app as tools_app
+from .worker import worker_command
 from .workflows import workflows_app
 
 app = typer.Typer(
@@ -28,6 +29,9 @@ app.command("search", help="Search a catalog of tool definitions for a need, ran
 )
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(workflows_app, name="workflows")
+app.command("worker", help="Run workflow task turns from the DBOS queue in PostgreSQL.")(
+    worker_command
+)
 app.add_typer(policy_app, name="policy")
 app.command("approve", help="Answer the calls a waiting run needs approved (writes answers).")(
     approve_command

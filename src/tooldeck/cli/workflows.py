@@ -3,6 +3,8 @@
 - ``tooldeck workflows run FILE --inputs JSON [--db PATH | --dsn DSN] [--model SPEC]``
   runs the script's workflow with live progress. Without ``--model``, the script's own
   ``scripted_model`` (a scripted stand-in, not a real model) is used, for offline runs.
+  With ``--dsn DSN --workers`` the task turns are queued for ``tooldeck worker``
+  processes (DBOS) instead of running in this process.
 - ``tooldeck workflows list`` lists runs, newest first.
 - ``tooldeck workflows show ID`` shows a run's tasks, states, attempts and results.
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,11 +24,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..workflows.durable import DbosUnavailable
 from ..workflows.engine import ModelFactory, TaskRun, WorkflowEngine, WorkflowError
+from ..workflows.executor import TaskExecutor
 from ..workflows.render import WorkflowProgress, runs_table, workflow_table
 from ..workflows.script import load_script
 from ..workflows.shapes import WorkflowDefinitionError
-from ..workflows.store import StoreError, WorkflowStore, open_store
+from ..workflows.store import PostgresStore, StoreError, WorkflowStore, open_store
 
 __all__ = ["workflows_app"]
 
@@ -131,9 +136,22 @@ def run_command(
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="Give up waiting after this many seconds.")
     ] = None,
+    workers: Annotated[
+        bool,
+        typer.Option(
+            "--workers",
+            help="Queue the task turns for `tooldeck worker` processes (DBOS, needs --dsn) "
+            "instead of running them here; --model and --concurrency are then the workers'.",
+        ),
+    ] = False,
+    dbos_schema: Annotated[
+        str, typer.Option("--dbos-schema", help="With --workers: schema of DBOS's tables.")
+    ] = "dbos",
 ) -> None:
     """Run a workflow script's workflow and wait for it, with live progress."""
     console = Console()
+    if workers and not (dsn or os.environ.get("TOOLDECK_WORKFLOWS_DSN")):
+        raise _fail(console, "--workers needs the workers' PostgreSQL database: --dsn DSN")
     try:
         script = load_script(file)
         chosen = script.workflow(workflow)
@@ -143,8 +161,14 @@ def run_command(
     problems = chosen.input_problems(values)
     if problems:
         raise _fail(console, f"inputs for {chosen.name!r}: " + "; ".join(problems))
-    factory = _model_factory(console, model, script.scripted_model)
+    factory = _no_model if workers else _model_factory(console, model, script.scripted_model)
     store = _store(console, db, dsn, pg_schema)
+    executor: TaskExecutor | None = None
+    if workers:
+        from ..workflows.durable import DbosExecutor
+
+        assert isinstance(store, PostgresStore)
+        executor = DbosExecutor(store.dsn, dbos_schema=dbos_schema)
 
     async def main() -> str:
         async with store:
@@ -152,6 +176,7 @@ def run_command(
                 store,
                 factory,
                 catalog=[chosen],
+                executor=executor,
                 max_concurrency=concurrency,
                 home=home,
                 web_provider=web_provider,
@@ -177,7 +202,7 @@ def run_command(
 
     try:
         state = asyncio.run(main())
-    except (StoreError, WorkflowError) as exc:
+    except (StoreError, WorkflowError, DbosUnavailable) as exc:
         raise _fail(console, str(exc)) from exc
     except KeyboardInterrupt as exc:
         raise _fail(console, "interrupted; the run was cancelled", 130) from exc
@@ -263,5 +288,5 @@ def show_command(
         raise _fail(console, str(exc)) from exc
 
 
-def _no_model(run: TaskRun) -> Any:  # pragma: no cover - show never runs a task
-    raise RuntimeError("no model: this engine only reads runs")
+def _no_model(run: TaskRun) -> Any:  # pragma: no cover - never called: no turn runs here
+    raise RuntimeError("no model: this engine runs no task turn itself")

@@ -1,0 +1,191 @@
+"""The DBOS executor: task turns queued durably in PostgreSQL, run by ``tooldeck worker``.
+
+:class:`DbosExecutor` is the :class:`~tooldeck.workflows.executor.TaskExecutor` an engine
+uses when its task turns should run on worker processes (on this machine or others)
+instead of in-process. It talks to DBOS's system tables only through a ``DBOSClient``:
+
+- ``submit`` enqueues one DBOS workflow per task on the queue ``tooldeck_tasks``; its id
+  is ``tooldeck-task:<task id>``, so submitting a task twice enqueues it once;
+- ``cancel`` cancels the run's queued and running DBOS workflows (a turn already running
+  also sees the cancellation in the store before its next model step);
+- ``join`` waits until none of the run's DBOS workflows is queued or running.
+
+The workers (:mod:`tooldeck.workflows.worker`) register the DBOS workflow and run it;
+DBOS creates its system tables when the first worker starts, so a client needs a worker
+to have started once against the database. See ``docs/workflows.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+from .executor import TaskFn
+
+if TYPE_CHECKING:
+    from dbos import DBOSClient
+
+__all__ = [
+    "APP_VERSION",
+    "DBOS_APP_NAME",
+    "DEFAULT_DBOS_SCHEMA",
+    "QUEUE",
+    "TASK_WORKFLOW",
+    "DbosExecutor",
+    "DbosUnavailable",
+    "dbos_url",
+    "task_workflow_id",
+]
+
+_log = logging.getLogger("tooldeck.workflows")
+
+QUEUE = "tooldeck_tasks"
+TASK_WORKFLOW = "tooldeck_task_turn"
+DBOS_APP_NAME = "tooldeck"
+DEFAULT_DBOS_SCHEMA = "dbos"
+_ACTIVE = ("ENQUEUED", "PENDING", "DELAYED")
+
+
+def _package_version() -> str:
+    try:
+        return version("tooldeck")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
+
+
+APP_VERSION = f"tooldeck-{_package_version()}"
+"""DBOS application version shared by every worker and client of this tooldeck release.
+
+DBOS only recovers a workflow on an executor of the same version, so it is fixed here
+rather than computed from the code of the registered functions."""
+
+
+class DbosUnavailable(RuntimeError):
+    """DBOS is not installed, or its system tables are not in the database yet."""
+
+
+def task_workflow_id(task_id: str) -> str:
+    """The DBOS workflow id of a task's turn (one per task: enqueueing twice is a no-op)."""
+    return f"tooldeck-task:{task_id}"
+
+
+def _run_prefix(workflow_id: str) -> str:
+    return task_workflow_id(f"{workflow_id}:")
+
+
+def dbos_url(dsn: str) -> str:
+    """``dsn`` (a libpq URL or ``key=value`` string) as the URL DBOS takes."""
+    if dsn.startswith("postgres://"):
+        return "postgresql://" + dsn[len("postgres://") :]
+    if dsn.startswith("postgresql://"):
+        return dsn
+    from psycopg.conninfo import conninfo_to_dict
+    from sqlalchemy.engine import URL
+
+    parts: dict[str, Any] = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    port = parts.pop("port", None)
+    return URL.create(
+        "postgresql",
+        username=parts.pop("user", None),
+        password=parts.pop("password", None),
+        host=parts.pop("host", None),
+        port=int(port) if port else None,
+        database=parts.pop("dbname", None),
+        query=parts,
+    ).render_as_string(hide_password=False)
+
+
+def new_client(dsn: str, schema: str = DEFAULT_DBOS_SCHEMA) -> DBOSClient:
+    try:
+        from dbos import DBOSClient
+    except ImportError as exc:  # pragma: no cover - dbos is an optional extra
+        raise DbosUnavailable(
+            "the DBOS executor needs the dbos package: pip install 'tooldeck[dbos]'"
+        ) from exc
+    return DBOSClient(
+        system_database_url=dbos_url(dsn),
+        dbos_system_schema=schema,
+        application_name=DBOS_APP_NAME,
+        system_database_pool_size=4,
+    )
+
+
+class DbosExecutor:
+    """Task turns as DBOS workflows on the ``tooldeck_tasks`` queue (see the module doc).
+
+    ``dsn``: the PostgreSQL database whose DBOS system tables (schema ``dbos_schema``)
+    the workers use; ``poll_interval``: how often :meth:`join` looks.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        dbos_schema: str = DEFAULT_DBOS_SCHEMA,
+        poll_interval: float = 0.5,
+    ):
+        self.dsn = dsn
+        self.dbos_schema = dbos_schema
+        self.poll_interval = poll_interval
+        self._client: DBOSClient | None = None
+        self.submitted = 0
+
+    def _get_client(self) -> DBOSClient:
+        if self._client is None:
+            self._client = new_client(self.dsn, self.dbos_schema)
+        return self._client
+
+    def start(self, run: TaskFn) -> None:
+        """Nothing to bind: the workers run the turns (``tooldeck worker``)."""
+
+    async def submit(self, workflow_id: str, task_id: str) -> None:
+        client = await asyncio.to_thread(self._get_client)
+        try:
+            await client.enqueue_async(
+                {
+                    "queue_name": QUEUE,
+                    "workflow_name": TASK_WORKFLOW,
+                    "workflow_id": task_workflow_id(task_id),
+                    "app_version": APP_VERSION,
+                },
+                task_id,
+            )
+        except Exception as exc:
+            if "does not exist" in str(exc) or "UndefinedTable" in type(exc).__name__:
+                raise DbosUnavailable(
+                    f"no DBOS system tables (schema {self.dbos_schema!r}) in the database: "
+                    "start a worker once first (tooldeck worker --dsn ...)"
+                ) from exc
+            raise
+        self.submitted += 1
+
+    async def _active_ids(self, workflow_id: str | None) -> list[str]:
+        client = await asyncio.to_thread(self._get_client)
+        prefix = _run_prefix(workflow_id) if workflow_id else task_workflow_id("")
+        found = await client.list_workflows_async(
+            workflow_id_prefix=prefix,
+            status=list(_ACTIVE),
+            load_input=False,
+            load_output=False,
+        )
+        return [w.workflow_id for w in found]
+
+    async def cancel(self, workflow_id: str, reason: str) -> None:
+        ids = await self._active_ids(workflow_id)
+        if ids:
+            client = await asyncio.to_thread(self._get_client)
+            await client.cancel_workflows_async(ids)
+            _log.info("cancelled %d DBOS workflow(s) of %s: %s", len(ids), workflow_id, reason)
+
+    async def join(self, workflow_id: str | None = None) -> None:
+        # The turns run in other processes: only the database can tell when they end.
+        while await self._active_ids(workflow_id):  # noqa: ASYNC110
+            await asyncio.sleep(self.poll_interval)
+
+    async def close(self) -> None:
+        """Release the client (queued turns stay queued: the workers own them)."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            await asyncio.to_thread(client.destroy)

@@ -1,0 +1,312 @@
+"""``tooldeck worker``: a process that runs workflow task turns from the DBOS queue.
+
+Each task turn is one DBOS workflow (``tooldeck_task_turn``, id ``tooldeck-task:<task
+id>``) of two recorded steps:
+
+1. **turn**: run the task turn (:meth:`WorkflowEngine.run_task`); its outcome is in the
+   store when the step ends. If the worker dies inside it, DBOS runs the step again on
+   another worker: a task still ``running`` is handed to a new session (the takeover is a
+   transition in the task's history) and its turn starts again from the prompt; a task
+   already ``submitted`` is left alone, so an accepted result is never stored twice nor
+   lost (the result and the state change commit in one transaction);
+2. **advance**: schedule the tasks that became ready and finish the run; idempotent.
+
+Liveness: every worker renews a lease in the store's ``workers`` table. A live worker
+that finds another's lease expired marks it ``lost`` (one worker wins) and has DBOS
+re-enqueue the lost worker's pending workflows. A worker restarted with the same
+``--id`` recovers its own pending workflows at once (DBOS does that at launch).
+
+DBOS keeps one instance per process, so one :class:`Worker` runs per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dbos import DBOS
+
+from ..context import AbortSignal
+from .durable import (
+    APP_VERSION,
+    DBOS_APP_NAME,
+    DEFAULT_DBOS_SCHEMA,
+    QUEUE,
+    TASK_WORKFLOW,
+    DbosExecutor,
+    dbos_url,
+)
+from .engine import ModelFactory, WorkflowEngine
+from .store import DEFAULT_SCHEMA, PostgresStore
+from .store.workers import WorkerLeases
+
+__all__ = ["Worker", "WorkerLost", "WorkerStats"]
+
+_log = logging.getLogger("tooldeck.workflows")
+
+_current: Worker | None = None
+
+
+class WorkerLost(RuntimeError):
+    """This worker's lease ran out and another worker took its work over."""
+
+
+@dataclass
+class WorkerStats:
+    turns_started: int = 0
+    turns_finished: int = 0
+    taken_over: list[str] = field(default_factory=list)
+
+
+def _worker() -> Worker:
+    if _current is None:
+        raise RuntimeError("no tooldeck worker is running in this process")
+    return _current
+
+
+# A step that raises (the database went away mid-turn, say) is retried with backoff: the
+# turn step then takes the task over from its own earlier attempt; advancing is idempotent.
+@DBOS.step(name="tooldeck_turn", retries_allowed=True, interval_seconds=2.0, max_attempts=5)
+async def _turn_step(task_id: str) -> str:
+    return await _worker().run_turn(task_id)
+
+
+@DBOS.step(name="tooldeck_advance", retries_allowed=True, interval_seconds=1.0, max_attempts=8)
+async def _advance_step(task_id: str) -> None:
+    await _worker().advance(task_id)
+
+
+@DBOS.workflow(name=TASK_WORKFLOW)
+async def _task_turn(task_id: str) -> str:
+    worker = _worker()
+    await worker.admit(task_id)
+    try:
+        state = await _turn_step(task_id)
+        await _advance_step(task_id)
+    finally:
+        worker.release(task_id)
+    return state
+
+
+class Worker:
+    """Runs task turns from the DBOS queue of the PostgreSQL database at ``dsn``.
+
+    - ``model_factory``: ``(TaskRun) -> Model`` for every turn this worker runs;
+    - ``worker_id``: the DBOS executor id and lease name (default host-pid-random); a
+      worker restarted with the same id recovers its own unfinished turns at once;
+    - ``concurrency``: turns at once on each worker (DBOS keeps one queue configuration
+      in the database: the last worker to start sets it for all);
+    - ``heartbeat`` / ``lease``: seconds between lease renewals / before a silent worker
+      is taken over; ``poll``: how often the queue is polled;
+    - the rest configure the task turns as for :class:`WorkflowEngine`.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        model_factory: ModelFactory,
+        *,
+        worker_id: str | None = None,
+        concurrency: int = 4,
+        schema: str = DEFAULT_SCHEMA,
+        dbos_schema: str = DEFAULT_DBOS_SCHEMA,
+        heartbeat: float = 2.0,
+        lease: float = 15.0,
+        poll: float = 0.2,
+        grace: float = 30.0,
+        home: Path | str | None = None,
+        web_provider: str | None = None,
+        task_timeout: float = 600.0,
+        tool_timeout: float | None = 120.0,
+    ):
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if lease <= heartbeat:
+            raise ValueError("the lease must be longer than the heartbeat interval")
+        self.dsn = dsn
+        self.model_factory = model_factory
+        self.id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        self.concurrency = concurrency
+        self.schema = schema
+        self.dbos_schema = dbos_schema
+        self.heartbeat = heartbeat
+        self.lease = lease
+        self.poll = poll
+        self.grace = grace
+        self.engine_options: dict[str, Any] = {
+            "home": home,
+            "web_provider": web_provider,
+            "task_timeout": task_timeout,
+            "tool_timeout": tool_timeout,
+        }
+        self.stats = WorkerStats()
+        self._engine: WorkflowEngine | None = None
+        self._store: PostgresStore | None = None
+        self._leases: WorkerLeases | None = None
+        self._signals: dict[str, AbortSignal] = {}  # task id -> its running turn's signal
+        self._stopping = asyncio.Event()
+        self._parked = 0  # turns dequeued after stop() and left for another worker
+        self._flights: set[str] = set()  # DBOS workflows (turn + advance) running here
+        self._idle = asyncio.Event()  # set while none is
+        self._idle.set()
+
+    # -- what the DBOS steps call -------------------------------------------------------------
+    async def admit(self, task_id: str) -> None:
+        """Count a DBOS workflow in flight here; a worker that is stopping never starts it.
+
+        Dequeued while stopping, the workflow stays pending on this worker and is
+        recovered elsewhere when the lease expires (or here, after a restart under the
+        same id): this waits until the process ends.
+        """
+        if self._stopping.is_set():
+            self._parked += 1
+            await asyncio.Event().wait()
+        self._flights.add(task_id)
+        self._idle.clear()
+
+    def release(self, task_id: str) -> None:
+        self._flights.discard(task_id)
+        if not self._flights:
+            self._idle.set()
+
+    async def run_turn(self, task_id: str) -> str:
+        engine = self._require_engine()
+        signal = AbortSignal()
+        self._signals[task_id] = signal
+        self.stats.turns_started += 1
+        try:
+            await engine.run_task(
+                task_id,
+                signal,
+                take_over=f"the worker running it was lost; DBOS restarted the turn on {self.id}",
+            )
+        finally:
+            self._signals.pop(task_id, None)
+            self.stats.turns_finished += 1
+        return await engine.store.task_state(task_id) or "gone"
+
+    async def advance(self, task_id: str) -> None:
+        await self._require_engine().advance(task_id.split(":", 1)[0])
+
+    def _require_engine(self) -> WorkflowEngine:
+        if self._engine is None:
+            raise RuntimeError("the worker is not running")
+        return self._engine
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask :meth:`run` to return (running turns get ``grace`` seconds to finish)."""
+        self._stopping.set()
+
+    async def run(self, ready: Callable[[Worker], None] | None = None) -> WorkerStats:
+        """Serve the queue until :meth:`stop`; raises :class:`WorkerLost` if taken over."""
+        global _current
+        if _current is not None:
+            raise RuntimeError("a tooldeck worker is already running in this process")
+        _current = self
+        self._store = PostgresStore(self.dsn, schema=self.schema)
+        await self._store.open()
+        self._leases = WorkerLeases(self._store)
+        executor = DbosExecutor(self.dsn, dbos_schema=self.dbos_schema)
+        self._engine = WorkflowEngine(
+            self._store,
+            self.model_factory,
+            executor=executor,
+            worker=self.id,
+            **self.engine_options,
+        )
+        lost = False
+        try:
+            await self._leases.register(self.id, socket.gethostname(), os.getpid())
+            DBOS(
+                config={
+                    "name": DBOS_APP_NAME,
+                    "system_database_url": dbos_url(self.dsn),
+                    "dbos_system_schema": self.dbos_schema,
+                    "application_version": APP_VERSION,
+                    "executor_id": self.id,
+                    "log_level": "WARNING",
+                }
+            )
+            # Launched from this thread, whose loop is running, so DBOS runs the queued
+            # workflows on this loop: the store and the engine live here.
+            DBOS.launch()
+            await DBOS.register_queue_async(
+                QUEUE,
+                worker_concurrency=self.concurrency,
+                polling_interval_sec=self.poll,
+                on_conflict="always_update",
+            )
+            _log.info("worker %s serving queue %s (%d at once)", self.id, QUEUE, self.concurrency)
+            if ready is not None:
+                ready(self)
+            lost = await self._serve()
+        finally:
+            await self._shut_down(lost)
+        if lost:
+            raise WorkerLost(f"worker {self.id} lost its lease; its turns were taken over")
+        return self.stats
+
+    async def _serve(self) -> bool:
+        """Renew the lease and take over lost workers until stopped; ``True`` if lost."""
+        assert self._leases is not None
+        while not self._stopping.is_set():
+            if not await self._leases.heartbeat(self.id):
+                _log.error("worker %s was marked lost by another worker; stopping", self.id)
+                return True
+            for lost in await self._leases.take_over_lost(self.id, self.lease):
+                handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [lost])
+                self.stats.taken_over.append(lost)
+                _log.warning(
+                    "worker %s took over lost worker %s (%d turn(s) re-queued)",
+                    self.id,
+                    lost,
+                    len(handles),
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.heartbeat)
+        return False
+
+    async def _shut_down(self, lost: bool) -> None:
+        global _current
+        if self._flights and not lost:
+            _log.info("worker %s stopping; waiting for %s", self.id, ", ".join(self._flights))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), self.grace)
+        busy = len(self._flights) + self._parked
+        if lost:
+            for signal in list(self._signals.values()):
+                signal.abort("this worker lost its lease")
+        with contextlib.suppress(Exception):
+            if self._leases is not None and not lost and not busy:
+                await self._leases.stop(self.id, "stopped")
+        if busy:
+            _log.warning(
+                "worker %s stops with %d turn(s) unfinished (%s, %d not started): they "
+                "resume when its lease expires or it restarts with the same id",
+                self.id,
+                busy,
+                ", ".join(self._flights) or "none running",
+                self._parked,
+            )
+        if self._engine is not None:
+            await self._engine.executor.close()
+        if self._store is not None:
+            await self._store.close()
+        self._engine = None
+        # DBOS made its thread pool this loop's default executor; it shuts that pool down,
+        # so it runs on a thread of its own and the loop gets a fresh default pool after.
+        loop = asyncio.get_running_loop()
+        with ThreadPoolExecutor(1, thread_name_prefix="tooldeck-dbos-destroy") as own:
+            await loop.run_in_executor(own, DBOS.destroy)
+        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
+        _current = None

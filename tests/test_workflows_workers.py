@@ -1,0 +1,463 @@
+"""Workers on DBOS queues in the real PostgreSQL: several ``tooldeck worker`` processes,
+SIGKILL mid-run, takeover by lease, restart by id, and the two crash windows around an
+accepted result (held open with PostgreSQL triggers, then the worker is killed)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from typer.testing import CliRunner
+
+from test_workflows_support import PG_DSN
+from tooldeck.workflows import WorkflowEngine, load_script
+from tooldeck.workflows.durable import (
+    DbosExecutor,
+    DbosUnavailable,
+    dbos_url,
+    task_workflow_id,
+)
+from tooldeck.workflows.store import PostgresStore, WorkflowRecord
+
+pytest_plugins = ["test_workflows_support"]  # the PostgreSQL fixtures
+
+SCRIPT = Path(__file__).parent / "workflow_scripts" / "fan_out.py"
+# A worker that PostgreSQL drops within 0.2 s of its death, even mid-query (the server
+# otherwise notices a dead client only when it next talks to it).
+CHECKED_DSN = (
+    PG_DSN + ("&" if "?" in PG_DSN else "?") + "options=-c%20client_connection_check_interval%3D200"
+)
+ITEMS = 50
+
+
+class Workers:
+    """Worker processes of one test, all on the same schemas; killed at the end."""
+
+    def __init__(self, schema: str, log_dir: Path):
+        self.schema = schema
+        self.dbos_schema = f"{schema}_dbos"
+        self.log_dir = log_dir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(
+        self,
+        worker_id: str,
+        *,
+        lease: float = 3.0,
+        concurrency: int = 4,
+        delay: float = 0.2,
+        items: int = ITEMS,
+        dsn: str = PG_DSN,
+        grace: float = 30.0,
+    ) -> subprocess.Popen[bytes]:
+        log = self.log_dir / f"{worker_id}-{len(self.procs)}.log"
+        env = {
+            **os.environ,
+            "TOOLDECK_TEST_ITEMS": str(items),
+            "TOOLDECK_TEST_STEP_DELAY": str(delay),
+            "COLUMNS": "200",
+        }
+        command = [
+            sys.executable,
+            "-c",
+            "from tooldeck.cli import main; main()",
+            "worker",
+            "--dsn",
+            dsn,
+            "--script",
+            str(SCRIPT),
+            "--id",
+            worker_id,
+            "--pg-schema",
+            self.schema,
+            "--dbos-schema",
+            self.dbos_schema,
+            "--concurrency",
+            str(concurrency),
+            "--lease",
+            str(lease),
+            "--heartbeat",
+            str(lease / 6),
+            "--grace",
+            str(grace),
+        ]
+        with log.open("wb") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        self.procs[worker_id] = proc
+        deadline = time.monotonic() + 90
+        while f"worker {worker_id} ready" not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"worker {worker_id} did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        return proc
+
+    def kill(self, worker_id: str) -> None:
+        proc = self.procs[worker_id]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def stop_all(self) -> None:
+        if os.environ.get("TOOLDECK_TEST_KEEP_WORKERS"):
+            return
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+@pytest.fixture
+def workers(pg_schema: str, tmp_path: Path) -> Iterator[Workers]:
+    pool = Workers(pg_schema, tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.stop_all()
+
+
+def query(workers: Workers, text: str, *args: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(workers.schema)))
+        cursor = conn.execute(text.encode(), args or None)
+        return list(cursor.fetchall()) if cursor.description is not None else []
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Client:
+    """The side that starts runs: an engine whose executor queues turns for the workers."""
+
+    def __init__(self, workers: Workers, items: int = ITEMS):
+        os.environ["TOOLDECK_TEST_ITEMS"] = str(items)
+        try:
+            self.workflow = load_script(SCRIPT).workflow()
+        finally:
+            del os.environ["TOOLDECK_TEST_ITEMS"]
+        self.workers = workers
+        self.loop = asyncio.new_event_loop()
+        self.store = PostgresStore(PG_DSN, schema=workers.schema)
+        self.executor = DbosExecutor(PG_DSN, dbos_schema=workers.dbos_schema, poll_interval=0.1)
+        self.engine = WorkflowEngine(self.store, _no_model, executor=self.executor)
+        self.loop.run_until_complete(self.store.open())
+
+    def start(self) -> str:
+        return self.loop.run_until_complete(self.engine.start(self.workflow))
+
+    def wait(self, workflow_id: str, timeout: float = 120.0) -> WorkflowRecord:
+        async def bounded() -> WorkflowRecord:
+            async with asyncio.timeout(timeout):
+                return await self.engine.wait(workflow_id)
+
+        return self.loop.run_until_complete(bounded())
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.engine.close())
+        self.loop.run_until_complete(self.store.close())
+        self.loop.close()
+
+
+@pytest.fixture
+def client_of() -> Iterator[Callable[..., Client]]:
+    made: list[Client] = []
+
+    def make(workers: Workers, items: int = ITEMS) -> Client:
+        made.append(Client(workers, items))
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def _no_model(run: Any) -> Any:  # pragma: no cover - the client runs no turn
+    raise AssertionError("the client must not run a task turn")
+
+
+def running_on(workers: Workers, worker_id: str) -> int:
+    rows = query(
+        workers,
+        "SELECT count(*) FROM tasks WHERE state = 'running' AND session_id LIKE %s",
+        f"%@{worker_id}",
+    )
+    return int(rows[0][0])
+
+
+def assert_every_result_stored_once(workers: Workers, run: WorkflowRecord, items: int) -> None:
+    assert run.state == "succeeded", run.error
+    assert len(run.tasks) == items + 1
+    counts = dict(query(workers, "SELECT task_id, count(*) FROM results GROUP BY task_id"))
+    assert counts == {t.id: 1 for t in run.tasks}
+    submitted = query(
+        workers,
+        "SELECT task_id, count(*) FROM transitions WHERE to_state = 'submitted' GROUP BY task_id",
+    )
+    assert all(n == 1 for _, n in submitted) and len(submitted) == items + 1
+    for t in run.tasks:
+        if t.name != "total":
+            n = int(t.name.split("_")[1])
+            assert t.result == {"n": n, "square": n * n}
+    assert run.task("total").result == {
+        "items": items,
+        "sum_of_squares": sum(i * i for i in range(items)),
+    }
+    statuses = query(
+        workers,
+        f"SELECT status, count(*) FROM {workers.dbos_schema}.workflow_status "
+        "WHERE workflow_uuid LIKE %s GROUP BY status",
+        task_workflow_id(f"{run.id}:%"),
+    )
+    assert dict(statuses) == {"SUCCESS": items + 1}
+
+
+def takeovers(workers: Workers, lost: str) -> list[tuple[str, str]]:
+    return [
+        (str(task), str(reason))
+        for task, reason in query(
+            workers,
+            "SELECT task_id, reason FROM transitions WHERE from_state = 'running' "
+            "AND to_state = 'running' AND reason LIKE %s",
+            f"%(was %@{lost})",
+        )
+    ]
+
+
+def test_three_workers_share_51_tasks_and_a_killed_worker_is_taken_over(
+    workers: Workers, client_of: Callable[..., Client]
+) -> None:
+    for name in ("w1", "w2", "w3"):
+        workers.start(name)
+    client = client_of(workers)
+    workflow_id = client.start()
+    wait_for(lambda: running_on(workers, "w1") >= 2, "turns running on w1")
+    in_flight = running_on(workers, "w1")
+    workers.kill("w1")
+    workers.start("w4")  # a replacement with a new id: the lease decides the takeover
+    run = client.wait(workflow_id)
+
+    assert_every_result_stored_once(workers, run, ITEMS)
+    taken = takeovers(workers, "w1")
+    assert len(taken) >= 1 and len(taken) <= in_flight + 4, taken
+    assert all("DBOS restarted the turn on w" in reason for _, reason in taken)
+    lost = query(workers, "SELECT state, note FROM workers WHERE id = 'w1'")
+    assert lost[0][0] == "lost" and "taken over by w" in lost[0][1]
+    ran_on = {
+        str(reason).rsplit("@", 1)[-1]
+        for (reason,) in query(
+            workers, "SELECT reason FROM transitions WHERE reason LIKE 'claimed by %%'"
+        )
+    }
+    assert {"w1", "w2", "w3"} <= ran_on, ran_on  # the queue was shared
+
+
+def test_a_worker_restarted_under_its_id_resumes_its_own_turns(
+    workers: Workers, client_of: Callable[..., Client]
+) -> None:
+    workers.start("solo", lease=600, concurrency=3, delay=0.5, items=6)
+    client = client_of(workers, items=6)
+    workflow_id = client.start()
+    wait_for(lambda: running_on(workers, "solo") >= 3, "three turns running")
+    workers.kill("solo")
+    workers.start("solo", lease=600, concurrency=3, delay=0.5, items=6)
+    run = client.wait(workflow_id)
+    assert_every_result_stored_once(workers, run, 6)
+    assert len(takeovers(workers, "solo")) == 3  # nobody else could have taken them
+
+
+def test_sigterm_lets_running_turns_finish_and_leaves_the_rest_queued(
+    workers: Workers, client_of: Callable[..., Client]
+) -> None:
+    proc = workers.start("first", concurrency=2, delay=1.0, items=6, grace=60, lease=600)
+    client = client_of(workers, items=6)
+    workflow_id = client.start()
+    wait_for(lambda: running_on(workers, "first") == 2, "two turns running")
+    running = [t for (t,) in query(workers, "SELECT id FROM tasks WHERE state = 'running'")]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0  # it does not hang until the grace period ends
+    states = dict(query(workers, "SELECT id, state FROM tasks"))
+    assert all(states[t] == "submitted" for t in running), states  # finished, not cut off
+    workers.start("second", concurrency=2, items=6, lease=600)
+    run = client.wait(workflow_id)
+    assert_every_result_stored_once(workers, run, 6)
+    assert query(workers, "SELECT state FROM workers WHERE id = 'first'") == [("stopped",)]
+    assert takeovers(workers, "first") == []
+
+
+def _trigger(workers: Workers, table: str, condition: str) -> None:
+    """Make inserts into ``table`` matching ``condition`` hang (until the client dies)."""
+    query(
+        workers,
+        f"""CREATE FUNCTION {workers.schema}.hang() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF {condition} THEN
+                PERFORM pg_sleep(120);
+            END IF;
+            RETURN NEW;
+        END $$""",
+    )
+    query(
+        workers,
+        f"CREATE TRIGGER hang BEFORE INSERT ON {table} FOR EACH ROW "
+        f"EXECUTE FUNCTION {workers.schema}.hang()",
+    )
+
+
+def _hanging(workers: Workers, table: str) -> bool:
+    rows = query(
+        workers,
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE %s",
+        f"%INSERT INTO %{table.rsplit('.', 1)[-1]}%",
+    )
+    return int(rows[0][0]) > 0
+
+
+def test_a_worker_killed_while_storing_a_result_leaves_none_and_the_retry_stores_one(
+    workers: Workers, client_of: Callable[..., Client]
+) -> None:
+    workers.start("doomed", lease=2, items=4, dsn=CHECKED_DSN)
+    client = client_of(workers, items=4)
+    # The first store of item_02's result by "doomed" hangs inside its transaction.
+    _trigger(
+        workers,
+        "results",
+        f"NEW.task_id LIKE '%:item_02' AND (SELECT session_id FROM {workers.schema}.tasks "
+        "WHERE id = NEW.task_id) LIKE '%@doomed'",
+    )
+    workflow_id = client.start()
+    wait_for(lambda: _hanging(workers, "results"), "the result insert to hang")
+    workers.kill("doomed")
+    wait_for(lambda: not _hanging(workers, "results"), "the server to drop the dead session")
+    rows = query(workers, "SELECT count(*) FROM results WHERE task_id LIKE '%:item_02'")
+    assert rows == [(0,)]  # killed during storage: nothing was stored
+    workers.start("rescuer", lease=2, items=4)
+    run = client.wait(workflow_id)
+    assert_every_result_stored_once(workers, run, 4)
+    assert [t for t, _ in takeovers(workers, "doomed")] == [f"{workflow_id}:item_02"]
+    key = run.task("item_02").submission_key or ""
+    assert "@rescuer:" in key  # the retry's submission is the stored one
+
+
+def test_a_worker_killed_after_the_result_was_accepted_never_stores_a_second(
+    workers: Workers, client_of: Callable[..., Client]
+) -> None:
+    workers.start("doomed", lease=2, items=4, dsn=CHECKED_DSN)
+    client = client_of(workers, items=4)
+    dbos = workers.dbos_schema
+    # DBOS records the turn step's end after the result was committed; hang there.
+    _trigger(
+        workers,
+        f"{dbos}.operation_outputs",
+        "NEW.function_name = 'tooldeck_turn' AND NEW.workflow_uuid LIKE '%:item_01' "
+        f"AND (SELECT executor_id FROM {dbos}.workflow_status "
+        "WHERE workflow_uuid = NEW.workflow_uuid) = 'doomed'",
+    )
+    workflow_id = client.start()
+    wait_for(lambda: _hanging(workers, f"{dbos}.operation_outputs"), "the step record to hang")
+    accepted = query(
+        workers, "SELECT submission_key FROM results WHERE task_id = %s", f"{workflow_id}:item_01"
+    )
+    assert len(accepted) == 1 and "@doomed:" in accepted[0][0]  # committed before the kill
+    workers.kill("doomed")
+    workers.start("rescuer", lease=2, items=4)
+    run = client.wait(workflow_id)
+    assert_every_result_stored_once(workers, run, 4)
+    assert run.task("item_01").submission_key == accepted[0][0]  # the accepted one is kept
+    history = query(
+        workers,
+        "SELECT from_state, to_state FROM transitions WHERE task_id = %s ORDER BY id",
+        f"{workflow_id}:item_01",
+    )
+    assert history == [(None, "pending"), ("pending", "running"), ("running", "submitted")]
+
+
+def test_submitting_twice_queues_once_and_cancel_reaches_queued_turns(
+    workers: Workers, client_of: Callable[..., Client]
+) -> None:
+    workers.start("slow", concurrency=1, delay=1.0, items=6)
+    client = client_of(workers, items=6)
+    workflow_id = client.start()
+    loop = client.loop
+    loop.run_until_complete(client.executor.submit(workflow_id, f"{workflow_id}:item_00"))
+    rows = query(
+        workers,
+        f"SELECT count(*) FROM {workers.dbos_schema}.workflow_status WHERE workflow_uuid LIKE %s",
+        task_workflow_id(f"{workflow_id}:%"),
+    )
+    assert rows == [(6,)]  # six items queued once each; total not yet ready
+    wait_for(lambda: running_on(workers, "slow") == 1, "one turn running")
+    outcome = loop.run_until_complete(client.engine.cancel(workflow_id, "enough"))
+    assert outcome.cancelled and len(outcome.pending) >= 4
+    loop.run_until_complete(asyncio.wait_for(client.executor.join(workflow_id), 30))
+    statuses = dict(
+        query(
+            workers,
+            f"SELECT status, count(*) FROM {workers.dbos_schema}.workflow_status "
+            "WHERE workflow_uuid LIKE %s GROUP BY status",
+            task_workflow_id(f"{workflow_id}:%"),
+        )
+    )
+    assert statuses.get("CANCELLED", 0) >= 4, statuses
+    run = client.loop.run_until_complete(client.engine.get(workflow_id))
+    assert run.state == "cancelled"
+    assert query(workers, "SELECT count(*) FROM results") in ([(0,)], [(1,)])
+
+
+def test_a_client_without_workers_is_told_to_start_one(pg_schema: str) -> None:
+    executor = DbosExecutor(PG_DSN, dbos_schema=f"{pg_schema}_dbos")
+
+    async def main() -> None:
+        try:
+            with pytest.raises(DbosUnavailable, match="start a worker once first"):
+                await executor.submit("wf-x", "wf-x:a")
+        finally:
+            await executor.close()
+
+    asyncio.run(main())
+
+
+def test_worker_and_workers_flag_need_a_database() -> None:
+    from tooldeck.cli import app
+
+    env = {"TOOLDECK_WORKFLOWS_DSN": "", "COLUMNS": "200"}
+    result = CliRunner().invoke(app, ["worker", "--script", str(SCRIPT)], env=env)
+    assert result.exit_code == 2 and "--dsn" in result.output
+    result = CliRunner().invoke(app, ["workflows", "run", str(SCRIPT), "--workers"], env=env)
+    assert result.exit_code == 2 and "--workers needs" in result.output
+
+
+@pytest.mark.parametrize(
+    ("dsn", "url"),
+    [
+        ("postgresql://u:p@h:5/d", "postgresql://u:p@h:5/d"),
+        ("postgres://u@h/d", "postgresql://u@h/d"),
+        (
+            "host=127.0.0.1 port=5432 dbname=test user=postgres",
+            "postgresql://postgres@127.0.0.1:5432/test",
+        ),
+        (
+            "host=h dbname=d user=u password=s3cr3t sslmode=require",
+            "postgresql://u:s3cr3t@h/d?sslmode=require",
+        ),
+    ],
+)
+def test_dsn_forms_become_dbos_urls(dsn: str, url: str) -> None:
+    assert dbos_url(dsn) == url
