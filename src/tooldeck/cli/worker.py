@@ -55,6 +55,9 @@ def worker_command(
     heartbeat: Annotated[
         float, typer.Option("--heartbeat", help="Seconds between lease renewals.")
     ] = 2.0,
+    poll: Annotated[
+        float, typer.Option("--poll", help="Seconds between looks at the queue.")
+    ] = 0.2,
     grace: Annotated[
         float,
         typer.Option("--grace", help="On SIGTERM, seconds to let running turns finish."),
@@ -97,6 +100,7 @@ def worker_command(
         lease=lease,
         heartbeat=heartbeat,
         grace=grace,
+        poll=poll,
         home=home,
         web_provider=web_provider,
     )

@@ -130,6 +130,7 @@ class DbosExecutor:
         self.dbos_schema = dbos_schema
         self.poll_interval = poll_interval
         self._client: DBOSClient | None = None
+        self._queued: set[str] = set()
         self.submitted = 0
 
     def _get_client(self) -> DBOSClient:
@@ -141,6 +142,8 @@ class DbosExecutor:
         """Nothing to bind: the workers run the turns (``tooldeck worker``)."""
 
     async def submit(self, workflow_id: str, task_id: str) -> None:
+        if task_id in self._queued:
+            return  # enqueued from here before (DBOS would return the same workflow)
         client = await asyncio.to_thread(self._get_client)
         try:
             await client.enqueue_async(
@@ -159,6 +162,9 @@ class DbosExecutor:
                     "start a worker once first (tooldeck worker --dsn ...)"
                 ) from exc
             raise
+        if len(self._queued) >= 100_000:  # a long-lived worker: forget, DBOS still dedupes
+            self._queued.clear()
+        self._queued.add(task_id)
         self.submitted += 1
 
     async def _active_ids(self, workflow_id: str | None) -> list[str]:

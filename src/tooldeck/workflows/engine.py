@@ -335,9 +335,12 @@ class WorkflowEngine:
         return outcome
 
     # -- scheduling ------------------------------------------------------------------------
-    async def advance(self, workflow_id: str) -> None:
+    async def advance(self, workflow_id: str, finished: str | None = None) -> None:
         """Schedule ready tasks, cancel those whose dependencies failed, finish the run.
 
+        ``finished``: the task whose end prompted this call; only the tasks that depend
+        on it are scheduled then (the others were scheduled when they became ready, which
+        keeps a durable executor from being asked for the same turns over and over).
         Idempotent and safe to call from anywhere at any time: claiming a task and
         finishing a run are conditional updates in the store.
         """
@@ -364,7 +367,9 @@ class WorkflowEngine:
                         await self._emit(
                             TaskStateChanged(workflow_id, t.name, "cancelled", reason=why)
                         )
-                elif all(states.get(d) == "submitted" for d in t.depends_on):
+                elif all(states.get(d) == "submitted" for d in t.depends_on) and (
+                    finished is None or finished in t.depends_on
+                ):
                     ready.append(t)
             for t in ready:
                 await self.executor.submit(workflow_id, t.id)
@@ -456,7 +461,7 @@ class WorkflowEngine:
                     final.error,
                 )
             )
-        await self.advance(task.workflow_id)
+        await self.advance(task.workflow_id, task.name)
 
     async def _run_claimed(self, task: TaskRecord, session_id: str, signal: AbortSignal) -> None:
         wf = await self.store.get_workflow(task.workflow_id)

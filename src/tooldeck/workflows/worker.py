@@ -195,7 +195,8 @@ class Worker:
         return await engine.store.task_state(task_id) or "gone"
 
     async def advance(self, task_id: str) -> None:
-        await self._require_engine().advance(task_id.split(":", 1)[0])
+        workflow_id, name = task_id.split(":", 1)
+        await self._require_engine().advance(workflow_id, name)
 
     def _require_engine(self) -> WorkflowEngine:
         if self._engine is None:
