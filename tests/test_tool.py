@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel, Field, RootModel
+from pydantic.json_schema import GenerateJsonSchema
 
 import tooldeck
 from tooldeck import (
@@ -278,22 +279,31 @@ def test_external_schema_is_returned_unchanged_after_json_round_trip() -> None:
 
 
 def test_generated_schema_is_computed_once_per_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Count JSON Schema generations, whichever path makes them: @tool generates from the
+    # fields without a model class, Tool(params=Model) through model_json_schema.
     calls = 0
-    original = BaseModel.model_json_schema.__func__  # type: ignore[attr-defined]
+    original = GenerateJsonSchema.generate
 
-    def counting(cls: type[BaseModel], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def counting(self: GenerateJsonSchema, *args: Any, **kwargs: Any) -> Any:
         nonlocal calls
         calls += 1
-        result: dict[str, Any] = original(cls, *args, **kwargs)
-        return result
+        return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(BaseModel, "model_json_schema", classmethod(counting))
+    monkeypatch.setattr(GenerateJsonSchema, "generate", counting)
     t = tool(google)
+
+    class P(BaseModel):
+        a: int
+
+    m = Tool(name="m", description="d", params=P, execute=lambda p, c: p)
     for _ in range(5):
-        t.input_schema()
-        tooldeck.project(t, "openai-responses")
-        tooldeck.project(t, "anthropic")
-    assert calls == 1
+        for each in (t, m):
+            each.input_schema()
+            tooldeck.project(each, "openai-responses")
+            tooldeck.project(each, "anthropic")
+    assert calls == 2
+    assert t.params is not None  # creating the model later generates no schema either
+    assert calls == 2
 
 
 def test_params_and_json_schema_are_exclusive() -> None:

@@ -1,16 +1,28 @@
-"""Turn a typed Python function into a Pydantic parameters model and a description.
+"""Turn a typed Python function into a parameters JSON Schema, a Pydantic model and a description.
 
 Used by :func:`tooldeck.tool`. The docstring (Google, NumPy or Sphinx style, detected
 automatically by ``docstring_parser``) gives the tool description and per-parameter
 descriptions; ``Annotated[..., Field(description=...)]`` wins over the docstring. A
 parameter annotated :class:`~tooldeck.context.ToolContext` is injected at call time and
 never appears in the schema.
+
+The JSON Schema is generated without creating the Pydantic model class: the fields go
+through the same pydantic-core schema generation a model would use, and the model itself
+(``create_model``, about half the cost of defining a tool) is only created when the tool
+is first validated. A tool that is only shown to a model never pays for it. The schema is
+the one the model would produce (``tests/test_function_schema_fast.py`` compares them);
+whenever the fast path cannot be trusted (a field name that clashes with ``BaseModel``,
+a ``ClassVar``/``Final``/``InitVar`` annotation, or any error) the model is created
+eagerly, exactly as before, so errors and warnings are unchanged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import math
 import re
+import threading
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,16 +31,123 @@ from typing import Any
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
+from pydantic_core import core_schema
 
 from .context import ToolContext
 from .errors import ToolDefinitionError
 
-__all__ = ["FunctionSignature", "inspect_function"]
+__all__ = ["FunctionSignature", "LazyModel", "NoTitles", "inspect_function"]
+
+_MODEL_CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+
+
+class NoTitles(GenerateJsonSchema):
+    """Pydantic's generator without field titles: they cost tokens and say nothing.
+
+    Three overrides make it cheaper without changing its output: the schema-type → method
+    table is bound on demand instead of ~80 ``getattr`` per generator (one generator per
+    schema), ``mode`` reads the configuration dictionary directly (pydantic's
+    ``ConfigWrapper.__getattr__`` raises and catches a ``KeyError`` on every call, tens
+    of thousands of times per 1,000 tools), and JSON-native defaults are encoded as
+    themselves instead of through a fresh ``TypeAdapter`` each.
+    """
+
+    _method_names: typing.ClassVar[dict[str, str] | None] = None
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+    def build_schema_type_to_method(self) -> dict[Any, Callable[[Any], Any]]:
+        names = type(self).__dict__.get("_method_names")
+        if names is None:
+            full = super().build_schema_type_to_method()
+            names = {key: method.__name__ for key, method in full.items()}
+            type(self)._method_names = names
+        return _BoundMethods(self, names)
+
+    @property
+    def mode(self) -> JsonSchemaMode:
+        try:
+            effective = self._config_wrapper_stack.tail.effective_config
+        except AttributeError:  # another pydantic version: its own (slower) lookup
+            return super().mode
+        override: JsonSchemaMode | None = effective.get("json_schema_mode_override")
+        return self._mode if override is None else override
+
+    def encode_default(self, dft: Any) -> Any:
+        kind = type(dft)
+        if kind is str or kind is int or kind is bool or dft is None:
+            return dft
+        if kind is float and math.isfinite(dft):
+            return dft
+        return super().encode_default(dft)
+
+
+class _BoundMethods(dict[Any, Callable[[Any], Any]]):
+    """``GenerateJsonSchema._schema_type_to_method``, binding each method on first use."""
+
+    __slots__ = ("_names", "_owner")
+
+    def __init__(self, owner: GenerateJsonSchema, names: dict[str, str]) -> None:
+        super().__init__()
+        self._owner = owner
+        self._names = names
+
+    def __missing__(self, key: Any) -> Callable[[Any], Any]:
+        method: Callable[[Any], Any] = getattr(self._owner, self._names[key])
+        self[key] = method
+        return method
+
+
+class LazyModel:
+    """The parameters model of a function tool, created on first :meth:`get`."""
+
+    __slots__ = ("_fields", "_lock", "_model", "_name", "_tool_name")
+
+    def __init__(self, name: str, tool_name: str, fields: dict[str, Any]) -> None:
+        self._name = name
+        self._tool_name = tool_name
+        self._fields = fields
+        self._model: type[BaseModel] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, model: type[BaseModel], tool_name: str, fields: dict[str, Any]) -> LazyModel:
+        """An already created model."""
+        made = cls(model.__name__, tool_name, fields)
+        made._model = model
+        return made
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The ``create_model`` field definitions: ``{name: (annotation, default)}``."""
+        return self._fields
+
+    def get(self) -> type[BaseModel]:
+        model = self._model
+        if model is not None:
+            return model
+        with self._lock:  # two threads validating the first call must get one class
+            if self._model is None:
+                try:
+                    self._model = create_model(
+                        self._name,
+                        __config__=ConfigDict(**_MODEL_CONFIG),
+                        __module__=__name__,
+                        **self._fields,
+                    )
+                except Exception as exc:  # pydantic raises several types for unusable annotations
+                    raise ToolDefinitionError(
+                        f"tool {self._tool_name!r}: parameters cannot be modelled: {exc}"
+                    ) from exc
+            return self._model
 
 
 @dataclass(frozen=True, slots=True)
 class FunctionSignature:
-    params: type[BaseModel]
+    params: LazyModel
+    schema: dict[str, Any] | None  # None: the model was created eagerly; use its schema
     description: str
     context_param: str | None
     is_async: bool
@@ -74,8 +193,66 @@ def _parse_docstring(text: str) -> docstring_parser.Docstring:
     return docstring_parser.parse(text)
 
 
+# Qualifiers a model class treats specially (class variables, final attributes): leave
+# those to create_model.
+_SPECIAL_FORMS = (typing.ClassVar, typing.Final, dataclasses.InitVar)
+
+
+def _plain(annotation: Any) -> bool:
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return not (
+        annotation in _SPECIAL_FORMS
+        or typing.get_origin(annotation) in _SPECIAL_FORMS
+        or isinstance(annotation, dataclasses.InitVar)
+    )
+
+
+def _fast_path_applies(fields: dict[str, Any]) -> bool:
+    """Whether the model-free schema is known to equal the model's for these fields."""
+    for name, (annotation, _default) in fields.items():
+        # BaseModel attributes (shadowing warnings, deprecated methods such as `json`)
+        # and the protected `model_` prefix behave differently on a class.
+        if hasattr(BaseModel, name) or name.startswith("model_") or not _plain(annotation):
+            return False
+    return True
+
+
+def _fields_schema(fields: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema ``create_model(..., **fields)`` would have, without the class.
+
+    Mirrors what pydantic does for a model: each field's ``FieldInfo`` from its
+    annotation and assigned value, its core schema from ``GenerateSchema`` under the
+    model's configuration, a ``model-fields`` core schema, then JSON Schema generation
+    under the same configuration, and the class-level ``additionalProperties: false``.
+    """
+    from pydantic._internal._config import ConfigWrapper
+    from pydantic._internal._decorators import DecoratorInfos
+    from pydantic._internal._fields import update_field_from_config
+    from pydantic._internal._generate_schema import GenerateSchema
+
+    config = ConfigWrapper(_MODEL_CONFIG, check=False)
+    generator = GenerateSchema(config)
+    decorators = DecoratorInfos()
+    core_fields: dict[str, core_schema.ModelField] = {}
+    for name, (annotation, default) in fields.items():
+        info = FieldInfo.from_annotated_attribute(annotation, default)
+        update_field_from_config(config, name, info)
+        core_fields[name] = generator._generate_md_field_schema(name, info, decorators)
+    core = generator.clean_schema(core_schema.model_fields_schema(core_fields))
+    json_generator = NoTitles()
+    with json_generator._config_wrapper_stack.push(config):
+        schema = json_generator.generate(core)
+    schema["additionalProperties"] = False
+    return dict(sorted(schema.items()))
+
+
 def inspect_function(fn: Callable[..., Any], tool_name: str) -> FunctionSignature:
-    """Build the parameters model and description for ``fn``; raise on unusable signatures."""
+    """Build the parameters schema and description for ``fn``; raise on unusable signatures.
+
+    The parameters model is created lazily (see the module docstring) unless the fast
+    schema path does not apply, in which case it is created here, as it always was.
+    """
     try:
         signature = inspect.signature(fn)
         hints = typing.get_type_hints(fn, include_extras=True)
@@ -115,18 +292,30 @@ def inspect_function(fn: Callable[..., Any], tool_name: str) -> FunctionSignatur
             fields[pname] = (annotation, Field(default, description=doc_text))
     if problems:
         raise ToolDefinitionError(f"tool {tool_name!r}: unusable signature: " + "; ".join(problems))
-    try:
-        model = create_model(
-            f"{_camel(tool_name)}Params",
-            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
-            **fields,
-        )
-    except Exception as exc:  # pydantic raises several types for unusable annotations
-        raise ToolDefinitionError(
-            f"tool {tool_name!r}: parameters cannot be modelled: {exc}"
-        ) from exc
+
+    model_name = f"{_camel(tool_name)}Params"
+    lazy = LazyModel(model_name, tool_name, fields)
+    schema: dict[str, Any] | None = None
+    if _fast_path_applies(fields):
+        try:
+            schema = _fields_schema(fields)
+        except Exception:  # whatever it is, the model path below reports it as before
+            schema = None
+    if schema is None:  # the model now, created exactly as it always was
+        try:
+            model = create_model(
+                model_name,
+                __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+                **fields,
+            )
+        except Exception as exc:  # pydantic raises several types for unusable annotations
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameters cannot be modelled: {exc}"
+            ) from exc
+        lazy = LazyModel.of(model, tool_name, fields)
     return FunctionSignature(
-        params=model,
+        params=lazy,
+        schema=schema,
         description=description,
         context_param=context_param,
         is_async=inspect.iscoroutinefunction(fn),

@@ -20,9 +20,10 @@ from typing import Any, Literal, TypeAlias, TypeVar, overload
 import anyio.to_thread
 import jsonschema_rs
 from pydantic import BaseModel, RootModel
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic.json_schema import JsonSchemaValue
 
-from ._function_schema import inspect_function
+from ._function_schema import LazyModel, inspect_function
+from ._function_schema import NoTitles as _NoTitles
 from .context import ToolContext
 from .errors import SchemaError, ToolDefinitionError
 from .result import ToolResult
@@ -39,13 +40,6 @@ Describe: TypeAlias = Callable[[Any], str]
 DescribeCompleted: TypeAlias = Callable[[Any, ToolResult], str | None]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _NoTitles(GenerateJsonSchema):
-    """Pydantic's generator without field titles: they cost tokens and say nothing."""
-
-    def field_title_should_be_set(self, schema: Any) -> bool:
-        return False
 
 
 def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -104,6 +98,8 @@ class Tool:
         "_describe_completed",
         "_execute",
         "_is_async",
+        "_lazy_params",
+        "_params",
         "_params_schema",
         "_projections",
         "defer_loading",
@@ -114,7 +110,6 @@ class Tool:
         "name",
         "namespace",
         "namespace_description",
-        "params",
         "read_only",
         "run_sync_in_thread",
         "strict",
@@ -140,6 +135,7 @@ class Tool:
         describe_completed_activity: DescribeCompleted | None = None,
         run_sync_in_thread: bool = True,
         tier: Tier | None = None,
+        _function_params: tuple[LazyModel, dict[str, Any]] | None = None,
     ) -> None:
         _check_name("tool name", name)
         if namespace is not None:
@@ -173,6 +169,7 @@ class Tool:
         self._projections: dict[Any, Any] = {}
         self._arg_spec: Any = None  # compiled by tooldeck.arguments on first use
         self._is_async: bool | None = None  # whether execute is a coroutine function
+        self._lazy_params: LazyModel | None = None
         if execute is not None:
             self._execute: Execute | None = execute
         elif type(self).execute is not Tool.execute:
@@ -197,9 +194,19 @@ class Tool:
                 ) from exc
             except Exception as exc:  # e.g. an unknown $schema dialect
                 raise SchemaError(name, [f"$: not a usable JSON Schema: {exc}"]) from exc
-            self.params: type[BaseModel] | None = None
+            self._params: type[BaseModel] | None = None
             self.external_schema = True
             self._params_schema: dict[str, Any] = schema
+        elif _function_params is not None:
+            # From @tool: the schema was generated without the model class, which is
+            # created on first use of `params` (see tooldeck._function_schema).
+            self._lazy_params, schema = _function_params
+            problems = _object_root_problems(schema)
+            if problems:
+                raise SchemaError(name, problems)
+            self._params = None
+            self.external_schema = False
+            self._params_schema = schema
         else:
             if params is None:
                 params = _NoParams
@@ -209,7 +216,7 @@ class Tool:
                 )
             if issubclass(params, RootModel):
                 raise SchemaError(name, ["$: a RootModel has no object root; use a BaseModel"])
-            self.params = params
+            self._params = params
             self.external_schema = False
             try:
                 schema = _model_schema(params)
@@ -221,6 +228,23 @@ class Tool:
             self._params_schema = schema
 
     # -- schema ---------------------------------------------------------------------
+    @property
+    def params(self) -> type[BaseModel] | None:
+        """The Pydantic parameters model (``None`` for an external JSON Schema).
+
+        For a tool made by :func:`tool` the class is created on first access (the first
+        validation): building a tool and projecting its schema never needs it.
+        """
+        model = self._params
+        if model is None and self._lazy_params is not None:
+            model = self._params = self._lazy_params.get()
+        return model
+
+    @params.setter
+    def params(self, model: type[BaseModel] | None) -> None:
+        self._params = model
+        self._lazy_params = None
+
     def input_schema(self) -> dict[str, Any]:
         """The JSON Schema of the arguments, as the model sees it (a private copy).
 
@@ -378,13 +402,22 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             raise ToolDefinitionError(
                 f"tool {name!r}: no description; write a docstring or pass description="
             )
-        made = Tool(
-            name=name,
-            description=description,
-            params=sig.params,
-            execute=_function_executor(f, sig.context_param),
-            **options,
-        )
+        if sig.schema is None:  # the model was created eagerly: the usual path
+            made = Tool(
+                name=name,
+                description=description,
+                params=sig.params.get(),
+                execute=_function_executor(f, sig.context_param),
+                **options,
+            )
+        else:
+            made = Tool(
+                name=name,
+                description=description,
+                execute=_function_executor(f, sig.context_param),
+                _function_params=(sig.params, sig.schema),
+                **options,
+            )
         functools.update_wrapper(made, f, updated=())  # type: ignore[arg-type]
         return made
 
