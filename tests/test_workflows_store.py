@@ -457,7 +457,8 @@ def test_worker_leases_register_renew_and_expire_once(make_store: StoreFactory) 
             assert sorted(results) == [[], ["w1"]]
             assert not await leases.heartbeat("w1")  # w1 learns it was taken over
             workers = {w.id: w for w in await leases.list()}
-            assert workers["w1"].state == "lost" and "taken over by w2" in (workers["w1"].note or "")
+            assert workers["w1"].state == "lost"
+            assert "taken over by w2" in (workers["w1"].note or "")
             assert workers["w2"].state == "alive" and workers["w2"].pid == 202
             await leases.stop("w2", "done")
             await leases.register("w1", "host-a", 303)  # restarted under the same id

@@ -33,9 +33,7 @@ TOTAL_RESULT = {
     "additionalProperties": False,
 }
 
-items = [
-    Task(f"item_{i:02d}", f"Square the number {i}.", result=ITEM_RESULT) for i in range(ITEMS)
-]
+items = [Task(f"item_{i:02d}", f"Square the number {i}.", result=ITEM_RESULT) for i in range(ITEMS)]
 workflow = Workflow(
     "fan_out",
     [
