@@ -5,16 +5,20 @@ accepted result (held open with PostgreSQL triggers, then the worker is killed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import psycopg.conninfo
 import pytest
 from psycopg import sql
 from typer.testing import CliRunner
@@ -300,6 +304,89 @@ def test_sigterm_lets_running_turns_finish_and_leaves_the_rest_queued(
     assert_every_result_stored_once(workers, run, 6)
     assert query(workers, "SELECT state FROM workers WHERE id = 'first'") == [("stopped",)]
     assert takeovers(workers, "first") == []
+
+
+class Outage:
+    """A TCP relay to PostgreSQL that can be cut (every connection dropped, new ones
+    refused) and restored: to the worker behind it, a database restart."""
+
+    def __init__(self) -> None:
+        target = psycopg.conninfo.conninfo_to_dict(PG_DSN)
+        self.target = (str(target.get("host") or "127.0.0.1"), int(target.get("port") or 5432))
+        self.port = 0
+        self.listener: socket.socket | None = None
+        self.links: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.restore()
+
+    @property
+    def dsn(self) -> str:
+        parts = psycopg.conninfo.conninfo_to_dict(PG_DSN)
+        parts.update(host="127.0.0.1", port=str(self.port))
+        return psycopg.conninfo.make_conninfo("", **parts)  # type: ignore[arg-type]
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self.port = listener.getsockname()[1]
+        self.listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        with self.lock:
+            if self.listener is not None:
+                self.listener.close()
+                self.listener = None
+            for link in self.links:
+                with contextlib.suppress(OSError):
+                    link.shutdown(socket.SHUT_RDWR)
+                link.close()
+            self.links.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            with self.lock:
+                self.links += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def test_a_worker_rides_out_a_database_outage_shorter_than_its_lease(
+    workers: Workers, client_of: Callable[..., Client]
+) -> None:
+    outage = Outage()
+    try:
+        proc = workers.start("steady", lease=8, delay=0.3, items=16, dsn=outage.dsn)
+        client = client_of(workers, items=16)
+        workflow_id = client.start()
+        wait_for(lambda: query(workers, "SELECT count(*) FROM results")[0][0] >= 3, "some results")
+        outage.cut()
+        time.sleep(3)
+        outage.restore()
+        run = client.wait(workflow_id)
+        assert_every_result_stored_once(workers, run, 16)
+        assert proc.poll() is None  # still serving
+        assert query(workers, "SELECT state FROM workers WHERE id = 'steady'") == [("alive",)]
+        log = "".join(p.read_text() for p in workers.log_dir.glob("steady-*.log"))
+        assert "could not renew its lease (will retry)" in log
+    finally:
+        workers.stop_all()
+        outage.cut()
 
 
 def _trigger(workers: Workers, table: str, condition: str) -> None:

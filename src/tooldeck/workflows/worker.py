@@ -155,6 +155,7 @@ class Worker:
         self._signals: dict[str, AbortSignal] = {}  # task id -> its running turn's signal
         self._stopping = asyncio.Event()
         self._parked = 0  # turns dequeued after stop() and left for another worker
+        self._to_recover: set[str] = set()  # lost workers this one marked, not yet recovered
         self._flights: set[str] = set()  # DBOS workflows (turn + advance) running here
         self._idle = asyncio.Event()  # set while none is
         self._idle.set()
@@ -258,24 +259,58 @@ class Worker:
         return self.stats
 
     async def _serve(self) -> bool:
-        """Renew the lease and take over lost workers until stopped; ``True`` if lost."""
+        """Renew the lease and take over lost workers until stopped; ``True`` if lost.
+
+        A renewal that fails (PostgreSQL restarting, a network cut) is retried at every
+        heartbeat; once the lease has run out unrenewed, other workers may have taken the
+        turns over, so this worker stops as lost.
+        """
         assert self._leases is not None
+        loop = asyncio.get_running_loop()
+        renewed = loop.time()
         while not self._stopping.is_set():
-            if not await self._leases.heartbeat(self.id):
-                _log.error("worker %s was marked lost by another worker; stopping", self.id)
-                return True
-            for lost in await self._leases.take_over_lost(self.id, self.lease):
-                handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [lost])
-                self.stats.taken_over.append(lost)
-                _log.warning(
-                    "worker %s took over lost worker %s (%d turn(s) re-queued)",
-                    self.id,
-                    lost,
-                    len(handles),
-                )
+            try:
+                alive = await self._leases.heartbeat(self.id)
+            except Exception as exc:
+                if loop.time() - renewed >= self.lease:
+                    _log.error(
+                        "worker %s could not renew its lease for %gs: %s", self.id, self.lease, exc
+                    )
+                    return True
+                _log.warning("worker %s could not renew its lease (will retry): %s", self.id, exc)
+            else:
+                if not alive:
+                    _log.error("worker %s was marked lost by another worker; stopping", self.id)
+                    return True
+                renewed = loop.time()
+                await self._take_over_lost()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.heartbeat)
         return False
+
+    async def _take_over_lost(self) -> None:
+        assert self._leases is not None
+        try:
+            self._to_recover.update(await self._leases.take_over_lost(self.id, self.lease))
+        except Exception as exc:
+            _log.warning("worker %s could not look for lost workers: %s", self.id, exc)
+        for lost in sorted(self._to_recover):
+            # Marked lost by this worker only: hand its unfinished DBOS workflows back to
+            # the queue (the function DBOS's own launch-time recovery uses). Kept until it
+            # succeeds: no other worker will take this one over again.
+            try:
+                handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [lost])
+            except Exception as exc:
+                _log.warning("worker %s could not recover %s yet: %s", self.id, lost, exc)
+                continue
+            self._to_recover.discard(lost)
+            self.stats.taken_over.append(lost)
+            _log.warning(
+                "worker %s took over lost worker %s (%d turn(s) re-queued)",
+                self.id,
+                lost,
+                len(handles),
+            )
 
     async def _shut_down(self, lost: bool) -> None:
         global _current
