@@ -2,8 +2,9 @@
 
 Catalog: ``bench/catalog/tools.json`` (real tool definitions, see
 ``bench/catalog/build_catalog.py``). Queries: ``bench/catalog/queries.json``, natural
-language needs with the expected tool(s), split once (by a hash of the query text) into a
-``tune`` set, the only one the ranking was tuned on, and a ``heldout`` set.
+language needs with the expected tool(s): a ``tune`` set, the only one the ranking was tuned
+on; a ``heldout`` set (batch 1, split by a hash of the query text); and ``heldout-2``, a
+fresh held-out batch written before the issue-6 ranking changes.
 
 Reports recall@1/5/10 (a query counts as found at k when any expected tool is in the top
 k), MRR (over the top 10), query latency (median, p95) and index build time, for tooldeck
@@ -12,7 +13,10 @@ and for naive baselines (substring matching; TF-IDF cosine on name + description
 Run: ``uv run python bench/bench_search.py`` (about a minute). Options: ``--split``,
 ``--misses`` (print the queries not found in the top 5), ``--set key=value`` (override a
 :class:`~tooldeck.search.SearchConfig` field, for tuning on the tune split),
-``--no-wait`` (skip waiting for an idle machine), ``--quick`` (fewer timing rounds).
+``--no-wait`` (skip waiting for an idle machine), ``--quick`` (fewer timing rounds),
+``--semantic auto|on|off`` (the hybrid re-ranker; ``auto`` uses it when the optional
+``wordllama`` package is installed: ``uv run --group bench --with wordllama==0.4.0.post1
+python bench/bench_search.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ CATALOG = HERE / "catalog" / "tools.json"
 QUERIES = HERE / "catalog" / "queries.json"
 
 Ranker = Callable[[str, int], list[str]]
+#: ``tune``: the only queries ranking decisions look at; ``heldout``: batch 1's held-out
+#: half; ``heldout-2``: batch 4, a fresh held-out set written before the issue-6 changes
+SPLITS = ("tune", "heldout", "heldout-2")
 
 
 # -- baselines ----------------------------------------------------------------------------
@@ -140,13 +147,14 @@ def latency_us(
 
 
 def build_ms(
-    docs: Sequence[ToolDoc], config: SearchConfig, repeat: int
+    docs: Sequence[ToolDoc], config: SearchConfig, repeat: int, semantic: bool = False
 ) -> tuple[list[float], list[float]]:
-    """(wall ms, CPU ms) of building the index ``repeat`` times."""
+    """(wall ms, CPU ms) of building the index ``repeat`` times (the embedding model is
+    loaded once per process, before the first build, and not counted)."""
     wall, cpu = [], []
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
-        ToolIndex(docs, config=config)
+        ToolIndex(docs, config=config, semantic=semantic)
         wall.append((time.perf_counter() - start) * 1000.0)
         cpu.append((time.process_time() - start_cpu) * 1000.0)
     return wall, cpu
@@ -177,24 +185,32 @@ def fmt(x: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="tool search benchmark")
-    parser.add_argument("--split", choices=("tune", "heldout", "all"), default="all")
+    parser.add_argument("--split", choices=(*SPLITS, "all"), default="all")
     parser.add_argument("--misses", action="store_true")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-wait", action="store_true")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--quality-only", action="store_true")
+    parser.add_argument("--semantic", choices=("auto", "on", "off"), default="auto")
     args = parser.parse_args()
 
     config = SearchConfig(**parse_overrides(args.set))
     docs = load_definitions(CATALOG)
     all_queries = json.loads(QUERIES.read_text(encoding="utf-8"))
-    splits = ("tune", "heldout") if args.split == "all" else (args.split,)
+    splits = SPLITS if args.split == "all" else (args.split,)
     by_split = {s: [q for q in all_queries if q["split"] == s] for s in splits}
 
-    index = ToolIndex(docs, config=config)
+    mode: bool | str = {"auto": "auto", "on": True, "off": False}[args.semantic]
+    start = time.perf_counter()
+    index = ToolIndex(docs, config=config, semantic=mode)  # type: ignore[arg-type]
+    first_build_ms = (time.perf_counter() - start) * 1000.0
+    plain = ToolIndex(docs, config=config, semantic=False) if index.semantic else index
 
     def tooldeck_rank(query: str, k: int) -> list[str]:
         return [h.name for h in index.search(query, k)]
+
+    def plain_rank(query: str, k: int) -> list[str]:
+        return [h.name for h in plain.search(query, k)]
 
     if args.misses:
         for split, queries in by_split.items():
@@ -228,7 +244,10 @@ def main() -> None:
         print(line)
     print(f"- machine idle check: {idle}\n")
 
-    rankers: dict[str, Ranker] = {"tooldeck ToolIndex (BM25F)": tooldeck_rank}
+    rankers: dict[str, Ranker] = {}
+    if index.semantic:
+        rankers["tooldeck ToolIndex (BM25F + semantic re-rank)"] = tooldeck_rank
+    rankers["tooldeck ToolIndex (BM25F)"] = plain_rank
     substring = SubstringBaseline(docs)
     tfidf = TfidfBaseline(docs)
     rankers["baseline: TF-IDF cosine, name+description"] = tfidf.search
@@ -237,6 +256,8 @@ def main() -> None:
         "ablation: no synonyms": {"synonyms": False},
         "ablation: no stemming": {"stemming": False},
         "ablation: no name-coverage bonus": {"name_coverage": 0.0},
+        "ablation: no exact name-word bonus": {"exact_word_coverage": 0.0},
+        "ablation: no phrase bonus": {"phrase_bonus": 0.0},
         "ablation: name+description only": {
             "param_name_weight": 0.0,
             "param_description_weight": 0.0,
@@ -245,7 +266,7 @@ def main() -> None:
         },
     }
     for label, overrides in ablations.items():
-        ablated = ToolIndex(docs, config=dataclasses.replace(config, **overrides))
+        ablated = ToolIndex(docs, config=dataclasses.replace(config, **overrides), semantic=False)
         rankers[label] = lambda q, k, ix=ablated: [h.name for h in ix.search(q, k)]
 
     for split, queries in by_split.items():
@@ -260,7 +281,7 @@ def main() -> None:
     everything = [q for qs in by_split.values() for q in qs]
     rows = []
     load = BackgroundLoad()
-    for label, rank in list(rankers.items())[:3]:
+    for label, rank in list(rankers.items())[: 4 if index.semantic else 3]:
         samples, best = latency_us(rank, everything, rounds)
         samples.sort()
         best.sort()
@@ -279,14 +300,28 @@ def main() -> None:
     headers = ["ranker", "median", "p95", "p99", "fastest-run median", "fastest p95", "fastest max"]
     print(table(headers, rows))
     print(f"\n({load.report()}; 'fastest' = each query's best of its {rounds} runs)\n")
-    load = BackgroundLoad()
-    builds, cpu = build_ms(docs, config, 3 if args.quick else 7)
-    print(
-        f"Index build ({len(docs)} tools, from parsed definitions): median "
-        f"{statistics.median(builds):.0f} ms wall ({statistics.median(cpu):.0f} ms CPU), "
-        f"min {min(builds):.0f} ms, max {max(builds):.0f} ms over {len(builds)} builds; "
-        f"{index.term_count} distinct terms ({load.report()})."
-    )
+    for semantic in (True, False) if index.semantic else (False,):
+        load = BackgroundLoad()
+        builds, cpu = build_ms(docs, config, 3 if args.quick else 7, semantic)
+        print(
+            f"Index build{' with semantic vectors' if semantic else ', BM25F only'} "
+            f"({len(docs)} tools, from parsed definitions): median "
+            f"{statistics.median(builds):.0f} ms wall ({statistics.median(cpu):.0f} ms CPU), "
+            f"min {min(builds):.0f} ms, max {max(builds):.0f} ms over {len(builds)} builds; "
+            f"{index.term_count} distinct terms ({load.report()}).\n"
+        )
+    if index.semantic:
+        from tooldeck import _semantic
+
+        embedder = _semantic.load_embedder()
+        assert embedder is not None
+        vectors = index._vectors
+        print(
+            f"Semantic model: {_semantic.PACKAGE} l2_supercat, {embedder.dim} dimensions; "
+            f"first build in this process (model load included) {first_build_ms:.0f} ms; "
+            f"token table {embedder.memory_bytes / 2**20:.1f} MiB (once per process), "
+            f"tool vectors {vectors.nbytes / 2**20:.2f} MiB."
+        )
 
 
 if __name__ == "__main__":

