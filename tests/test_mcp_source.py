@@ -27,6 +27,7 @@ from tooldeck import Dispatcher, EventBus, Session, Tool, Toolset, TurnContext, 
 from tooldeck.cli.mcp import app as mcp_app
 from tooldeck.events import Event, ToolEvent
 from tooldeck.mcp import McpProgress, McpServerStatusChanged, McpSource, McpTool
+from tooldeck.mcp.connection import RETRY_FLOOR
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.result import JsonPart
 from tooldeck.transcript import ToolCall, ToolOutput
@@ -320,6 +321,9 @@ def test_http_server_killed_mid_call_then_restarted(http_server: HttpServer) -> 
             down = await asyncio.to_thread(source, turn())
             assert names(down) == []  # down: the turn goes on without its tools
             http_server.start()
+            # An assembly asks a server in backoff to retry at most once per RETRY_FLOOR:
+            # the "down" assembly just did, so the next one may only after that long.
+            await asyncio.sleep(RETRY_FLOOR)
             up = await asyncio.to_thread(source, turn())
             assert "mcp__web__add" in names(up)
             added = await source.call("web", "add", {"a": 2, "b": 2})
