@@ -515,6 +515,40 @@ def test_submitting_twice_queues_once_and_cancel_reaches_queued_turns(
     assert query(workers, "SELECT count(*) FROM results") in ([(0,)], [(1,)])
 
 
+def test_workflows_run_with_workers_shows_their_progress(workers: Workers) -> None:
+    from tooldeck.cli import app
+
+    workers.start("cli", items=5, delay=0.1)
+    env = {
+        "TOOLDECK_WORKFLOWS_DSN": "",
+        "COLUMNS": "200",
+        "TOOLDECK_TEST_ITEMS": "5",
+    }
+    result = CliRunner().invoke(
+        app,
+        [
+            "workflows",
+            "run",
+            str(SCRIPT),
+            "--dsn",
+            PG_DSN,
+            "--pg-schema",
+            workers.schema,
+            "--workers",
+            "--dbos-schema",
+            workers.dbos_schema,
+            "--timeout",
+            "60",
+        ],
+        env=env,
+    )
+    assert result.exit_code == 0, result.output
+    assert "fan_out): succeeded, 6/6 submitted" in result.output
+    assert "✓ total: submitted (1/3 submissions)" in result.output  # followed live
+    claimed = query(workers, "SELECT reason FROM transitions WHERE reason LIKE 'claimed by %%'")
+    assert claimed and all(str(r).endswith("@cli") for (r,) in claimed)
+
+
 def test_a_client_without_workers_is_told_to_start_one(pg_schema: str) -> None:
     executor = DbosExecutor(PG_DSN, dbos_schema=f"{pg_schema}_dbos")
 

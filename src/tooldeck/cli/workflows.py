@@ -185,9 +185,14 @@ def run_command(
                 progress = WorkflowProgress(console).attach(engine.events)
                 with progress:
                     workflow_id = await engine.start(chosen, values)
+                    follower = (
+                        asyncio.create_task(engine.follow(workflow_id)) if workers else None
+                    )
                     try:
                         async with asyncio.timeout(timeout):
                             run = await engine.wait(workflow_id)
+                            if follower is not None:  # let it show the last changes
+                                await follower
                     except (asyncio.CancelledError, TimeoutError) as exc:
                         why = (
                             "interrupted"
@@ -196,6 +201,10 @@ def run_command(
                         )
                         await asyncio.shield(engine.cancel(workflow_id, why))
                         run = await engine.get(workflow_id)
+                    finally:
+                        if follower is not None:
+                            follower.cancel()
+                            await asyncio.gather(follower, return_exceptions=True)
                 console.print(workflow_table(run))
                 console.print(f"[dim]stored in {store.location}[/dim]")
                 return run.state

@@ -61,6 +61,7 @@ from .store import (
     WorkflowState,
     WorkflowStore,
 )
+from .store.base import RunProgress, TaskProgress
 from .tools import SUBMIT_RESULT, submit_result_tool, task_toolset
 
 __all__ = [
@@ -168,7 +169,9 @@ class WorkflowEngine:
     - ``task_timeout``: seconds one task turn may take in all; ``tool_timeout`` per call;
     - ``reminders``: how many times a model that stops without submitting is told to;
     - ``worker``: this process's name among several (``tooldeck worker``), appended to the
-      task turns' session ids so a task's history shows where each turn ran.
+      task turns' session ids so a task's history shows where each turn ran;
+    - ``advance_after_turn``: schedule the dependents when a turn ends (off for a durable
+      executor that advances in a step of its own).
     """
 
     def __init__(
@@ -189,6 +192,7 @@ class WorkflowEngine:
         events: EventBus | None = None,
         poll_interval: float = 0.5,
         worker: str | None = None,
+        advance_after_turn: bool = True,
     ) -> None:
         self.store = store
         self.model_factory = model_factory
@@ -206,6 +210,7 @@ class WorkflowEngine:
         self.events = events or EventBus()
         self.poll_interval = poll_interval
         self.worker = worker
+        self.advance_after_turn = advance_after_turn
         self.control = ControlPlane(store)
         self._advance_locks: dict[str, asyncio.Lock] = {}
         self._finished: dict[str, asyncio.Event] = {}
@@ -319,6 +324,31 @@ class WorkflowEngine:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), self.poll_interval)
 
+    async def follow(self, workflow_id: str) -> None:
+        """Emit the state changes of a run whose turns run elsewhere (workers), until it ends.
+
+        Reads the store every ``poll_interval`` seconds and emits a ``TaskStateChanged``
+        for each task whose state or attempts changed, and ``WorkflowStateChanged`` at the
+        end, so a progress view works for runs on ``tooldeck worker`` processes too.
+        """
+        seen: dict[str, tuple[str, int]] = {}
+        while True:
+            wf = await self.store.get_workflow(workflow_id)
+            if wf is None:
+                raise WorkflowError(f"no workflow run {workflow_id!r}")
+            for t in wf.tasks:
+                if seen.get(t.name, ("pending", 0)) != (t.state, t.attempts):
+                    seen[t.name] = (t.state, t.attempts)
+                    await self._emit(
+                        TaskStateChanged(
+                            workflow_id, t.name, t.state, t.attempts, t.max_attempts, t.error
+                        )
+                    )
+            if wf.terminal:
+                await self._emit(WorkflowStateChanged(workflow_id, wf.name, wf.state, wf.error))
+                return
+            await asyncio.sleep(self.poll_interval)
+
     async def cancel(self, workflow_id: str, reason: str = "cancelled") -> CancelOutcome:
         """Cancel the run: running task turns are aborted, pending tasks never run."""
         outcome = await self.store.cancel_workflow(workflow_id, reason)
@@ -346,14 +376,14 @@ class WorkflowEngine:
         """
         lock = self._advance_locks.setdefault(workflow_id, asyncio.Lock())
         async with lock:
-            wf = await self.store.get_workflow(workflow_id)
+            wf = await self.store.progress(workflow_id)
             if wf is None:
                 return
             if wf.terminal:
                 self._finished.setdefault(workflow_id, asyncio.Event()).set()
                 return
             states = {t.name: t.state for t in wf.tasks}
-            ready: list[TaskRecord] = []
+            ready: list[TaskProgress] = []
             for t in wf.tasks:  # dependency order: a cancellation cascades in one pass
                 if t.state != "pending":
                     continue
@@ -376,7 +406,7 @@ class WorkflowEngine:
             if all(s in ("submitted", "failed", "cancelled") for s in states.values()):
                 await self._finish(wf, states)
 
-    async def _finish(self, wf: WorkflowRecord, states: Mapping[str, str]) -> None:
+    async def _finish(self, wf: RunProgress, states: Mapping[str, str]) -> None:
         final: WorkflowState
         error: str | None = None
         if all(s == "submitted" for s in states.values()):
@@ -461,7 +491,8 @@ class WorkflowEngine:
                     final.error,
                 )
             )
-        await self.advance(task.workflow_id, task.name)
+        if self.advance_after_turn:
+            await self.advance(task.workflow_id, task.name)
 
     async def _run_claimed(self, task: TaskRecord, session_id: str, signal: AbortSignal) -> None:
         wf = await self.store.get_workflow(task.workflow_id)

@@ -224,6 +224,7 @@ class Worker:
             self.model_factory,
             executor=executor,
             worker=self.id,
+            advance_after_turn=False,  # the advance step does it, durably
             **self.engine_options,
         )
         lost = False

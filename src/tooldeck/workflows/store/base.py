@@ -39,7 +39,9 @@ __all__ = [
     "NewTask",
     "RejectionOutcome",
     "RejectionRecord",
+    "RunProgress",
     "StoreError",
+    "TaskProgress",
     "TaskRecord",
     "TaskState",
     "Transition",
@@ -215,6 +217,28 @@ class WorkflowRecord:
     def results(self) -> dict[str, Any]:
         """The accepted results, by task name."""
         return {t.name: t.result for t in self.tasks if t.has_result}
+
+
+@dataclass(frozen=True, slots=True)
+class TaskProgress:
+    id: str
+    name: str
+    state: TaskState
+    depends_on: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunProgress:
+    """A run's and its tasks' states only: what scheduling needs, cheap to read."""
+
+    id: str
+    name: str
+    state: WorkflowState
+    tasks: tuple[TaskProgress, ...]
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_WORKFLOW_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -660,6 +684,23 @@ def op_get_workflow(workflow_id: str) -> Op[WorkflowRecord | None]:
     return _workflow(row, [_task(r) for r in tasks.rows])
 
 
+def op_progress(workflow_id: str) -> Op[RunProgress | None]:
+    row = (yield Q("SELECT name, state FROM workflows WHERE id = ?", (workflow_id,))).one()
+    if row is None:
+        return None
+    tasks = yield Q(
+        "SELECT id, name, state, CAST(depends_on AS TEXT) FROM tasks "
+        "WHERE workflow_id = ? ORDER BY position",
+        (workflow_id,),
+    )
+    return RunProgress(
+        workflow_id,
+        row[0],
+        row[1],
+        tuple(TaskProgress(r[0], r[1], r[2], tuple(_json(r[3]) or ())) for r in tasks.rows),
+    )
+
+
 def op_find_workflows(prefix: str) -> Op[list[str]]:
     if not prefix or not all(c.isalnum() or c == "-" for c in prefix):
         return []  # ids are letters, digits and '-': nothing else can match (no LIKE escapes)
@@ -837,6 +878,10 @@ class WorkflowStore(ABC):
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord | None:
         return await self._run(op_get_workflow(workflow_id), write=False)
+
+    async def progress(self, workflow_id: str) -> RunProgress | None:
+        """The run's state and its tasks' states and dependencies (no results)."""
+        return await self._run(op_progress(workflow_id), write=False)
 
     async def find_workflows(self, prefix: str) -> list[str]:
         """Ids that start with ``prefix`` (newest first, at most 10)."""
