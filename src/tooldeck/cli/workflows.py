@@ -185,9 +185,7 @@ def run_command(
                 progress = WorkflowProgress(console).attach(engine.events)
                 with progress:
                     workflow_id = await engine.start(chosen, values)
-                    follower = (
-                        asyncio.create_task(engine.follow(workflow_id)) if workers else None
-                    )
+                    follower = asyncio.create_task(engine.follow(workflow_id)) if workers else None
                     try:
                         async with asyncio.timeout(timeout):
                             run = await engine.wait(workflow_id)
