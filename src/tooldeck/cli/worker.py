@@ -19,13 +19,16 @@ from rich.console import Console
 from ..workflows.script import load_script
 from ..workflows.shapes import WorkflowDefinitionError
 from ..workflows.store import DEFAULT_SCHEMA, StoreError, redact_dsn
-from .workflows import DsnOption, _fail, _model_factory
+from .workflows import _fail, _model_factory
 
 __all__ = ["worker_command"]
 
 
 def worker_command(
-    dsn: DsnOption = None,
+    dsn: Annotated[
+        str | None,
+        typer.Option("--dsn", help="The PostgreSQL database (or TOOLDECK_WORKFLOWS_DSN)."),
+    ] = None,
     model: Annotated[
         str | None,
         typer.Option("--model", "-m", help="KIND:MODEL for every task turn this worker runs."),
