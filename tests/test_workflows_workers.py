@@ -570,6 +570,9 @@ def test_worker_and_workers_flag_need_a_database() -> None:
     assert result.exit_code == 2 and "--dsn" in result.output
     result = CliRunner().invoke(app, ["workflows", "run", str(SCRIPT), "--workers"], env=env)
     assert result.exit_code == 2 and "--workers needs" in result.output
+    dead = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
+    result = CliRunner().invoke(app, ["worker", "--dsn", dead, "--script", str(SCRIPT)], env=env)
+    assert result.exit_code == 2 and "cannot connect to PostgreSQL" in result.output
 
 
 @pytest.mark.parametrize(

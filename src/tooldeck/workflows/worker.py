@@ -215,20 +215,20 @@ class Worker:
         if _current is not None:
             raise RuntimeError("a tooldeck worker is already running in this process")
         _current = self
-        self._store = PostgresStore(self.dsn, schema=self.schema)
-        await self._store.open()
-        self._leases = WorkerLeases(self._store)
-        executor = DbosExecutor(self.dsn, dbos_schema=self.dbos_schema)
-        self._engine = WorkflowEngine(
-            self._store,
-            self.model_factory,
-            executor=executor,
-            worker=self.id,
-            advance_after_turn=False,  # the advance step does it, durably
-            **self.engine_options,
-        )
         lost = False
         try:
+            self._store = PostgresStore(self.dsn, schema=self.schema)
+            await self._store.open()
+            self._leases = WorkerLeases(self._store)
+            executor = DbosExecutor(self.dsn, dbos_schema=self.dbos_schema)
+            self._engine = WorkflowEngine(
+                self._store,
+                self.model_factory,
+                executor=executor,
+                worker=self.id,
+                advance_after_turn=False,  # the advance step does it, durably
+                **self.engine_options,
+            )
             await self._leases.register(self.id, socket.gethostname(), os.getpid())
             DBOS(
                 config={
@@ -335,15 +335,17 @@ class Worker:
                 ", ".join(self._flights) or "none running",
                 self._parked,
             )
-        if self._engine is not None:
-            await self._engine.executor.close()
-        if self._store is not None:
-            await self._store.close()
-        self._engine = None
-        # DBOS made its thread pool this loop's default executor; it shuts that pool down,
-        # so it runs on a thread of its own and the loop gets a fresh default pool after.
-        loop = asyncio.get_running_loop()
-        with ThreadPoolExecutor(1, thread_name_prefix="tooldeck-dbos-destroy") as own:
-            await loop.run_in_executor(own, DBOS.destroy)
-        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
-        _current = None
+        try:
+            if self._engine is not None:
+                await self._engine.executor.close()
+            if self._store is not None:
+                await self._store.close()
+        finally:
+            self._engine = None
+            # DBOS made its thread pool this loop's default executor and shuts that pool
+            # down: it runs on a thread of its own, and the loop gets a fresh pool after.
+            loop = asyncio.get_running_loop()
+            with ThreadPoolExecutor(1, thread_name_prefix="tooldeck-dbos-destroy") as own:
+                await loop.run_in_executor(own, DBOS.destroy)
+            loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
+            _current = None
