@@ -63,12 +63,14 @@ class Workers:
         items: int = ITEMS,
         dsn: str = PG_DSN,
         grace: float = 30.0,
+        retry_seconds: float = 2.0,
     ) -> subprocess.Popen[bytes]:
         log = self.log_dir / f"{worker_id}-{len(self.procs)}.log"
         env = {
             **os.environ,
             "TOOLDECK_TEST_ITEMS": str(items),
             "TOOLDECK_TEST_STEP_DELAY": str(delay),
+            "TOOLDECK_WORKER_RETRY_SECONDS": str(retry_seconds),
             "COLUMNS": "200",
         }
         command = [
@@ -481,6 +483,46 @@ def test_a_worker_killed_after_the_result_was_accepted_never_stores_a_second(
         f"{workflow_id}:item_01",
     )
     assert history == [(None, "pending"), ("pending", "running"), ("running", "submitted")]
+
+
+def test_a_turn_that_cannot_run_fails_its_task_after_the_retries_and_the_run_ends(
+    workers: Workers, client_of: Callable[..., Client]
+) -> None:
+    workers.start("w", items=3, retry_seconds=0.1)
+    client = client_of(workers, items=3)
+    # Claiming item_01 always fails in the database (as if a constraint broke).
+    query(
+        workers,
+        f"""CREATE FUNCTION {workers.schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.id LIKE '%:item_01' AND OLD.state = 'pending' AND NEW.state = 'running' THEN
+                RAISE EXCEPTION 'claim refused for the test';
+            END IF;
+            RETURN NEW;
+        END $$""",
+    )
+    query(
+        workers,
+        "CREATE TRIGGER refuse BEFORE UPDATE ON tasks FOR EACH ROW "
+        f"EXECUTE FUNCTION {workers.schema}.refuse()",
+    )
+    workflow_id = client.start()
+    run = client.wait(workflow_id, timeout=60)
+    assert run.state == "failed"
+    item = run.task("item_01")
+    assert item.state == "failed" and "the turn failed 5 times on w" in (item.error or "")
+    assert "claim refused for the test" in (item.error or "")
+    assert run.task("total").state == "cancelled"  # its dependency failed
+    assert {run.task(n).state for n in ("item_00", "item_02")} == {"submitted"}
+    statuses = dict(
+        query(
+            workers,
+            f"SELECT status, count(*) FROM {workers.dbos_schema}.workflow_status "
+            "WHERE workflow_uuid LIKE %s GROUP BY status",
+            task_workflow_id(f"{workflow_id}:%"),
+        )
+    )
+    assert statuses == {"SUCCESS": 3}  # no DBOS workflow left in ERROR; total never ran
 
 
 def test_submitting_twice_queues_once_and_cancel_reaches_queued_turns(

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..workflows.durable import DbosUnavailable
@@ -54,7 +55,7 @@ SchemaOption = Annotated[
 
 
 def _fail(console: Console, message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
+    console.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)
 
 

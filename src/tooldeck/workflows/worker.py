@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from dbos import DBOS
+from dbos._error import DBOSMaxStepRetriesExceeded
 
 from ..context import AbortSignal
 from .durable import (
@@ -73,14 +74,39 @@ def _worker() -> Worker:
     return _current
 
 
+RETRY_SECONDS = float(os.environ.get("TOOLDECK_WORKER_RETRY_SECONDS", "2"))
+"""First pause before a failed step is retried (doubling after each try); read at import."""
+TURN_ATTEMPTS = 5
+
+
 # A step that raises (the database went away mid-turn, say) is retried with backoff: the
 # turn step then takes the task over from its own earlier attempt; advancing is idempotent.
-@DBOS.step(name="tooldeck_turn", retries_allowed=True, interval_seconds=2.0, max_attempts=5)
+@DBOS.step(
+    name="tooldeck_turn",
+    retries_allowed=True,
+    interval_seconds=RETRY_SECONDS,
+    max_attempts=TURN_ATTEMPTS,
+)
 async def _turn_step(task_id: str) -> str:
     return await _worker().run_turn(task_id)
 
 
-@DBOS.step(name="tooldeck_advance", retries_allowed=True, interval_seconds=1.0, max_attempts=8)
+@DBOS.step(
+    name="tooldeck_give_up",
+    retries_allowed=True,
+    interval_seconds=RETRY_SECONDS,
+    max_attempts=8,
+)
+async def _give_up_step(task_id: str, why: str) -> str:
+    return await _worker().give_up(task_id, why)
+
+
+@DBOS.step(
+    name="tooldeck_advance",
+    retries_allowed=True,
+    interval_seconds=RETRY_SECONDS / 2,
+    max_attempts=8,
+)
 async def _advance_step(task_id: str) -> None:
     await _worker().advance(task_id)
 
@@ -90,7 +116,13 @@ async def _task_turn(task_id: str) -> str:
     worker = _worker()
     await worker.admit(task_id)
     try:
-        state = await _turn_step(task_id)
+        try:
+            state = await _turn_step(task_id)
+        except DBOSMaxStepRetriesExceeded as exc:
+            # The turn could not run at all, attempt after attempt: fail the task rather
+            # than leave it running for ever, so the run can end.
+            errors = getattr(exc, "errors", None) or [exc]
+            state = await _give_up_step(task_id, f"{type(errors[-1]).__name__}: {errors[-1]}")
         await _advance_step(task_id)
     finally:
         worker.release(task_id)
@@ -193,6 +225,17 @@ class Worker:
         finally:
             self._signals.pop(task_id, None)
             self.stats.turns_finished += 1
+        return await engine.store.task_state(task_id) or "gone"
+
+    async def give_up(self, task_id: str, why: str) -> str:
+        engine = self._require_engine()
+        reason = f"the turn failed {TURN_ATTEMPTS} times on {self.id}: {why}"[:2000]
+        if not await engine.store.set_task_state(
+            task_id, "failed", expect=("pending", "running"), reason=reason
+        ):
+            _log.info("task %s had already ended when its turn was given up", task_id)
+        else:
+            _log.error("task %s failed: %s", task_id, reason)
         return await engine.store.task_state(task_id) or "gone"
 
     async def advance(self, task_id: str) -> None:
