@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -73,8 +74,6 @@ def worker_command(
     ] = None,
 ) -> None:
     """Run workflow task turns queued in PostgreSQL (DBOS) until interrupted."""
-    import os
-
     console = Console(stderr=True)
     dsn = dsn or os.environ.get("TOOLDECK_WORKFLOWS_DSN") or None
     if dsn is None:

@@ -9,6 +9,7 @@ control plane validates every submission again against the stored schema before 
 
 from .control import ControlPlane, Submission
 from .definition import Task, Workflow
+from .durable import DbosExecutor
 from .engine import (
     ModelFactory,
     TaskRun,
@@ -43,6 +44,7 @@ __all__ = [
     "SUBMIT_RESULT",
     "AsyncioExecutor",
     "ControlPlane",
+    "DbosExecutor",
     "ModelFactory",
     "PostgresStore",
     "ResultSchema",
