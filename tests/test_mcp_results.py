@@ -34,7 +34,7 @@ def test_structured_content_wins_and_its_text_copy_is_not_sent() -> None:
         content=[text(json.dumps(structured))], structuredContent=structured, isError=False
     )
     out = call_tool_result_to_tool_result(result, server="weather", tool="current")
-    assert out.content == [JsonPart(structured)]
+    assert list(out.content) == [JsonPart(structured)]
     assert out.text() == json.dumps(structured, separators=(",", ":"))
     assert out.text().count("temperature") == 1  # never the same data twice
     assert not out.is_error
@@ -51,7 +51,7 @@ def test_structured_content_drops_other_blocks_too() -> None:
         content=[text('{"n": 1}'), image()], structuredContent={"n": 1}, isError=False
     )
     out = call_tool_result_to_tool_result(result)
-    assert out.content == [JsonPart({"n": 1})]
+    assert list(out.content) == [JsonPart({"n": 1})]
     assert out.details["not_shown"] == ["text", "image"]
 
 
@@ -59,7 +59,7 @@ def test_text_blocks() -> None:
     one = call_tool_result_to_tool_result(mt.CallToolResult(content=[text("hello")]))
     assert one.content == "hello" and representation_of(mt.CallToolResult(content=[])) == "content"
     two = call_tool_result_to_tool_result(mt.CallToolResult(content=[text("a"), text("b")]))
-    assert two.content == [TextPart("a"), TextPart("b")]
+    assert list(two.content) == [TextPart("a"), TextPart("b")]
     assert two.text() == "a\nb"
     empty = call_tool_result_to_tool_result(mt.CallToolResult(content=[]))
     assert empty.content == "" and not empty.is_error
@@ -68,7 +68,7 @@ def test_text_blocks() -> None:
 def test_images_become_image_parts() -> None:
     result = mt.CallToolResult(content=[text("a chart:"), image(mime="image/jpeg")])
     out = call_tool_result_to_tool_result(result)
-    assert out.content == [TextPart("a chart:"), ImagePart(data=PNG, mime_type="image/jpeg")]
+    assert list(out.content) == [TextPart("a chart:"), ImagePart(data=PNG, mime_type="image/jpeg")]
     assert PNG not in out.text()  # the text view names the image, never its bytes
 
 
@@ -140,10 +140,10 @@ def test_wire_dict_with_camel_case_fields() -> None:
         "isError": True,
     }
     out = call_tool_result_to_tool_result(wire)
-    assert out.content == [JsonPart({"ok": True})] and out.is_error
+    assert list(out.content) == [JsonPart({"ok": True})] and out.is_error
     assert out.details["mcp"] == wire
     plain = call_tool_result_to_tool_result({"content": [{"type": "image", "data": PNG}]})
-    assert plain.content == [ImagePart(data=PNG, mime_type="image/png")]
+    assert list(plain.content) == [ImagePart(data=PNG, mime_type="image/png")]
 
 
 def test_unknown_block_types_are_named_not_dropped() -> None:
@@ -171,11 +171,11 @@ def test_large_structured_result_is_offloaded_with_a_json_summary(tmp_path: Path
     )
     assert out.details["mcp"]["structuredContent"]["rows"][0] == rows[0]  # evidence kept
     ref = out.details["offloaded"]["ref_id"]
-    assert store.load(ref).content == [JsonPart({"rows": rows})]
+    assert list(store.load(ref).content) == [JsonPart({"rows": rows})]
 
 
 @pytest.mark.parametrize("flag", [True, False])
 def test_is_error_flag_with_structured_content(flag: bool) -> None:
     result = mt.CallToolResult(content=[], structuredContent={"error": "x"}, isError=flag)
     out = call_tool_result_to_tool_result(result)
-    assert out.is_error is flag and out.content == [JsonPart({"error": "x"})]
+    assert out.is_error is flag and list(out.content) == [JsonPart({"error": "x"})]

@@ -217,11 +217,11 @@ def test_calls_validate_locally_and_map_results(shared: McpSource) -> None:
         call("mcp__basic__add", {"a": "two"}),
     )
     add, echo, fail, weather, invalid = (o.result for o in outputs)
-    assert add.content == [JsonPart({"result": 5})] and not add.is_error
+    assert list(add.content) == [JsonPart({"result": 5})] and not add.is_error
     assert add.details["representation"] == "structured"
     assert echo.content == "hi"
     assert fail.is_error and "no luck" in fail.text()
-    assert weather.content == [JsonPart({"city": "Oslo", "celsius": 21.5})]
+    assert list(weather.content) == [JsonPart({"city": "Oslo", "celsius": 21.5})]
     assert invalid.is_error and "Invalid arguments for mcp__basic__add" in invalid.text()
     assert invalid.details is not None and "mcp" not in invalid.details  # never sent
 
@@ -233,7 +233,7 @@ def test_progress_notifications_become_tool_events(shared: McpSource) -> None:
     outputs = dispatch(
         assemble(turn(), [shared]), call("mcp__basic__slow", {"seconds": 0.2}), events=bus
     )
-    assert outputs[0].result.content == [JsonPart({"result": "slept 0.2"})]
+    assert list(outputs[0].result.content) == [JsonPart({"result": "slept 0.2"})]
     progress = [e.payload for e in seen if isinstance(e, ToolEvent)]
     assert progress == [McpProgress("basic", "slow", float(i), 3.0, f"step {i}") for i in (1, 2, 3)]
 
@@ -260,7 +260,7 @@ def test_per_call_timeout_then_the_server_still_answers() -> None:
             slow = await source.call("basic", "slow", {"seconds": 30})
             assert time.monotonic() - started < 5
             assert slow.is_error and "timed out after 1s" in slow.text()
-            assert (await source.call("basic", "add", {"a": 1, "b": 1})).content == [
+            assert list((await source.call("basic", "add", {"a": 1, "b": 1})).content) == [
                 JsonPart({"result": 2})
             ]
 
@@ -283,7 +283,7 @@ def test_list_changed_relists_for_the_next_step() -> None:
             assert "mcp__basic__late_tool" not in first
             assert "mcp__basic__late_tool" in second
             outputs = result.tool_outputs
-            assert outputs[1].result.content == [JsonPart({"result": 42})]
+            assert list(outputs[1].result.content) == [JsonPart({"result": 42})]
 
     asyncio.run(go())
 
@@ -327,7 +327,7 @@ def test_http_server_killed_mid_call_then_restarted(http_server: HttpServer) -> 
             up = await asyncio.to_thread(source, turn())
             assert "mcp__web__add" in names(up)
             added = await source.call("web", "add", {"a": 2, "b": 2})
-            assert added.content == [JsonPart({"result": 4})]
+            assert list(added.content) == [JsonPart({"result": 4})]
 
     asyncio.run(go())
 
@@ -338,13 +338,13 @@ def test_http_stale_session_404_reconnects_and_retries(http_server: HttpServer) 
     async def go() -> None:
         async with McpSource(config) as source:
             assert source.server_status("web").protocol_version == "2025-11-25"
-            assert (await source.call("web", "add", {"a": 1, "b": 1})).content == [
+            assert list((await source.call("web", "add", {"a": 1, "b": 1})).content) == [
                 JsonPart({"result": 2})
             ]
             http_server.kill()  # a restart between two calls: the session id is now unknown
             http_server.start()
             again = await source.call("web", "add", {"a": 3, "b": 3})
-            assert again.content == [JsonPart({"result": 6})], again.content
+            assert list(again.content) == [JsonPart({"result": 6})], again.content
             assert source.server_status("web").attempts == 2
 
     asyncio.run(go())
@@ -435,7 +435,7 @@ def test_full_turn_merges_mcp_and_native_tools() -> None:
             result = await session.run("add and shout")
             assert result.output == "42, HI"
             add, loud = result.tool_outputs
-            assert add.result.content == [JsonPart({"result": 42})]
+            assert list(add.result.content) == [JsonPart({"result": 42})]
             assert loud.result.content == "HI"
             offered = names(list(model.requests[0].tools))
             assert offered[0] == "shout" and "mcp__basic__add" in offered

@@ -398,7 +398,8 @@ class Weather(BaseModel):
     ("value", "text"),
     [
         ("plain", "plain"),
-        (None, ""),
+        (None, "null"),
+        ("", ""),
         ({"a": 1}, '{"a":1}'),
         ([1, "x"], '[1,"x"]'),
         (42, "42"),

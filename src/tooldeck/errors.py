@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["ArgumentError", "SchemaError", "ToolDefinitionError", "TooldeckError"]
+__all__ = [
+    "ArgumentError",
+    "ResultEncodingError",
+    "SchemaError",
+    "ToolDefinitionError",
+    "TooldeckError",
+]
 
 
 class TooldeckError(Exception):
@@ -62,3 +68,11 @@ class ArgumentError(TooldeckError):
         self.problems = tuple(problems) or (model_message,)
         self.repairs = tuple(repairs)
         super().__init__(model_message)
+
+
+class ResultEncodingError(TooldeckError, TypeError):
+    """A tool's result cannot be frozen into what the model is sent (see tooldeck.result).
+
+    Raised where the result is made; the dispatcher turns it into that call's error
+    output ("ran, but its result cannot be recorded: ..."), so the session stays usable.
+    """

@@ -1,19 +1,90 @@
-"""What a tool returns: :class:`ToolResult` and its content parts.
+"""What a tool returns: :class:`ToolResult` and its content parts, frozen at creation.
 
 ``content`` is what the model sees; ``details`` is for logs and UIs and is never sent to
 the model. Plain return values are wrapped by :meth:`ToolResult.wrap`.
+
+**Freezing.** A result is fixed the moment it is made, which is the moment the tool
+returns: a JSON value is serialised into its text at once (:class:`JsonPart` keeps only
+that text), ``content`` becomes a tuple of immutable parts, ``details`` becomes a private
+JSON copy, and the model-facing text is computed once. Every later reader (the
+transcript, every provider adapter on every request, persistence, offload) sees exactly
+that frozen form; nothing ever calls back into the objects the tool returned, so a tool
+that later changes them cannot change what the model was told.
+
+What can be encoded: JSON values, plus what pydantic turns into JSON in JSON mode
+(datetime / date / time / timedelta as ISO 8601, UUID / Decimal / Path as text, Enum as
+its value, set / frozenset / tuple as arrays, UTF-8 bytes as text, dataclasses and
+Pydantic models as objects). Anything else (a dict key that is not a string, number,
+bool or None; an arbitrary object; bytes that are not UTF-8; a cycle) raises
+:class:`ResultEncodingError` where the result is made, so that call gets an error output
+naming the cause, and the session stays usable. Text that UTF-8 cannot carry (lone
+surrogate code points) has them replaced by U+FFFD, since no provider could be sent it.
+
+``None`` returned by a tool is rendered as ``null`` (a JSON part), so the model can tell
+"returned nothing" from "returned an empty string" (which stays empty).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
+import pydantic_core
 from pydantic import BaseModel
 
-__all__ = ["ContentPart", "ImagePart", "JsonPart", "TextPart", "ToolResult"]
+from .errors import ResultEncodingError
+
+__all__ = [
+    "ContentPart",
+    "ImagePart",
+    "JsonPart",
+    "ResultEncodingError",
+    "TextPart",
+    "ToolResult",
+    "encode_json",
+]
+
+
+def _jsonable(value: Any) -> Any:
+    # json's `default` hook: only called for values json cannot encode itself
+    try:
+        return pydantic_core.to_jsonable_python(value)
+    except (pydantic_core.PydanticSerializationError, UnicodeDecodeError) as exc:
+        raise ResultEncodingError(
+            f"{type(value).__name__} value cannot be encoded as JSON ({exc})"
+        ) from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_jsonable)
+
+
+def _utf8_safe(text: str) -> str:
+    """``text`` with lone surrogates (which UTF-8 cannot carry) replaced by U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def encode_json(value: Any) -> str:
+    """``value`` as compact JSON text, exactly as a result's JSON part is rendered.
+
+    Raises :class:`ResultEncodingError` (a ``TypeError``) naming the cause when the
+    value cannot be encoded (see the module docstring).
+    """
+    try:
+        return _ENCODER.encode(value)
+    except ResultEncodingError:
+        raise
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ResultEncodingError(str(exc) or type(exc).__name__) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,102 +107,180 @@ class ImagePart:
             raise ValueError("ImagePart needs exactly one of data (base64) or url")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class JsonPart:
-    """A JSON value; serialised compactly when it is sent as text."""
+    """A JSON value, serialised the moment the part is made.
 
-    value: Any
-    type: Literal["json"] = "json"
+    ``JsonPart(value)`` encodes ``value`` at once (raising :class:`ResultEncodingError`
+    if it cannot be encoded) and keeps only the text: ``text`` is what the model gets,
+    and ``value`` decodes a fresh copy of it on every access, so nobody can change the
+    part afterwards. :meth:`from_text` wraps text that is already JSON.
+    """
+
+    text: str
+    type: ClassVar[Literal["json"]] = "json"
+
+    def __init__(self, value: Any) -> None:
+        object.__setattr__(self, "text", _utf8_safe(encode_json(value)))
+
+    @classmethod
+    def from_text(cls, text: str) -> JsonPart:
+        """A part for ``text``, which must already be JSON (checked)."""
+        json.loads(text)
+        part = object.__new__(cls)
+        object.__setattr__(part, "text", _utf8_safe(text))
+        return part
+
+    @property
+    def value(self) -> Any:
+        """A fresh decoded copy of the value (changing it changes nothing here)."""
+        return json.loads(self.text)
 
 
 ContentPart: TypeAlias = TextPart | ImagePart | JsonPart
 
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 _PART_TYPES = (TextPart, ImagePart, JsonPart)
-_SCALARS = (int, float, bool, dict)
+_JSON_KINDS = (int, float, bool, dict, list)
 
 
-def _dumps(value: Any) -> str:
-    return _ENCODER.encode(value)
+def _freeze_parts(content: Any) -> str | tuple[ContentPart, ...]:
+    if type(content) is str:
+        return _utf8_safe(content)
+    if isinstance(content, str):
+        return _utf8_safe(str(content))
+    if isinstance(content, _PART_TYPES):
+        content = (content,)
+    if not isinstance(content, Sequence):
+        raise ResultEncodingError(
+            "ToolResult content must be text or a list of TextPart / ImagePart / JsonPart, "
+            f"got {type(content).__name__}"
+        )
+    parts: list[ContentPart] = []
+    for part in content:
+        if type(part) is TextPart:
+            text = _utf8_safe(part.text) if isinstance(part.text, str) else None
+            if text is None:
+                raise ResultEncodingError(
+                    f"TextPart.text must be a str, got {type(part.text).__name__}"
+                )
+            parts.append(part if text is part.text else TextPart(text))
+        elif isinstance(part, _PART_TYPES):
+            parts.append(part)
+        else:
+            raise ResultEncodingError(
+                "ToolResult content parts must be TextPart, ImagePart or JsonPart, "
+                f"got {type(part).__name__}"
+            )
+    return tuple(parts)
 
 
-@dataclass(slots=True)
+def _render(content: str | tuple[ContentPart, ...]) -> str:
+    if isinstance(content, str):
+        return content
+    if len(content) == 1:
+        part = content[0]
+        if not isinstance(part, ImagePart):
+            return part.text
+    return "\n".join(
+        f"[image {part.mime_type}]" if isinstance(part, ImagePart) else part.text
+        for part in content
+    )
+
+
+def _freeze_details(details: Any) -> Any:
+    if details is None:
+        return None
+    kind = type(details)
+    if kind is str or kind is int or kind is bool:
+        return details
+    return json.loads(encode_json(details))
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResult:
-    """The outcome of one tool call.
+    """The outcome of one tool call, frozen when it is made (see the module docstring).
 
-    - ``content``: for the model; text, or a list of text / image / JSON parts.
-    - ``details``: structured data for logs and UIs; never sent to the model.
+    - ``content``: for the model; text, or parts (text / image / JSON). Given as a list,
+      it is kept as a tuple.
+    - ``details``: structured data for logs and UIs, kept as a private JSON copy; never
+      sent to the model.
     - ``events``: presentation events produced while running (progress, previews).
     - ``is_error``: the call failed; the content says why, for the model.
     - ``terminate``: end the turn after the current batch of calls.
     - ``complete_actor_event``: tells a UI that this call completes the actor's event.
+
+    Change a result with :func:`dataclasses.replace`, which makes (and freezes) a new one.
     """
 
-    content: str | list[ContentPart] = ""
+    content: str | Sequence[ContentPart] = ""
     details: Any = None
-    events: list[Any] = field(default_factory=list)
+    events: Sequence[Any] = ()
     is_error: bool = False
     terminate: bool = False
     complete_actor_event: bool = False
+    _text: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        content = _freeze_parts(self.content)
+        setattr_ = object.__setattr__
+        setattr_(self, "content", content)
+        setattr_(self, "_text", _render(content))
+        details = self.details
+        if details is not None:
+            setattr_(self, "details", _freeze_details(details))
+        events = self.events
+        if type(events) is not tuple:
+            setattr_(self, "events", tuple(events))
 
     @classmethod
     def wrap(cls, value: Any) -> ToolResult:
-        """Turn a plain return value into a result.
+        """Turn a plain return value into a (frozen) result.
 
         ``ToolResult`` passes through; ``str`` becomes text; a Pydantic model, ``dict``,
-        ``list`` or other JSON value becomes a JSON part; a content part (or a list of
-        them) is used as is; ``None`` becomes empty text.
+        ``list``, ``None`` or other JSON value becomes a JSON part (``None`` is ``null``);
+        a content part (or a list of them) is used as is. Raises
+        :class:`ResultEncodingError` for a value that cannot be encoded.
         """
         kind = type(value)
         if kind is ToolResult:
             return value  # type: ignore[no-any-return]
         if kind is str:
-            return cls(content=value)
-        if kind in _SCALARS:  # the common plain JSON values, before any ABC check
-            return cls(content=[JsonPart(value)])
+            return cls(value)
+        if kind in _JSON_KINDS:  # the common plain JSON values, before any ABC check
+            if kind is list and value and all(isinstance(p, _PART_TYPES) for p in value):
+                return cls(tuple(value))
+            return cls((JsonPart(value),))
         if isinstance(value, ToolResult):
             return value
         if isinstance(value, str):
-            return cls(content=value)
-        if value is None:
-            return cls(content="")
+            return cls(str(value))
         if isinstance(value, BaseModel):
-            return cls(content=[JsonPart(value.model_dump(mode="json"))])
+            return cls((JsonPart(value.model_dump(mode="json")),))
         if isinstance(value, _PART_TYPES):
-            return cls(content=[value])
-        if isinstance(value, list) and value and all(isinstance(p, _PART_TYPES) for p in value):
-            return cls(content=list(value))
-        return cls(content=[JsonPart(value)])
+            return cls((value,))
+        if (
+            isinstance(value, list | tuple)
+            and value
+            and all(isinstance(p, _PART_TYPES) for p in value)
+        ):
+            return cls(tuple(value))
+        return cls((JsonPart(value),))
 
     @classmethod
     def error(cls, message: str, *, details: Any = None) -> ToolResult:
-        return cls(content=message, details=details, is_error=True)
+        return cls(message, details, is_error=True)
 
     @property
-    def parts(self) -> Sequence[ContentPart]:
-        """The content as a list of parts (text content becomes one text part)."""
-        if isinstance(self.content, str):
-            return [TextPart(self.content)]
-        return self.content
-
-    def text(self) -> str:
-        """The model-facing content as one string (JSON parts serialised, images noted)."""
+    def parts(self) -> tuple[ContentPart, ...]:
+        """The content as parts (text content becomes one text part)."""
         content = self.content
         if isinstance(content, str):
-            return content
-        if len(content) == 1:
-            part = content[0]
-            if isinstance(part, TextPart):
-                return part.text
-            if isinstance(part, JsonPart):
-                return _dumps(part.value)
-        pieces: list[str] = []
-        for part in content:
-            if isinstance(part, TextPart):
-                pieces.append(part.text)
-            elif isinstance(part, JsonPart):
-                pieces.append(_dumps(part.value))
-            else:
-                pieces.append(f"[image {part.mime_type}]")
-        return "\n".join(pieces)
+            return (TextPart(content),)
+        return content  # type: ignore[return-value]
+
+    def text(self) -> str:
+        """The model-facing content as one string (JSON parts as their text, images noted).
+
+        Computed once, when the result was made.
+        """
+        return self._text

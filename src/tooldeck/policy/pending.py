@@ -76,7 +76,7 @@ def _part(part: ContentPart) -> dict[str, Any]:
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
         return {"type": "image", "data": part.data, "mime_type": part.mime_type, "url": part.url}
-    return {"type": "json", "value": _plain(part.value)}
+    return {"type": "json", "text": part.text}  # the frozen text, exactly as the model got it
 
 
 def _unpart(data: Mapping[str, Any]) -> ContentPart:
@@ -86,7 +86,9 @@ def _unpart(data: Mapping[str, Any]) -> ContentPart:
     if kind == "image":
         return ImagePart(data.get("data"), data.get("mime_type", "image/png"), data.get("url"))
     if kind == "json":
-        return JsonPart(data.get("value"))
+        if "text" in data:
+            return JsonPart.from_text(data["text"])
+        return JsonPart(data.get("value"))  # written before JSON parts kept their text
     raise ValueError(f"unknown content part {kind!r}")
 
 

@@ -102,10 +102,6 @@ _CREATE_KWARGS = {"model", "max_tokens", "messages"} | frozenset(
 }
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
 # -- requests ----------------------------------------------------------------------------
 
 
@@ -139,7 +135,7 @@ def _content_blocks(parts: Sequence[ContentPart]) -> list[dict[str, Any]]:
         if isinstance(part, ImagePart):
             blocks.append(_image_block(part))
             continue
-        text = part.text if isinstance(part, TextPart) else _dumps(part.value)
+        text = part.text  # a JSON part's text was fixed when the tool returned
         if text:  # the API rejects empty text blocks
             blocks.append({"type": "text", "text": text})
     return blocks

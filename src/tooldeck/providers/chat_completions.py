@@ -559,10 +559,8 @@ def _user_content(content: str | Sequence[ContentPart]) -> str | list[dict[str, 
         return content
     parts: list[dict[str, Any]] = []
     for part in content:
-        if isinstance(part, TextPart):
+        if isinstance(part, (TextPart, JsonPart)):
             parts.append({"type": "text", "text": part.text})
-        elif isinstance(part, JsonPart):
-            parts.append({"type": "text", "text": _dumps(part.value)})
         else:
             parts.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
     return parts
@@ -588,10 +586,8 @@ def _tool_text(result: ToolResult) -> str:
         return result.text()
     pieces: list[str] = []
     for part in result.content:
-        if isinstance(part, TextPart):
+        if isinstance(part, (TextPart, JsonPart)):
             pieces.append(part.text)
-        elif isinstance(part, JsonPart):
-            pieces.append(_dumps(part.value))
         else:
             pieces.append(_describe_image(part))
     return "\n".join(pieces)

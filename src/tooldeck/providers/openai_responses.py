@@ -458,10 +458,8 @@ def _image(part: ImagePart) -> dict[str, Any]:
 def _content_parts(parts: Sequence[ContentPart]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for part in parts:
-        if isinstance(part, TextPart):
+        if isinstance(part, (TextPart, JsonPart)):
             out.append({"type": "input_text", "text": part.text})
-        elif isinstance(part, JsonPart):
-            out.append({"type": "input_text", "text": _dumps(part.value)})
         else:
             out.append(_image(part))
     return out
@@ -474,7 +472,9 @@ def _user_content(content: str | Sequence[ContentPart]) -> str | list[dict[str, 
 
 
 def _tool_output(result: ToolResult) -> str | list[dict[str, Any]]:
-    if isinstance(result.content, list) and any(isinstance(p, ImagePart) for p in result.content):
+    if not isinstance(result.content, str) and any(
+        isinstance(p, ImagePart) for p in result.content
+    ):
         return _content_parts(result.content)
     return result.text()
 
