@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import tooldeck.offload as offload_module
+import tooldeck.offload.format as offload_format
+import tooldeck.offload.recall as offload_recall
 from tooldeck import (
     Dispatcher,
     EventBus,
@@ -33,6 +35,7 @@ from tooldeck import (
     assemble,
     tool,
 )
+from tooldeck.errors import ResultEncodingError
 from tooldeck.events import Event
 from tooldeck.model import ModelRequest
 from tooldeck.offload import (
@@ -238,7 +241,7 @@ def test_write_failing_midway_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = make(tmp_path, threshold_tokens=1_000, guard_tokens=2_000)
-    real = offload_module._chunk_line
+    real = offload_format._chunk_line
     calls = {"n": 0}
 
     def flaky(chunk: str) -> bytes:
@@ -247,7 +250,7 @@ def test_write_failing_midway_leaves_nothing(
             raise RuntimeError("disk vanished")
         return real(chunk)
 
-    monkeypatch.setattr(offload_module, "_chunk_line", flaky)
+    monkeypatch.setattr(offload_format, "_chunk_line", flaky)
     out = run_hook(store, ToolResult("w" * 300_000))  # 5 chunks of 65,536 characters
     assert calls["n"] == 3
     assert ref_files(store) == []
@@ -257,9 +260,10 @@ def test_write_failing_midway_leaves_nothing(
 _CHILD = """
 import os, signal, sys, time
 import tooldeck.offload as m
+import tooldeck.offload.format as f
 from tooldeck import ToolResult
 store = m.OffloadStore(sys.argv[1], "session-a", threshold_tokens=1000, guard_tokens=2000)
-real = m._chunk_line
+real = f._chunk_line
 count = 0
 def slow(chunk):
     global count
@@ -270,7 +274,7 @@ def slow(chunk):
         print("writing", flush=True)
         time.sleep(60)
     return real(chunk)
-m._chunk_line = slow
+f._chunk_line = slow
 store.offload(ToolResult("k" * 400_000), tool_name="produce", call_id="c1")
 print("finished", flush=True)
 """
@@ -328,7 +332,7 @@ def test_recall_tool_results_are_never_offloaded_and_fit_the_guard(tmp_path: Pat
     store = make(tmp_path, threshold_tokens=400, guard_tokens=500, page_tokens=10_000)
     original = lines_text(300)
     ref = ref_of(run_hook(store, ToolResult(original)))
-    assert store.page_tokens == 500 - offload_module._RECALL_HEADER_TOKENS
+    assert store.page_tokens == 500 - offload_recall.RECALL_HEADER_TOKENS
     dispatcher = Dispatcher(Toolset([store.recall_tool]), session_id=SID, result_hooks=[store.hook])
     offset, pieces = 0, []
     while True:
@@ -667,13 +671,13 @@ def test_end_to_end_turn_with_recall(tmp_path: Path) -> None:
     assert not store.directory.exists()
 
 
-def test_a_result_that_cannot_be_rendered_becomes_an_error_not_a_crash(tmp_path: Path) -> None:
-    store = make(tmp_path, threshold_tokens=100, guard_tokens=1_000)
+def test_a_value_that_cannot_be_encoded_never_reaches_the_store(tmp_path: Path) -> None:
+    # A result is frozen when it is made: a cycle fails there (the dispatcher turns that
+    # into the call's error output), so the hook only ever sees encodable results.
     circular: list[Any] = []
     circular.append(circular)
-    out = run_hook(store, ToolResult([JsonPart(circular)], details={"k": 1}))
-    assert out.is_error and "could not be prepared" in out.text()
-    assert out.details["k"] == 1 and "result_hook_error" in out.details
+    with pytest.raises(ResultEncodingError, match="Circular reference"):
+        JsonPart(circular)
 
 
 def test_big_results_are_measured_off_the_event_loop(tmp_path: Path) -> None:
@@ -690,8 +694,9 @@ def test_big_results_are_measured_off_the_event_loop(tmp_path: Path) -> None:
     store.process = spy  # type: ignore[method-assign,assignment]
     run_hook(store, ToolResult("s" * 100))
     run_hook(store, ToolResult("b" * 100_000))
+    run_hook(store, ToolResult([JsonPart({"a": "j" * 100_000})]))
     run_hook(store, ToolResult([JsonPart({"a": 1})]))
-    assert threads[0] == "MainThread"
+    assert threads[0] == "MainThread" and threads[3] == "MainThread"
     assert threads[1] != "MainThread" and threads[2] != "MainThread"
 
 
@@ -708,35 +713,26 @@ _JSON = st.recursive(
 
 
 @given(_JSON)
-def test_json_is_encoded_in_pieces_exactly_like_json_dumps(value: Any) -> None:
-    expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    assert "".join(offload_module._json_pieces(value)) == expected
-    assert "".join(offload_module._json_chunks(value, 7)) == expected
-
-
-def test_json_pieces_batch_big_containers_and_strings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(offload_module, "_BATCH", 3)
-    monkeypatch.setattr(offload_module, "_CHUNK_CHARS", 5)
-    value = {
-        "rows": [{"id": i, "s": 'é\n"' * i} for i in range(10)],
-        "blob": "x\u2028y\\" * 7,
-        "nested": [[1, 2, 3, 4, 5], [[1], [2], [3], [4]], {"a": 1, "b": 2, "c": 3, "d": 4}],
-        "odd": {1: "int key", "b": None},
-        "tuple": tuple(range(7)),
-        "other": object,
-    }
-    expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    pieces = list(offload_module._json_pieces(value))
-    assert "".join(pieces) == expected
-    assert len(pieces) > 20 and max(len(p) for p in pieces) < len(expected) // 3
-    assert "".join(offload_module._json_chunks(value, 11)) == expected
+def test_stored_json_is_exactly_the_frozen_text(value: Any) -> None:
+    # What is stored (and recalled) is the text the model would have been sent: the
+    # JSON part's text, fixed when the result was made, never encoded again.
+    result = ToolResult([JsonPart(value)])
+    expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert result.text() == expected
+    with tempfile.TemporaryDirectory() as home:
+        store = make(Path(home), threshold_tokens=0, guard_tokens=1_000)
+        _, ref = store.offload(result, tool_name="produce", call_id="c1")
+        loaded = store.load(ref.ref_id)
+        assert loaded.text() == expected and loaded.parts == result.parts
 
 
 def test_lone_surrogates_and_empty_results_round_trip(tmp_path: Path) -> None:
     store = make(tmp_path, threshold_tokens=100, guard_tokens=1_000)
     odd = "bytes read with surrogateescape: \udc80\udcff " * 20
+    frozen = ToolResult(odd).text()  # what the model is told: no lone surrogates
+    assert frozen == odd.replace("\udc80", "\ufffd").replace("\udcff", "\ufffd")
     ref = ref_of(run_hook(store, ToolResult(odd)))
-    assert "".join(read_all(store, ref)) == odd
+    assert "".join(read_all(store, ref)) == frozen
     json.loads(store.ref_path(ref).read_text(encoding="utf-8"))  # still valid JSON
     _, empty = store.offload(ToolResult(""), tool_name="produce", call_id="c0")
     page = store.read_page(empty.ref_id)
