@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,13 +27,13 @@ class AbortSignal:
     chained: a child fires when its parent fires.
     """
 
-    __slots__ = ("_callbacks", "_detach", "_event", "_reason")
+    __slots__ = ("_callbacks", "_event", "_parent", "_reason")
 
     def __init__(self) -> None:
         self._event: asyncio.Event | None = None
         self._reason: str | None = None
         self._callbacks: list[Callable[[str], None]] = []
-        self._detach: Callable[[], None] | None = None
+        self._parent: tuple[AbortSignal, Callable[[str], None]] | None = None
 
     @property
     def aborted(self) -> bool:
@@ -92,14 +93,22 @@ class AbortSignal:
         parent does not keep every child it ever had.
         """
         child = AbortSignal()
-        child._detach = self.on_abort(child.abort)
+        if self._reason is not None:
+            child.abort(self._reason)
+        else:
+            fire = child.abort
+            self._callbacks.append(fire)
+            child._parent = (self, fire)
         return child
 
     def detach(self) -> None:
         """Stop following the parent signal (for a child made with :meth:`child`)."""
-        if self._detach is not None:
-            self._detach()
-            self._detach = None
+        parent = self._parent
+        if parent is not None:
+            self._parent = None
+            signal, fire = parent
+            with contextlib.suppress(ValueError):  # the parent fired already
+                signal._callbacks.remove(fire)
 
 
 def _drop_event(_event: Any) -> None:

@@ -23,6 +23,7 @@ For one model step's calls it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import inspect
 import json
@@ -38,7 +39,7 @@ from pydantic import BaseModel
 from .arguments import validate_arguments
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal, ToolContext
-from .errors import ArgumentError
+from .errors import ArgumentError, ResultEncodingError
 from .events import (
     ApprovalRequested,
     CallFinished,
@@ -303,7 +304,9 @@ class Dispatcher:
             decision = self.policy(slot.tool, slot.params, slot.call)
             if inspect.isawaitable(decision):
                 decision = await decision
-        except Exception as exc:
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # fails closed, whatever the policy raised
             self.log.exception("policy failed for %s (%s)", slot.call.name, slot.call.call_id)
             slot.output = _error(
                 slot.call,
@@ -384,78 +387,177 @@ class Dispatcher:
             self.log.exception("describe_activity failed for %s", slot.call.name)
             return f"Running {slot.call.name}"
 
-    async def _run(self, slot: _Slot, turn_signal: AbortSignal) -> ToolOutput:
-        tool, call = slot.tool, slot.call
-        assert tool is not None
-        signal = turn_signal.child()
+    def _context(
+        self, call: ToolCall, signal: AbortSignal, emitted: list[asyncio.Task[None]]
+    ) -> ToolContext:
+        bus = self.events
+        session_id = self.session_id
         loop = asyncio.get_running_loop()
 
-        def sink(payload: Any) -> None:
-            event = ToolEvent(self.session_id, call.call_id, call.name, payload)
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self.events.emit(event)))
+        def deliver(event: ToolEvent) -> None:
+            emitted.append(loop.create_task(bus.emit(event)))
 
-        ctx = ToolContext(
-            call.call_id,
-            call.name,
-            self.session_id,
-            signal,
-            self.log,
-            sink,
-            self.turn,
-            self.toolset,
-        )
-        label = self._label(slot)
-        await self.events.emit(CallStarted(self.session_id, call, label, slot.repairs))
-        started = time.perf_counter()
-        timeout = self.timeouts.get(call.name, self.timeout)
-        task = asyncio.ensure_future(tool.invoke(slot.params, ctx))
-        aborted = asyncio.ensure_future(signal.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {task, aborted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        except asyncio.CancelledError:
-            signal.abort("the dispatcher was cancelled")
-            await self._stop(task, call)
-            raise
-        finally:
-            aborted.cancel()
-        if task in done:
-            result = self._outcome(task, call)
-        else:
-            why = signal.reason or f"timed out after {timeout:g}s"
-            signal.abort(why)
-            await self._stop(task, call)
-            result = ToolResult.error(f"{call.name} was stopped: {why}.", details={"stopped": why})
-        signal.detach()  # the call is over: the turn's signal need not keep it
-        seconds = time.perf_counter() - started
-        done_label = label
-        if not result.is_error:
+        def sink(payload: Any) -> None:
+            if not bus.active:
+                return
+            event = ToolEvent(session_id, call.call_id, call.name, payload)
             try:
-                done_label = tool.describe_completed_activity(slot.params, result) or label
-            except Exception:
-                self.log.exception("describe_completed_activity failed for %s", call.name)
-        for payload in result.events:
-            await self.events.emit(ToolEvent(self.session_id, call.call_id, call.name, payload))
-        await self.events.emit(
-            CallFinished(self.session_id, call, done_label, result.is_error, seconds)
+                on_loop = asyncio.get_running_loop() is loop
+            except RuntimeError:  # a worker thread
+                on_loop = False
+            if on_loop:
+                deliver(event)
+            else:
+                loop.call_soon_threadsafe(deliver, event)
+
+        return ToolContext(
+            call.call_id, call.name, session_id, signal, self.log, sink, self.turn, self.toolset
         )
+
+    async def _run(self, slot: _Slot, turn_signal: AbortSignal) -> None:
+        """Run one call in the current task and record its one output on ``slot``.
+
+        The tool runs in this task (no task of its own): its timeout is a timer and the
+        abort signal a callback, and either cancels this task, which the tool sees as a
+        ``CancelledError`` at its next ``await``; the cancellation is then taken back and
+        the call gets a "stopped" output. Any other cancellation of this task (the run
+        being cancelled from outside) also records a "stopped" output before it goes on.
+        A ``BaseException`` the tool raises (``SystemExit``, ``KeyboardInterrupt``...) is
+        that call's error output, like any exception.
+        """
+        tool, call = slot.tool, slot.call
+        assert tool is not None
+        if turn_signal.aborted:  # the turn was aborted while this call's group started
+            slot.output = _error(call, f"Not run: the turn was aborted ({turn_signal.reason}).")
+            return
+        signal = turn_signal.child()
+        emitted: list[asyncio.Task[None]] = []  # deliveries of what the tool emitted
+        ctx = self._context(call, signal, emitted)
+        bus = self.events
+        listening = bus.active
+        label = ""
+        started = 0.0
+        if listening:
+            label = self._label(slot)
+            await bus.emit(CallStarted(self.session_id, call, label, slot.repairs))
+            started = time.perf_counter()
+        if signal.aborted:  # aborted while CallStarted was delivered
+            signal.detach()
+            slot.output = _error(call, f"Not run: the turn was aborted ({signal.reason}).")
+            return
+        watch = _Watch(asyncio.current_task(), signal)
+        timeout = self.timeouts.get(call.name, self.timeout) if self.timeouts else self.timeout
+        handle = (
+            asyncio.get_running_loop().call_later(timeout, watch.expire, timeout)
+            if timeout is not None
+            else None
+        )
+        signal._callbacks.append(watch.fire)
+        result: ToolResult
+        try:
+            try:
+                result = await tool.invoke(slot.params, ctx)
+            finally:
+                if handle is not None:
+                    handle.cancel()
+                watch.done = True
+            if watch.fired:  # the tool returned after it was told to stop
+                await watch.settle()
+                result = watch.stopped(call.name)
+        except asyncio.CancelledError as exc:
+            if watch.taken_back():
+                result = watch.stopped(call.name)
+            elif not watch.cancelled and watch.task is not None and not watch.task.cancelling():
+                result = self._failure(call, exc)  # the tool's own, nobody cancelled it
+            else:  # this task was cancelled from outside: the run is being cancelled
+                slot.output = _error(
+                    call,
+                    f"{call.name} was stopped: the turn was cancelled while it ran.",
+                    {"stopped": "cancelled"},
+                    slot.repairs,
+                )
+                raise
+        except ResultEncodingError as exc:
+            self.log.error(
+                "tool %s (%s) returned an unencodable result: %s", call.name, call.call_id, exc
+            )
+            result = ToolResult.error(
+                _short(f"{call.name} ran, but its result cannot be recorded: {exc}"),
+                details={"exception": "ResultEncodingError", "cause": str(exc)},
+            )
+        except BaseException as exc:  # Exception, SystemExit, KeyboardInterrupt... from the tool
+            result = self._failure(call, exc)
+        finally:
+            signal.detach()  # the call is over: the turn's signal need not keep it
+        try:
+            await self._finish(slot, result, ctx, emitted, label, started)
+        except asyncio.CancelledError:
+            slot.output = _error(
+                call,
+                f"{call.name} ran, but the turn was cancelled before its result was recorded.",
+                {"stopped": "cancelled"},
+                slot.repairs,
+            )
+            raise
+
+    async def _finish(
+        self,
+        slot: _Slot,
+        result: ToolResult,
+        ctx: ToolContext,
+        emitted: list[asyncio.Task[None]],
+        label: str,
+        started: float,
+    ) -> None:
+        """Events after the call, the result hooks, and the call's one output."""
+        tool, call, bus = slot.tool, slot.call, self.events
+        assert tool is not None
+        if emitted:  # what the tool emitted is delivered before the call is finished
+            await asyncio.gather(*emitted, return_exceptions=True)
+        if bus.active:
+            seconds = time.perf_counter() - started if started else 0.0
+            label = label or self._label(slot)
+            done_label = label
+            if not result.is_error:
+                try:
+                    done_label = tool.describe_completed_activity(slot.params, result) or label
+                except Exception:
+                    self.log.exception("describe_completed_activity failed for %s", call.name)
+            for payload in result.events:
+                await bus.emit(ToolEvent(self.session_id, call.call_id, call.name, payload))
+            await bus.emit(
+                CallFinished(self.session_id, call, done_label, result.is_error, seconds)
+            )
+        if self.result_hooks:
+            result = await self._hooks(call, tool, result, ctx)
+        slot.output = ToolOutput(call.call_id, call.name, result, slot.repairs)
+
+    async def _hooks(
+        self, call: ToolCall, tool: Tool, result: ToolResult, ctx: ToolContext
+    ) -> ToolResult:
         for hook in self.result_hooks:
             try:
                 changed = hook(call, tool, result, ctx)
-                result = await changed if inspect.isawaitable(changed) else changed
-            except Exception:
+                if inspect.isawaitable(changed):
+                    changed = await changed
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
                 self.log.exception(
                     "result hook %r failed for %s (%s)", hook, call.name, call.call_id
                 )
-        return ToolOutput(call.call_id, call.name, result, slot.repairs)
+                continue
+            if isinstance(changed, ToolResult):
+                result = changed
+            else:
+                self.log.error(
+                    "result hook %r returned %s, not a ToolResult; ignored",
+                    hook,
+                    type(changed).__name__,
+                )
+        return result
 
-    def _outcome(self, task: asyncio.Future[ToolResult], call: ToolCall) -> ToolResult:
-        if task.cancelled():
-            return ToolResult.error(f"{call.name} was cancelled.")
-        exc = task.exception()
-        if exc is None:
-            return task.result()
+    def _failure(self, call: ToolCall, exc: BaseException) -> ToolResult:
         self.log.error(
             "tool %s (%s) raised",
             call.name,
@@ -463,25 +565,13 @@ class Dispatcher:
             exc_info=(type(exc), exc, exc.__traceback__),
         )
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        if isinstance(exc, asyncio.CancelledError):  # the tool's own, not this run's
+            message = f"{call.name} was cancelled."
+        else:
+            message = f"{call.name} failed: {type(exc).__name__}: {exc}"
         return ToolResult.error(
-            _short(f"{call.name} failed: {type(exc).__name__}: {exc}"),
-            details={"exception": type(exc).__name__, "traceback": trace},
+            _short(message), details={"exception": type(exc).__name__, "traceback": trace}
         )
-
-    async def _stop(self, task: asyncio.Future[ToolResult], call: ToolCall) -> None:
-        """Cancel a running tool and wait (briefly) until it has really stopped."""
-        task.cancel()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), CANCEL_GRACE_SECONDS)
-        except TimeoutError:
-            self.log.error(
-                "tool %s (%s) ignored cancellation for %.1fs",
-                call.name,
-                call.call_id,
-                CANCEL_GRACE_SECONDS,
-            )
-        except BaseException:  # the tool's own CancelledError or failure: it has stopped
-            pass
 
     # -- the step -------------------------------------------------------------------------
     async def dispatch(
@@ -491,6 +581,7 @@ class Dispatcher:
         *,
         prior: Sequence[ToolOutput] = (),
         answers: Mapping[str, ApprovalAnswer] | None = None,
+        partial: list[ToolOutput] | None = None,
     ) -> DispatchResult:
         """Run one model step's calls; returns exactly one output per call, in order.
 
@@ -498,6 +589,12 @@ class Dispatcher:
         already has (those calls are never prepared, asked about or run again) and
         ``answers`` the human's answers by call id. Every other call is checked again.
         Raises :class:`PendingApproval` when the approver cannot answer now.
+
+        If the step ends any other way than returning (this task is cancelled, or
+        something raises), the exception goes on, but first every call gets its one
+        output: what it produced if it finished, "stopped" if it was running, "not
+        executed" otherwise. With ``partial`` given, those outputs (one per call, in
+        order) are put in it, so the caller can keep its transcript valid.
         """
         signal = signal or (self.turn.signal if self.turn else AbortSignal())
         done = {o.call_id: o for o in prior}
@@ -505,11 +602,43 @@ class Dispatcher:
             _Slot(c, output=done[c.call_id]) if c.call_id in done else self._prepare(c)
             for c in calls
         ]
+        _refuse_ambiguous(slots)
+        try:
+            terminated_by = await self._step(slots, signal, answers)
+        except PendingApproval:
+            raise
+        except BaseException as exc:
+            why = (
+                "the turn was cancelled"
+                if isinstance(exc, asyncio.CancelledError)
+                else f"the step failed ({type(exc).__name__}: {exc})"
+            )
+            for slot in slots:
+                if slot.output is None:
+                    slot.output = _error(slot.call, f"Not executed: {why}.", None, slot.repairs)
+            if partial is not None:
+                partial[:] = [s.output for s in slots if s.output is not None]
+            raise
+        outputs: list[ToolOutput] = []
+        listening = self.events.active
         for slot in slots:
-            if slot.output is None:
-                await self._decide(slot)
-        await self._approve(slots, answers)
+            assert slot.output is not None  # every path above recorded exactly one output
+            outputs.append(slot.output)
+            if listening:
+                await self.events.emit(OutputRecorded(self.session_id, slot.output))
+        return DispatchResult(outputs, terminated_by)
 
+    async def _step(
+        self,
+        slots: list[_Slot],
+        signal: AbortSignal,
+        answers: Mapping[str, ApprovalAnswer] | None,
+    ) -> str | None:
+        if self.policy is not allow_all:
+            for slot in slots:
+                if slot.output is None:
+                    await self._decide(slot)
+        await self._approve(slots, answers)
         terminated_by: str | None = None
         for group in _groups([s for s in slots if s.output is None]):
             if signal.aborted:
@@ -520,18 +649,95 @@ class Dispatcher:
                 for s in group:
                     s.output = _error(s.call, f"Not run: {terminated_by} ended the turn.")
                 continue
-            results = await asyncio.gather(*(self._run(s, signal) for s in group))
-            for s, output in zip(group, results, strict=True):
-                s.output = output
-                if output.result.terminate and terminated_by is None:
+            if len(group) == 1:
+                await self._run(group[0], signal)
+            else:
+                await asyncio.gather(*(self._run(s, signal) for s in group))
+            for s in group:
+                assert s.output is not None
+                if s.output.result.terminate and terminated_by is None:
                     terminated_by = s.call.name
+        return terminated_by
 
-        outputs: list[ToolOutput] = []
-        for slot in slots:
-            assert slot.output is not None  # every path above recorded exactly one output
-            outputs.append(slot.output)
-            await self.events.emit(OutputRecorded(self.session_id, slot.output))
-        return DispatchResult(outputs, terminated_by)
+
+class _Watch:
+    """The timeout and abort of one running call (see :meth:`Dispatcher._run`).
+
+    When the call's signal fires, the tool first sees it cooperatively (``ctx.signal``
+    is set, ``await signal.wait()`` returns); the task is cancelled one loop iteration
+    later, so a tool that stops by itself gets to.
+    """
+
+    __slots__ = ("cancelled", "done", "fired", "reason", "signal", "task")
+
+    def __init__(self, task: asyncio.Task[Any] | None, signal: AbortSignal) -> None:
+        self.task = task
+        self.signal = signal
+        self.fired = False  # the call was told to stop
+        self.cancelled = False  # ...and this watch cancelled its task
+        self.done = False  # the tool's await has ended
+        self.reason = ""
+
+    def expire(self, timeout: float) -> None:
+        self.signal.abort(f"timed out after {timeout:g}s")  # calls self.fire
+
+    def fire(self, reason: str) -> None:
+        if self.done or self.fired:
+            return
+        self.fired = True
+        self.reason = reason
+        if self.task is not None:
+            self.task.get_loop().call_soon(self._cancel)
+
+    def _cancel(self) -> None:
+        if not self.done and self.task is not None:
+            self.cancelled = True
+            self.task.cancel()
+
+    def taken_back(self) -> bool:
+        """After a ``CancelledError``: was it this watch's, and nobody else's?"""
+        if not self.cancelled or self.task is None:
+            return False
+        self.cancelled = False
+        return self.task.uncancel() == 0
+
+    async def settle(self) -> None:
+        """The tool returned after it was told to stop: absorb this watch's cancel."""
+        if not self.cancelled or self.task is None:
+            return
+        self.cancelled = False
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0)  # a cancel still pending would arrive here
+        if self.task.uncancel() > 0:
+            raise asyncio.CancelledError  # someone else cancelled this task as well
+
+    def stopped(self, name: str) -> ToolResult:
+        why = self.reason or "stopped"
+        return ToolResult.error(f"{name} was stopped: {why}.", details={"stopped": why})
+
+
+def _refuse_ambiguous(slots: list[_Slot]) -> None:
+    """Calls of one step that share a call id are never run (nor approved).
+
+    An id is how an approval, an output and a resumed step find their call; two calls
+    with one id cannot be told apart, so both get an error output. (Transcript messages
+    give their calls distinct ids when they are made, so this only meets calls built by
+    hand.)
+    """
+    seen: dict[str, int] = {}
+    for slot in slots:
+        seen[slot.call.call_id] = seen.get(slot.call.call_id, 0) + 1
+    if len(seen) == len(slots):
+        return
+    for slot in slots:
+        count = seen[slot.call.call_id]
+        if count > 1 and slot.output is None:
+            slot.output = _error(
+                slot.call,
+                f"Not executed: {count} calls of this step share the call id "
+                f"{slot.call.call_id!r}, so none of them can be told apart; each call "
+                "needs its own id.",
+            )
 
 
 __all__ += ["unknown_tool_message"]

@@ -130,6 +130,11 @@ class EventBus:
         self._subscribers.append(entry)
         return lambda: self._subscribers.remove(entry) if entry in self._subscribers else None
 
+    @property
+    def active(self) -> bool:
+        """Whether anyone listens (a subscriber or a stream): events need not be made."""
+        return bool(self._subscribers or self._queues)
+
     async def emit(self, event: Event) -> None:
         for callback, wanted in list(self._subscribers):
             if wanted is not None and event.type not in wanted:

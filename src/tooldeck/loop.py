@@ -318,8 +318,11 @@ class Session:
                     if not calls:
                         stop, reason = last.stop_reason, last.stop_reason.value
                         break
+                partial: list[ToolOutput] = []
                 try:
-                    result = await dispatcher.dispatch(calls, signal, prior=prior, answers=answers)
+                    result = await dispatcher.dispatch(
+                        calls, signal, prior=prior, answers=answers, partial=partial
+                    )
                 except PendingApproval as held:
                     waiting = PendingStep(
                         last,
@@ -335,12 +338,16 @@ class Session:
                     stop = StopReason.TOOL_CALLS
                     reason = f"waiting for approval of {len(waiting.calls)} call(s)"
                     break
+                except BaseException:
+                    self.transcript.extend(partial)  # one output per call, then it goes on
+                    raise
                 self.transcript.extend(result.outputs)
                 if result.terminated_by is not None:
                     stop, reason = StopReason.TOOL_CALLS, f"ended by tool {result.terminated_by}"
                     break
         except BaseException as exc:
             stop, reason = StopReason.ERROR, f"{type(exc).__name__}: {exc}"
+            self._close_open_calls(start, exc)
             if isinstance(exc, asyncio.CancelledError):
                 _log.info("turn cancelled in session %s", self.session_id)
             else:
@@ -360,6 +367,40 @@ class Session:
             structured=last.structured if last else None,
             last_message=last,
             pending=waiting,
+        )
+
+    def _close_open_calls(self, start: int, exc: BaseException) -> None:
+        """Give every call of this turn that has no output one, so the transcript stays valid.
+
+        Runs when the turn ends by an exception (including its cancellation): calls that
+        ran already have their outputs (the dispatcher hands them over); any other call
+        gets a "not executed" output, so every provider accepts the next request.
+        """
+        if self.pending is not None:
+            return  # a waiting step keeps its calls open until it is resumed
+        why = (
+            "the turn was cancelled"
+            if isinstance(exc, asyncio.CancelledError)
+            else f"the turn failed ({type(exc).__name__})"
+        )
+        items = self.transcript
+        last = next(
+            (
+                i
+                for i in range(len(items) - 1, start - 1, -1)
+                if isinstance(items[i], AssistantMessage)
+            ),
+            None,
+        )
+        if last is None:
+            return
+        message = items[last]
+        assert isinstance(message, AssistantMessage)
+        answered = {i.call_id for i in items[last + 1 :] if isinstance(i, ToolOutput)}
+        items.extend(
+            ToolOutput(c.call_id, c.name, ToolResult.error(f"Not executed: {why}."))
+            for c in message.tool_calls
+            if c.call_id not in answered
         )
 
     async def _not_run(self, message: AssistantMessage, why: str) -> None:

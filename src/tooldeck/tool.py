@@ -17,13 +17,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeAlias, TypeVar, overload
 
-import anyio.to_thread
 import jsonschema_rs
 from pydantic import BaseModel, RootModel
 from pydantic.json_schema import JsonSchemaValue
 
 from ._function_schema import LazyModel, inspect_function
 from ._function_schema import NoTitles as _NoTitles
+from ._threads import run_in_thread
 from .context import ToolContext
 from .errors import SchemaError, ToolDefinitionError
 from .result import ToolResult
@@ -278,10 +278,13 @@ class Tool:
         return self._execute(params, ctx)
 
     async def invoke(self, params: Any, ctx: ToolContext) -> ToolResult:
-        """Run :meth:`execute` with validated ``params`` and wrap what it returns.
+        """Run :meth:`execute` with validated ``params`` and freeze what it returns.
 
         Only the dispatcher calls this. Sync work runs in a worker thread unless the tool
-        opted out; async work runs on the caller's loop so cancellation reaches it.
+        opted out, and its result is frozen in that thread, the moment ``execute``
+        returns; async work runs on the caller's loop so cancellation reaches it, and is
+        frozen right after it returns, before anything else can run (see
+        :mod:`tooldeck.result`).
         """
         execute = self.execute if self._execute is None else self._execute
         is_async = self._is_async
@@ -290,9 +293,7 @@ class Tool:
         if is_async:
             value = await execute(params, ctx)
         elif self.run_sync_in_thread:
-            value = await anyio.to_thread.run_sync(
-                functools.partial(execute, params, ctx), abandon_on_cancel=True
-            )
+            value = await run_in_thread(_call_and_freeze, execute, params, ctx)
         else:
             value = execute(params, ctx)
         if inspect.isawaitable(value):
@@ -332,6 +333,14 @@ def _is_async_callable(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - async __call__ on an object
     )
+
+
+def _call_and_freeze(execute: Execute, params: Any, ctx: ToolContext) -> Any:
+    """In the worker thread: run ``execute`` and freeze its result before returning."""
+    value = execute(params, ctx)
+    if inspect.isawaitable(value):
+        return value  # awaited (and frozen) on the loop
+    return ToolResult.wrap(value)
 
 
 def _function_executor(fn: Callable[..., Any], context_param: str | None) -> Execute:

@@ -9,12 +9,15 @@ kept verbatim with the provider, adapter and model that produced them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, TypeAlias
 
 from .result import ContentPart, TextPart, ToolResult
+
+_log = logging.getLogger("tooldeck.transcript")
 
 __all__ = [
     "AssistantMessage",
@@ -26,6 +29,7 @@ __all__ = [
     "ToolOutput",
     "Usage",
     "UserMessage",
+    "distinct_call_ids",
 ]
 
 
@@ -136,6 +140,11 @@ class AssistantMessage:
     provider_data: Mapping[str, Any] | None = None
     structured: Any = None  # a validated structured final answer, when one was requested
 
+    def __post_init__(self) -> None:
+        parts = distinct_call_ids(self.parts)
+        if parts is not self.parts:
+            object.__setattr__(self, "parts", parts)
+
     @property
     def text(self) -> str:
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
@@ -147,6 +156,53 @@ class AssistantMessage:
     @property
     def opaque(self) -> list[OpaqueItem]:
         return [p for p in self.parts if isinstance(p, OpaqueItem)]
+
+
+def distinct_call_ids(parts: Sequence[AssistantPart]) -> Sequence[AssistantPart]:
+    """``parts`` with every tool call's id distinct and non-empty.
+
+    A call's id is its identity everywhere inside tooldeck (its output, its approval, a
+    resumed step), so it must name exactly one call of the message. A provider may send
+    an empty id or the same id twice; the first call keeps an id it shares, and every
+    later one (and every empty one) gets a new id, ``<id>_<n>`` or ``call_<n>``, that no
+    call of the message has. The provider's id is kept in ``provider_data`` under
+    ``"provider_call_id"``. Messages are replayed with the new ids, consistently with
+    their outputs. ``parts`` itself comes back when nothing had to change.
+    """
+    calls = [p for p in parts if isinstance(p, ToolCall)]
+    if not calls:
+        return parts
+    ids = [c.call_id for c in calls]
+    if "" not in ids and len(set(ids)) == len(ids):
+        return parts
+    taken = set(ids)
+    kept: set[str] = set()
+    out: list[AssistantPart] = []
+    for part in parts:
+        if not isinstance(part, ToolCall):
+            out.append(part)
+            continue
+        if part.call_id and part.call_id not in kept:
+            kept.add(part.call_id)
+            out.append(part)
+            continue
+        base = part.call_id or "call"
+        n = 2
+        while f"{base}_{n}" in taken:
+            n += 1
+        new_id = f"{base}_{n}"
+        taken.add(new_id)
+        kept.add(new_id)
+        data = {**(part.provider_data or {}), "provider_call_id": part.call_id}
+        out.append(replace(part, call_id=new_id, provider_data=data))
+        _log.warning(
+            "call %r (%s): its id is %s; it is known as %r from now on",
+            part.call_id,
+            part.name,
+            "empty" if not part.call_id else "shared with an earlier call",
+            new_id,
+        )
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
