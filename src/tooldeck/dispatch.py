@@ -69,7 +69,7 @@ __all__ = [
 
 _log = logging.getLogger("tooldeck.dispatch")
 _ERROR_TEXT_LIMIT = 500
-CANCEL_GRACE_SECONDS = 2.0
+_ACTIONS = ("allow", "deny", "ask")
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,6 +313,12 @@ class Dispatcher:
                 f"Denied: the policy check failed ({exc}).",
                 {"traceback": traceback.format_exc()},
                 slot.repairs,
+            )
+            return
+        if not isinstance(decision, PolicyDecision) or decision.action not in _ACTIONS:
+            self.log.error("policy returned %r for %s; denied", decision, slot.call.name)
+            slot.output = _error(
+                slot.call, "Denied: the policy gave no decision.", None, slot.repairs
             )
             return
         if decision.action == "deny":
