@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import ssl
 from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
 import pytest
@@ -371,3 +373,15 @@ def test_a_redirect_into_a_refused_address_is_refused_at_that_hop() -> None:
         assert info.value.subject == "127.0.0.1 is a loopback address"
         assert len(allowed.hits) == 1 and inner.hits == []
 
+
+def test_the_registry_doc_examples_run() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "registry.md").read_text()
+    section = text[text.index("### What `web_fetch` can reach") :]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/registry.md", "exec"), {"__name__": "doc_example"})
+    (value,) = re.findall(r'^export TOOLDECK_WEB_ALLOW="(.*)"$', section, re.M)
+    policy = NetPolicy.from_env({"TOOLDECK_WEB_ALLOW": value})
+    assert policy.host_allowed("wiki.corp.example") and policy.host_allowed("a.lab.corp.example")
+    assert policy.reason("x.example", "10.20.1.1") is None
+    assert policy.reason("x.example", "10.21.1.1") is not None
