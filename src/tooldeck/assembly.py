@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from .context import AbortSignal
 from .errors import ToolDefinitionError
 from .tool import Tool
+
+if TYPE_CHECKING:
+    from .netguard import NetPolicy
 
 __all__ = [
     "AssemblyError",
@@ -40,6 +43,8 @@ class TurnContext:
     - ``home``: the agent's home directory (file tools cannot leave it);
     - ``env``: environment variables for tools that start processes;
     - ``web_provider``: the bound web search/fetch provider, or ``None`` (no web tools);
+    - ``web_access``: where the web tools may connect (a :class:`~tooldeck.netguard.NetPolicy`;
+      ``None``: public addresses plus ``TOOLDECK_WEB_ALLOW`` / ``TOOLDECK_WEB_PROXY``);
     - ``can_create_jobs``: whether this turn may create background jobs;
     - ``turn_kind``: ``'text'`` or ``'workflow_task'`` (workflow tools only on text turns);
     - ``memory_enabled``: whether memory (notes) tools are offered;
@@ -53,6 +58,7 @@ class TurnContext:
     home: Path
     env: Mapping[str, str] = field(default_factory=dict)
     web_provider: str | None = None
+    web_access: NetPolicy | None = None
     can_create_jobs: bool = False
     turn_kind: TurnKind = "text"
     memory_enabled: bool = True

@@ -1,8 +1,12 @@
 """The web tool: ``web_fetch`` GETs one http(s) URL and returns its readable text.
 
-The body is streamed and reading stops at :data:`MAX_BYTES`; the whole fetch (connect,
-redirects, body) has one deadline. HTML is reduced to text with the standard library's
-:mod:`html.parser` (scripts, styles and other non-content elements dropped).
+The URL comes from a model and the tool runs without approval, so every connection goes
+through :mod:`tooldeck.netguard`: only public addresses are reached, redirect hops
+included, unless a user allows a host or range (``TurnContext.web_access``, else
+``TOOLDECK_WEB_ALLOW``). The body is streamed and reading stops at :data:`MAX_BYTES`; the
+whole fetch (connect, redirects, body) has one deadline. HTML is reduced to text with the
+standard library's :mod:`html.parser` (scripts, styles and other non-content elements
+dropped).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import anyio
 import httpx
 
 from ..context import ToolContext
+from ..netguard import NetPolicy, Refused, guarded_client
 from ..registry import Handlers
 from ..result import ToolResult
 from ._common import looks_binary
@@ -185,9 +190,9 @@ def _is_text(media: str) -> bool:
     )
 
 
-async def _fetch(url: str, seconds: int) -> dict[str, Any]:
-    client = httpx.AsyncClient(
-        follow_redirects=True,
+async def _fetch(url: str, seconds: int, policy: NetPolicy) -> dict[str, Any]:
+    client = guarded_client(
+        policy,
         max_redirects=MAX_REDIRECTS,
         timeout=httpx.Timeout(seconds),
         headers={"User-Agent": USER_AGENT, "Accept": "text/html,text/*;q=0.9,*/*;q=0.5"},
@@ -257,6 +262,16 @@ def _render(fetched: dict[str, Any], max_chars: int) -> ToolResult:
     return ToolResult(content="\n".join(lines), details=details)
 
 
+def _refusal(url: str, exc: Refused) -> str:
+    """One line for the model: what was refused and how a user can allow it."""
+    try:
+        first = str(httpx.URL(url))
+    except httpx.InvalidURL:
+        first = url
+    hop = f"{url} redirected to {exc.url}, and " if exc.url and exc.url != first else ""
+    return f"Refused: {hop}{exc.line('web_fetch')}"
+
+
 @handlers("web_fetch")
 async def web_fetch(
     url: str,
@@ -274,8 +289,14 @@ async def web_fetch(
         return ToolResult.error(f"Refused {url!r}: the URL has no host name.")
     if ctx.signal.aborted:
         return ToolResult.error(f"Not fetched: the call was aborted ({ctx.signal.reason}).")
+    policy = getattr(ctx.turn, "web_access", None)
+    if policy is None:
+        try:
+            policy = NetPolicy.from_env()
+        except ValueError as bad:
+            return ToolResult.error(f"Not fetched: web_fetch is misconfigured ({bad}).")
 
-    fetch = asyncio.ensure_future(_fetch(url.strip(), timeout))
+    fetch = asyncio.ensure_future(_fetch(url.strip(), timeout, policy))
     abort = asyncio.ensure_future(ctx.signal.wait())
     try:
         await asyncio.wait({fetch, abort}, return_when=asyncio.FIRST_COMPLETED)
@@ -289,6 +310,8 @@ async def web_fetch(
     exc = fetch.exception()
     if exc is None:
         return _render(fetch.result(), max_chars)
+    if isinstance(exc, Refused):
+        return ToolResult.error(_refusal(url.strip(), exc))
     if isinstance(exc, TimeoutError | httpx.TimeoutException):
         return ToolResult.error(f"Timed out after {timeout} s fetching {url}.")
     if isinstance(exc, httpx.TooManyRedirects):
