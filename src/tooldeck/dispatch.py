@@ -37,7 +37,7 @@ from pydantic import BaseModel
 
 from .arguments import validate_arguments
 from .assembly import Toolset, TurnContext
-from .context import AbortSignal, ToolContext
+from .context import AbortSignal, Protection, ToolContext
 from .errors import ArgumentError
 from .events import (
     ApprovalRequested,
@@ -403,6 +403,7 @@ class Dispatcher:
             sink,
             self.turn,
             self.toolset,
+            Protection(self.policy, self.approver, self.result_hooks),
         )
         label = self._label(slot)
         await self.events.emit(CallStarted(self.session_id, call, label, slot.repairs))
