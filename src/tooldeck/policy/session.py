@@ -144,6 +144,7 @@ class SessionPolicy:
             _shared = _Shared(grants, audit)
         self._shared = _shared
         self._visible: dict[tuple[Any, int], bool] = {}
+        self.parent: SessionPolicy | None = None  # set by child(): the policy it narrows
 
     @property
     def grants(self) -> GrantStore:
@@ -225,18 +226,32 @@ class SessionPolicy:
         auto-approved by the delegation level; WRITE and DANGEROUS still ask the human.
         Grants and the audit log are the parent's.
         """
-        return SessionPolicy(
+        made = SessionPolicy(
             self.policy,
             session_id=session_id or f"{self.session_id}.{agent}",
             context=self.policy.with_restriction(self.ctx, agent),
             _shared=self._shared,
         )
+        made.parent = self
+        return made
 
     def child_policy(self) -> Callable[[AgentDefinition, ToolContext], SessionPolicy]:
-        """The ``child_policy`` factory for ``delegate_task_tool``."""
+        """The ``child_policy`` factory for ``delegate_task_tool``.
+
+        The child is derived from the policy of the session that delegates (found in the
+        call's ``ctx.protection``) when that is this policy or one of its sub-agents', so a
+        grandchild keeps the intermediate agent's restrictions; otherwise from this one.
+        ``delegate_task_tool`` already derives it so without this factory.
+        """
 
         def make(agent: AgentDefinition, ctx: ToolContext) -> SessionPolicy:
-            return self.child(agent.name, f"{ctx.session_id or self.session_id}.{agent.name}")
+            caller = ctx.protection.policy if ctx.protection is not None else None
+            parent = (
+                caller
+                if isinstance(caller, SessionPolicy) and caller._shared is self._shared
+                else self
+            )
+            return parent.child(agent.name, f"{ctx.session_id or parent.session_id}.{agent.name}")
 
         return make
 
