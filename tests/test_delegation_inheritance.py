@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext, tool
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.context import Protection, ToolContext
-from tooldeck.delegation import delegate_task_tool
+from tooldeck.delegation import BothMustAllow, delegate_task_tool
 from tooldeck.dispatch import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -37,6 +39,7 @@ from tooldeck.transcript import ToolCall, ToolOutput
 ROOT = Path(__file__).resolve().parents[1]
 REGISTRY = load_builtin_registry()
 MANIFEST = ToolkitManifest.load()
+REGISTRY_TOOL = REGISTRY.toolset(TurnContext(session_id="t", home=Path("/nonexistent")))["run_bash"]
 
 ANALYST = AgentDefinition.parse(
     "---\nname: analyst\ndescription: Runs commands.\ntoolkit: data_analysis\n---\nWork."
@@ -301,9 +304,10 @@ def test_a_grandchild_keeps_the_intermediate_agents_restrictions(
     # the stricter toolkit holds too: write_file is not the lead's, so never the worker's
     assert [t.name for t in worker.requests[0].tools] == ["read_document", "run_bash"]
     assert "Unknown tool 'write_file'" in _write.text and not (tmp_path / "w.txt").exists()
-    denied = next(e for e in policy.audit.entries if e["tool"] == "run_bash")
+    (denied,) = [e for e in policy.audit.entries if e["tool"] == "run_bash"]  # judged once
     assert denied["decision"] == "deny" and denied["level"] == "sub-agent lead"
-    assert denied["session_id"].startswith("parent.lead.") and ".worker" in denied["session_id"]
+    # under the grandchild's real session id: <root>.lead.<id>.worker.<id>
+    assert re.fullmatch(r"parent\.lead\.[0-9a-f]{8}\.worker\.[0-9a-f]{8}", denied["session_id"])
 
 
 # -- without a dispatcher there is no parent to inherit from: refuse ---------------------------
@@ -340,3 +344,36 @@ def test_the_dispatcher_hands_every_call_its_protection(tmp_path: Path) -> None:
     assert seen == [Protection(ask_for_all_but_delegation, human, (hook,))]
     asyncio.run(Dispatcher(Toolset([peek])).dispatch([call("peek")]))
     assert seen[1] == Protection(allow_all, None, ())  # no policy: allow_all, said so
+
+
+# -- the combination, for every pair of answers ------------------------------------------------
+ACTIONS = ("allow", "ask", "deny")
+RANK = {a: i for i, a in enumerate(ACTIONS)}
+
+
+@given(
+    inherited=st.sampled_from(ACTIONS),
+    explicit=st.one_of(st.sampled_from(ACTIONS), st.sampled_from(["yes", "", None, 1])),
+    sync=st.tuples(st.booleans(), st.booleans()),
+)
+def test_both_must_allow_is_never_looser_than_the_inherited_policy(
+    inherited: str, explicit: Any, sync: tuple[bool, bool]
+) -> None:
+    asked: list[str] = []
+
+    def hook(name: str, answer: Any, is_sync: bool) -> Any:
+        def decide(tool_: Any, params: Any, call_: ToolCall) -> Any:
+            asked.append(name)
+            return PolicyDecision(answer, name) if answer in RANK else answer
+
+        async def decide_async(tool_: Any, params: Any, call_: ToolCall) -> Any:
+            return decide(tool_, params, call_)
+
+        return decide if is_sync else decide_async
+
+    both = BothMustAllow(hook("inherited", inherited, sync[0]), hook("explicit", explicit, sync[1]))
+    decided = asyncio.run(both(REGISTRY_TOOL, {}, call("run_bash")))
+    strictest = max(inherited, explicit if explicit in RANK else "deny", key=RANK.__getitem__)
+    assert decided.action == strictest
+    assert RANK[decided.action] >= RANK[inherited]
+    assert asked == (["inherited"] if inherited == "deny" else ["inherited", "explicit"])

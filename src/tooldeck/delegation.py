@@ -150,8 +150,12 @@ def _child_policy(
     inherited = _inherit(parent, agent, session_id)
     if explicit is None or explicit is parent or explicit is inherited:
         return inherited
-    if isinstance(explicit, SessionPolicy) and explicit.parent is parent:
-        return explicit  # derived by the caller's own policy (SessionPolicy.child_policy)
+    if (
+        isinstance(explicit, SessionPolicy)
+        and isinstance(inherited, SessionPolicy)
+        and inherited.judges_like(explicit)
+    ):
+        return inherited  # e.g. SessionPolicy.child_policy: the same policy, derived alike
     return BothMustAllow(inherited, explicit)
 
 

@@ -144,7 +144,6 @@ class SessionPolicy:
             _shared = _Shared(grants, audit)
         self._shared = _shared
         self._visible: dict[tuple[Any, int], bool] = {}
-        self.parent: SessionPolicy | None = None  # set by child(): the policy it narrows
 
     @property
     def grants(self) -> GrantStore:
@@ -226,14 +225,19 @@ class SessionPolicy:
         auto-approved by the delegation level; WRITE and DANGEROUS still ask the human.
         Grants and the audit log are the parent's.
         """
-        made = SessionPolicy(
+        return SessionPolicy(
             self.policy,
             session_id=session_id or f"{self.session_id}.{agent}",
             context=self.policy.with_restriction(self.ctx, agent),
             _shared=self._shared,
         )
-        made.parent = self
-        return made
+
+    def judges_like(self, other: SessionPolicy) -> bool:
+        """Whether ``other`` decides every call as this one does: the same rules, the same
+        session facts (restrictions included) and the same grants and audit log."""
+        return (
+            other.policy is self.policy and other.ctx == self.ctx and other._shared is self._shared
+        )
 
     def child_policy(self) -> Callable[[AgentDefinition, ToolContext], SessionPolicy]:
         """The ``child_policy`` factory for ``delegate_task_tool``.
