@@ -17,6 +17,10 @@ and the child inherits it:
   combined with the inherited one and *both* must allow (deny > ask > allow);
 - **approver**: the caller's, unless one is given explicitly; either way a child's call
   cannot wait for a later answer (it is denied with a message instead);
+- **result hooks**: the caller's, each offload store replaced by one with the same home
+  and settings for the child's session id (:func:`tooldeck.result_guard.child_hooks`), so
+  the child's large results are guarded, stored and recallable like its parent's; a
+  child whose parent had none still gets the default guard of every session;
 - a tool invoked outside a dispatcher has no protection to inherit, and refuses.
 """
 
@@ -47,6 +51,7 @@ from .loop import Session
 from .model import Model
 from .policy import PolicyApprover, SessionPolicy
 from .result import ToolResult
+from .result_guard import child_hooks
 from .tool import Tool
 from .toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
 from .transcript import ToolCall
@@ -255,6 +260,7 @@ def delegate_task_tool(
             max_steps=params.max_steps or max_steps,
             policy=policy,
             approver=child_approver,
+            result_hooks=child_hooks(protection.result_hooks, child_id),
             turn=turn,
         )
         signal = turn.signal if turn is not None else ctx.signal.child()
