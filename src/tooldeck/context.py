@@ -1,4 +1,6 @@
-"""What a running tool can see: :class:`ToolContext` and the :class:`AbortSignal`."""
+"""What a running tool can see: :class:`ToolContext`, the :class:`AbortSignal`, and the
+:class:`Protection` of its session (so that a tool starting a sub-session, such as
+``delegate_task``, can give the child no less protection than its parent has)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AbortSignal", "Aborted", "ToolContext"]
+__all__ = ["AbortSignal", "Aborted", "Protection", "ToolContext"]
 
 _log = logging.getLogger("tooldeck.tool")
 
@@ -111,6 +113,24 @@ class AbortSignal:
                 signal._callbacks.remove(fire)
 
 
+@dataclass(frozen=True, slots=True)
+class Protection:
+    """What protects the session a call runs in, as its dispatcher applies it.
+
+    The dispatcher sets it on every :class:`ToolContext`: ``policy`` is its policy hook
+    (``tooldeck.dispatch.allow_all`` when none was configured), ``approver`` who answers
+    the policy's asks (``None``: every ask is denied), ``result_hooks`` what every result
+    goes through (offload, the size guard). A tool that starts a sub-session reads it
+    here, so that the child inherits it; it is frozen so that no tool can loosen the
+    dispatcher's own settings through it. Typed loosely here because the types live in
+    ``tooldeck.dispatch``, above this module.
+    """
+
+    policy: Callable[..., Any]
+    approver: Callable[..., Any] | None = None
+    result_hooks: tuple[Callable[..., Any], ...] = ()
+
+
 def _drop_event(_event: Any) -> None:
     """Default presentation-event sink: events are dropped when nobody listens."""
 
@@ -131,6 +151,7 @@ class ToolContext:
     sink: Callable[[Any], None] = _drop_event
     turn: Any = None  # the TurnContext of the turn this call belongs to (tooldeck.assembly)
     toolset: Any = None  # the Toolset the call was dispatched from
+    protection: Protection | None = None  # the session's policy, approver, result hooks
 
     def emit(self, event: Any) -> None:
         """Send a presentation event (progress, a partial result, a UI hint) to listeners."""

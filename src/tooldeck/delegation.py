@@ -5,30 +5,64 @@ the tools its agent definition resolves to, intersected with what the parent may
 a child never receives more than its parent, and never a control tool
 (``delegate_task``, ``switch_model``, workflow management) unless its definition grants
 it explicitly. The spawn event carries every resolution warning.
+
+A child never has less protection than the session that called ``delegate_task``, at
+every level of nesting. The dispatcher hands each call the
+:class:`~tooldeck.context.Protection` of its session (policy, approver, result hooks),
+and the child inherits it:
+
+- **policy**: the caller's own (a :class:`~tooldeck.policy.SessionPolicy` derives the
+  child's with :meth:`~tooldeck.policy.SessionPolicy.child`: the caller's rules plus the
+  agent's restrictions). An explicit ``child_policy`` can only make it stricter: it is
+  combined with the inherited one and *both* must allow (deny > ask > allow);
+- **approver**: the caller's, unless one is given explicitly; either way a child's call
+  cannot wait for a later answer (it is denied with a message instead);
+- **result hooks**: the caller's, each offload store replaced by one with the same home
+  and settings for the child's session id (:func:`tooldeck.result_guard.child_hooks`), so
+  the child's large results are guarded, stored and recallable like its parent's; a
+  child whose parent had none still gets the default guard of every session;
+- a tool invoked outside a dispatcher has no protection to inherit, and refuses.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, Field
 
 from .assembly import Toolset
 from .context import ToolContext
-from .dispatch import Approver, PolicyHook
+from .dispatch import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    PendingApproval,
+    PolicyDecision,
+    PolicyHook,
+)
 from .events import Event
 from .loop import Session
 from .model import Model
+from .policy import PolicyApprover, SessionPolicy
 from .result import ToolResult
+from .result_guard import child_hooks
 from .tool import Tool
 from .toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
+from .transcript import ToolCall
 
-__all__ = ["CONTROL_TOOLS", "SubAgentFinished", "SubAgentSpawned", "delegate_task_tool"]
+__all__ = [
+    "CONTROL_TOOLS",
+    "BothMustAllow",
+    "SubAgentFinished",
+    "SubAgentSpawned",
+    "delegate_task_tool",
+]
 
 CONTROL_TOOLS = frozenset(
     {
@@ -62,6 +96,93 @@ class SubAgentFinished(Event):
     steps: int
 
 
+_RANK = {"allow": 0, "ask": 1, "deny": 2}
+_CANNOT_WAIT = "no human could answer now, and a sub-agent's call cannot wait for a later approval"
+
+
+async def _decision(policy: PolicyHook, tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
+    decided = policy(tool, params, call)
+    if inspect.isawaitable(decided):
+        decided = await decided
+    if not isinstance(decided, PolicyDecision) or decided.action not in _RANK:
+        return PolicyDecision("deny", f"the policy answered {decided!r}, not a decision")
+    return decided
+
+
+class BothMustAllow:
+    """A sub-agent's policy when one is given explicitly: the inherited one AND it.
+
+    Each call is judged by the inherited policy first (a deny there ends it), then by the
+    explicit one; the stricter verdict wins (deny > ask > allow), with its reason. A
+    tool is shown only when both show it. Its sub-agents derive both parts again.
+    """
+
+    def __init__(self, inherited: PolicyHook, explicit: PolicyHook) -> None:
+        self.inherited = inherited
+        self.explicit = explicit
+
+    async def __call__(self, tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
+        first = await _decision(self.inherited, tool, params, call)
+        if first.action == "deny":
+            return first
+        second = await _decision(self.explicit, tool, params, call)
+        return second if _RANK[second.action] > _RANK[first.action] else first
+
+    def visible(self, tool: Tool) -> bool:
+        for part in (self.inherited, self.explicit):
+            shows = getattr(part, "visible", None)
+            if callable(shows) and not shows(tool):
+                return False
+        return True
+
+    def child(self, agent: str, session_id: str) -> BothMustAllow:
+        return BothMustAllow(
+            _inherit(self.inherited, agent, session_id), _inherit(self.explicit, agent, session_id)
+        )
+
+
+def _inherit(policy: PolicyHook, agent: str, session_id: str) -> PolicyHook:
+    """The policy a sub-agent ``agent`` of a session with ``policy`` runs under."""
+    if isinstance(policy, SessionPolicy | BothMustAllow):
+        return policy.child(agent, session_id)
+    return policy  # a plain hook: the same function judges the child's calls
+
+
+def _child_policy(
+    parent: PolicyHook, explicit: PolicyHook | None, agent: str, session_id: str
+) -> PolicyHook:
+    """The inherited policy, made stricter (never looser) by an explicit one."""
+    inherited = _inherit(parent, agent, session_id)
+    if explicit is None or explicit is parent or explicit is inherited:
+        return inherited
+    if (
+        isinstance(explicit, SessionPolicy)
+        and isinstance(inherited, SessionPolicy)
+        and inherited.judges_like(explicit)
+    ):
+        return inherited  # e.g. SessionPolicy.child_policy: the same policy, derived alike
+    return BothMustAllow(inherited, explicit)
+
+
+def _cannot_wait(approver: Approver | None) -> Approver | None:
+    """``approver`` for a sub-agent: a call that would wait for a later answer is denied."""
+    if approver is None:
+        return None
+    if isinstance(approver, PolicyApprover):
+        if not approver.can_wait:
+            return approver
+        return PolicyApprover(approver.policy, approver.ask, who=approver.who, can_wait=False)
+    asked = approver
+
+    async def approve(requests: Sequence[ApprovalRequest]) -> Sequence[ApprovalAnswer]:
+        try:
+            return await asked(requests)
+        except PendingApproval:
+            return [ApprovalAnswer(False, _CANNOT_WAIT) for _ in requests]
+
+    return approve
+
+
 class DelegateParams(BaseModel):
     agent: str = Field(description="Name of the agent definition to run.")
     task: str = Field(description="What the sub-agent should do; include all context it needs.")
@@ -80,7 +201,13 @@ def delegate_task_tool(
     child_policy: Callable[[AgentDefinition, ToolContext], PolicyHook | None] | None = None,
     approver: Approver | None = None,
 ) -> Tool:
-    """Build the ``delegate_task`` tool for these agents."""
+    """Build the ``delegate_task`` tool for these agents.
+
+    The child inherits the calling session's policy and approver (see the module
+    docstring). ``child_policy(agent, ctx)`` adds a policy that must allow too (it can
+    only make the child stricter); ``approver`` answers the child's asks instead of the
+    caller's approver.
+    """
     catalog = "\n".join(f"- {a.name}: {a.description}" for a in agents.values()) or "(none)"
 
     async def execute(params: DelegateParams, ctx: ToolContext) -> ToolResult:
@@ -91,13 +218,25 @@ def delegate_task_tool(
             )
         parent: Toolset = ctx.toolset if isinstance(ctx.toolset, Toolset) else Toolset()
         chosen = resolve_agent_tools(agent, manifest, available=parent.names)
+        protection = ctx.protection
+        if protection is None:
+            return ToolResult.error(
+                "delegate_task can only run through tooldeck's dispatcher (a Session), which "
+                "tells it the policy and approver of the calling session; nothing was run."
+            )
         granted = set(agent.grants)
         names = [n for n in chosen.tools if n not in CONTROL_TOOLS or n in granted]
         warnings = list(chosen.warnings)
         dropped = [n for n in chosen.tools if n in CONTROL_TOOLS and n not in granted]
         if dropped:
             warnings.append(f"agent {agent.name!r}: control tools {dropped} not granted")
-        policy = child_policy(agent, ctx) if child_policy else None
+        child_id = f"{ctx.session_id or 'session'}.{agent.name}.{uuid.uuid4().hex[:8]}"
+        parent_policy = cast(PolicyHook, protection.policy)
+        explicit = child_policy(agent, ctx) if child_policy else None
+        policy = _child_policy(parent_policy, explicit, agent.name, child_id)
+        child_approver = _cannot_wait(
+            approver if approver is not None else cast(Approver | None, protection.approver)
+        )
         visible = getattr(policy, "visible", None)
         if callable(visible):  # the child is never shown a tool its policy denies outright
             hidden = [n for n in names if n in parent and not visible(parent[n])]
@@ -105,7 +244,6 @@ def delegate_task_tool(
                 warnings.append(f"agent {agent.name!r}: tools {hidden} denied by policy")
                 names = [n for n in names if n not in hidden]
         child_tools = parent.only(names)
-        child_id = f"{ctx.session_id or 'session'}.{agent.name}.{uuid.uuid4().hex[:8]}"
         turn = ctx.turn
         if turn is not None:
             turn = dataclasses.replace(turn, session_id=child_id, signal=ctx.signal.child())
@@ -121,7 +259,8 @@ def delegate_task_tool(
             instructions=agent.instructions or None,
             max_steps=params.max_steps or max_steps,
             policy=policy,
-            approver=approver,
+            approver=child_approver,
+            result_hooks=child_hooks(protection.result_hooks, child_id),
             turn=turn,
         )
         signal = turn.signal if turn is not None else ctx.signal.child()

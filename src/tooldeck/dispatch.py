@@ -38,7 +38,7 @@ from pydantic import BaseModel
 
 from .arguments import validate_arguments
 from .assembly import Toolset, TurnContext
-from .context import AbortSignal, ToolContext
+from .context import AbortSignal, Protection, ToolContext
 from .errors import ArgumentError, ResultEncodingError
 from .events import (
     ApprovalRequested,
@@ -272,6 +272,7 @@ class Dispatcher:
         self.events = events or EventBus()
         self.log = logger or _log
         self.result_hooks = tuple(result_hooks)
+        self._protected: Protection | None = None
 
     # -- preparation ------------------------------------------------------------------
     def _prepare(self, call: ToolCall) -> _Slot:
@@ -417,8 +418,29 @@ class Dispatcher:
                 loop.call_soon_threadsafe(deliver, event)
 
         return ToolContext(
-            call.call_id, call.name, session_id, signal, self.log, sink, self.turn, self.toolset
+            call.call_id,
+            call.name,
+            session_id,
+            signal,
+            self.log,
+            sink,
+            self.turn,
+            self.toolset,
+            self._protection(),
         )
+
+    def _protection(self) -> Protection:
+        """What protects this dispatcher's calls, for sub-sessions to inherit (cached)."""
+        made = self._protected
+        policy, approver, hooks = self.policy, self.approver, self.result_hooks
+        if (
+            made is None
+            or made.policy is not policy
+            or made.approver is not approver
+            or made.result_hooks is not hooks
+        ):
+            made = self._protected = Protection(policy, approver, hooks)
+        return made
 
     async def _run(self, slot: _Slot, turn_signal: AbortSignal) -> None:
         """Run one call in the current task and record its one output on ``slot``.

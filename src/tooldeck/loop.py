@@ -44,6 +44,7 @@ from .events import (
 from .model import Model, ModelRequest, ModelSettings
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .result import ToolResult
+from .result_guard import session_guard
 from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
@@ -141,7 +142,10 @@ class Session:
     ``tools`` is a :class:`Toolset`, a list of tools, or a function ``(TurnContext) ->
     Toolset`` that assembles the tools afresh before every model step (so a tool found by
     search, or the recall tool after a first offload, is callable from the next step).
-    ``result_hooks`` transform each executed call's result before it is recorded.
+    ``result_hooks`` transform each executed call's result before it is recorded. When
+    none of them is an offload store's ``hook``, the default size guard is added (offload
+    under the turn's home, else guard only; see :mod:`tooldeck.result_guard`);
+    ``guard=False`` turns that default off.
     ``pending_store`` keeps a step that waits for approval, so that another process can
     :meth:`resume` it.
     """
@@ -162,6 +166,7 @@ class Session:
     usage: Usage = field(default_factory=Usage)
     pending_store: PendingStore | None = None
     pending: PendingStep | None = None
+    guard: bool = True  # add the default size guard when no result hook is an offload store
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
         source = self.tools
@@ -253,8 +258,17 @@ class Session:
     ) -> RunResult:
         turn = turn or self.turn
         signal = signal or (turn.signal if turn else AbortSignal())
-        plan = self._plan(turn)
-        per_step = callable(self.tools) and not isinstance(self.tools, Toolset)
+        guard = session_guard(
+            self.result_hooks,
+            enabled=self.guard,
+            session_id=self.session_id,
+            home=turn.home if turn else None,
+            events=self.events,
+        )
+        plan = guard.offer_recall(self._plan(turn))
+        per_step = (
+            callable(self.tools) and not isinstance(self.tools, Toolset)
+        ) or guard.adds_tools
         dispatcher = Dispatcher(
             plan.executable,
             session_id=self.session_id,
@@ -263,7 +277,7 @@ class Session:
             approver=self.approver,
             timeout=self.timeout,
             events=self.events,
-            result_hooks=self.result_hooks,
+            result_hooks=guard.hooks,
         )
         await self.events.emit(TurnStarted(self.session_id, prompt, plan.executable.names))
         usage = Usage()
@@ -290,7 +304,7 @@ class Session:
                         break
                     steps += 1
                     if per_step and steps > 1:
-                        plan = self._plan(turn)
+                        plan = guard.offer_recall(self._plan(turn))
                         dispatcher.toolset = plan.executable
                     await self._announce(plan)
                     await self.events.emit(ModelStepStarted(self.session_id, steps))
@@ -436,8 +450,8 @@ async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -
     """Run one turn: ``await tooldeck.run(model, toolset, "prompt")``.
 
     Options are :class:`Session` fields (``instructions``, ``settings``, ``max_steps``,
-    ``policy``, ``approver``, ``timeout``, ``events``, ``turn``, ``session_id``) plus
-    ``signal`` (an :class:`AbortSignal`).
+    ``policy``, ``approver``, ``timeout``, ``result_hooks``, ``guard``, ``events``,
+    ``turn``, ``session_id``) plus ``signal`` (an :class:`AbortSignal`).
     """
     signal = options.pop("signal", None)
     session = Session(model, tools, **options)

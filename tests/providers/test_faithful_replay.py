@@ -25,6 +25,7 @@ from tooldeck.providers.openai_responses import OpenAIResponsesModel
 from tooldeck.transcript import ToolOutput
 
 from .fake_server import FakeProvider, Reply
+from .test_anthropic import MODEL as ANTHROPIC_MODEL
 from .test_anthropic import msg as anthropic_msg
 from .test_anthropic import text as anthropic_text
 from .test_anthropic import tool_use
@@ -98,7 +99,7 @@ def chat_case(fake: FakeProvider) -> tuple[Model, list[Reply], Callable[[Any], d
 def anthropic_case(
     fake: FakeProvider,
 ) -> tuple[Model, list[Reply], Callable[[Any], dict[str, Any]]]:
-    model = AnthropicModel("claude-sonnet-4-5", api_key="t", base_url=fake.url, max_retries=0)
+    model = AnthropicModel(ANTHROPIC_MODEL, api_key="t", base_url=fake.url, max_retries=0)
     replies = [
         Reply(anthropic_msg(*(tool_use(cid, name, {}) for cid, name in CALLS))),
         Reply(anthropic_msg(anthropic_text("Done."), stop="end_turn")),

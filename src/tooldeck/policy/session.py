@@ -232,11 +232,30 @@ class SessionPolicy:
             _shared=self._shared,
         )
 
+    def judges_like(self, other: SessionPolicy) -> bool:
+        """Whether ``other`` decides every call as this one does: the same rules, the same
+        session facts (restrictions included) and the same grants and audit log."""
+        return (
+            other.policy is self.policy and other.ctx == self.ctx and other._shared is self._shared
+        )
+
     def child_policy(self) -> Callable[[AgentDefinition, ToolContext], SessionPolicy]:
-        """The ``child_policy`` factory for ``delegate_task_tool``."""
+        """The ``child_policy`` factory for ``delegate_task_tool``.
+
+        The child is derived from the policy of the session that delegates (found in the
+        call's ``ctx.protection``) when that is this policy or one of its sub-agents', so a
+        grandchild keeps the intermediate agent's restrictions; otherwise from this one.
+        ``delegate_task_tool`` already derives it so without this factory.
+        """
 
         def make(agent: AgentDefinition, ctx: ToolContext) -> SessionPolicy:
-            return self.child(agent.name, f"{ctx.session_id or self.session_id}.{agent.name}")
+            caller = ctx.protection.policy if ctx.protection is not None else None
+            parent = (
+                caller
+                if isinstance(caller, SessionPolicy) and caller._shared is self._shared
+                else self
+            )
+            return parent.child(agent.name, f"{ctx.session_id or parent.session_id}.{agent.name}")
 
         return make
 
