@@ -54,9 +54,12 @@ class Grant:
     created: str
     by: str
 
-    def covers(self, tool: str, args: Mapping[str, Any]) -> bool:
-        """This tool, and (with a pattern) arguments that certainly match it."""
-        return tool == self.tool and all_of(p.test(args) for p in self.predicates) is True
+    def covers(self, tool: str, args: Mapping[str, Any], home: Path | None = None) -> bool:
+        """This tool, and (with a pattern) arguments that certainly match it.
+
+        ``home`` is the agent's home, for path patterns (see :func:`.rules.path_under`).
+        """
+        return tool == self.tool and all_of(p.test(args, home) for p in self.predicates) is True
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -176,9 +179,9 @@ class GrantStore:
     def __len__(self) -> int:
         return len(self.grants)
 
-    def match(self, tool: str, args: Mapping[str, Any]) -> Grant | None:
+    def match(self, tool: str, args: Mapping[str, Any], home: Path | None = None) -> Grant | None:
         """The first grant covering this call, or None."""
-        return next((g for g in self.grants if g.covers(tool, args)), None)
+        return next((g for g in self.grants if g.covers(tool, args, home)), None)
 
     def predicates_for(self, tool: str) -> list[ArgPredicate]:
         return [p for g in self.grants if g.tool == tool for p in g.predicates]
