@@ -4,7 +4,8 @@ Every file tool resolves the model's path with :func:`resolve_in_home`, which is
 place that decides whether a path is inside the agent's home: the path is made absolute
 against the home, every symlink is resolved, ``..`` is applied after that (as the OS
 would), and the result must lie in the resolved home. Anything else is refused with a
-:class:`ToolFailure` that names the path.
+:class:`ToolFailure` that names the path. The steps live in :mod:`tooldeck._paths`, so
+the policy's path rules judge exactly the path the tool touches.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .. import _paths
+from .._paths import resolve_home
 from ..context import ToolContext
 from ..result import ToolResult
 
@@ -53,33 +56,19 @@ def home_of(ctx: ToolContext) -> Path:
             f"{ctx.tool_name or 'this tool'} needs a turn context with a home directory; "
             "none was given"
         )
-    return Path(home).resolve()
+    return resolve_home(home)
 
 
 def resolve_in_home(home: Path, path: str) -> Path:
     """``path`` (relative to ``home``, or absolute) resolved; refused if it leaves ``home``.
 
-    ``home`` must already be resolved (see :func:`home_of`). Symlinks are followed, including
-    a dangling one whose target is outside, so a link can never be used to step out.
+    ``home`` must already be resolved (see :func:`home_of`). The steps are
+    :func:`tooldeck._paths.resolve_in_home`, which the policy's path rules use too.
     """
-    if "\x00" in path:
-        raise ToolFailure(f"Path {path!r} contains a NUL character.")
-    text = path.strip() or "."
-    if text == "~" or text.startswith("~/"):  # "~" is the agent's home, not the process's
-        text = "." + text[1:]
-    raw = Path(text)
-    candidate = raw if raw.is_absolute() else home / raw
     try:
-        resolved = Path(os.path.realpath(candidate))
-    except (OSError, ValueError) as exc:
-        raise ToolFailure(f"Path {path!r} cannot be resolved: {exc}") from exc
-    if resolved != home and not resolved.is_relative_to(home):
-        raise ToolFailure(
-            f"Path {path!r} is outside the agent's home directory ({home}) and was refused; "
-            "file tools only work inside the home directory (relative paths are relative "
-            "to it)."
-        )
-    return resolved
+        return _paths.resolve_in_home(home, path)
+    except _paths.PathRefused as exc:
+        raise ToolFailure(exc.message) from exc
 
 
 def display_path(home: Path, path: Path) -> str:

@@ -1,7 +1,9 @@
 """Access control: the policy chain, approval tiers, approvals, headless sessions, audit.
 
 - :mod:`.rules`: selectors (name, glob, ``ns:``, ``tier:``) and argument predicates
-  (``equals``, ``in``, path ``prefix``, shell ``program``), three-valued;
+  (``equals``, ``in``, path ``prefix``, shell ``program``), three-valued; a path is
+  judged as the file tools resolve it (:mod:`tooldeck._paths`), a command line as bash
+  reads it (:mod:`._shell`);
 - :mod:`.chain`: :class:`Policy` (loaded from TOML or JSON), the six levels and
   :meth:`Policy.decide`, the one decision function, with its trace;
 - :mod:`.session`: :class:`SessionPolicy` (the plan's ``visible``, the dispatcher's

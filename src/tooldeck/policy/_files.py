@@ -1,4 +1,12 @@
-"""Per-session files of the policy package: names, and atomic JSON writes."""
+"""Per-session files of the policy package: names, atomic JSON writes, inter-process locks.
+
+Grants and pending approvals are read and rewritten by more than one process (a
+running session, ``tooldeck policy revoke``, ``tooldeck approve``, a resuming worker).
+An atomic rename keeps each write whole, but a read-modify-write cycle also needs the
+file to stay unchanged between the read and the write: :func:`locked` holds an
+exclusive lock on ``<file>.lock`` (``flock`` through :mod:`filelock`, released by the
+kernel if the holder dies) for the length of such a cycle.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +14,30 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
+from ..errors import TooldeckError
+
+LOCK_TIMEOUT = 30.0
+"""Seconds to wait for another process's read-modify-write of the same file."""
+
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class StateLocked(TooldeckError):
+    """Another process held a state file's lock for longer than :data:`LOCK_TIMEOUT`."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path = path
+        super().__init__(
+            f"{path}: another process has held {path}.lock for {timeout:g} s; "
+            "try again when it has finished (or end it)"
+        )
 
 
 def session_file(directory: str | Path, session_id: str, suffix: str) -> Path:
@@ -17,6 +45,25 @@ def session_file(directory: str | Path, session_id: str, suffix: str) -> Path:
     if not _SAFE_ID.fullmatch(session_id) or ".." in session_id:
         raise ValueError(f"session id {session_id!r} cannot name a file")
     return Path(directory) / f"{session_id}{suffix}"
+
+
+@contextmanager
+def locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold the inter-process lock of ``path`` (the file ``<path>.lock`` beside it).
+
+    Raises :class:`StateLocked` when another holder keeps it past ``timeout`` seconds.
+    The lock file stays in place (waiters must share one inode).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(f"{path}.lock", timeout=timeout)
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise StateLocked(path, timeout) from exc
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

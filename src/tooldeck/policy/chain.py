@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from .._paths import resolve_home
 from ..errors import TooldeckError
 from ..tool import TIERS, Tier, Tool
 from .rules import (
@@ -153,6 +154,9 @@ class PolicyContext:
     ``mode``, ``agent`` and ``node`` select the named sections of the policy.
     ``restrictions`` are the sub-agent levels added on the way down (they can only
     restrict). ``subagent`` turns on the delegation level; ``headless`` means no human.
+    ``home`` is the agent's home directory (the turn's ``TurnContext.home``): path
+    ``prefix`` tests judge the path the file tools will touch in it; without it they
+    judge the text only.
     """
 
     mode: str | None = None
@@ -161,12 +165,17 @@ class PolicyContext:
     headless: bool = False
     subagent: bool = False
     restrictions: tuple[Level, ...] = ()
+    home: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.home is not None:
+            object.__setattr__(self, "home", resolve_home(self.home))
 
 
 class GrantLookup(Protocol):
     """What the chain needs from an approve-always store (``tooldeck.policy.GrantStore``)."""
 
-    def match(self, tool: str, args: Mapping[str, Any]) -> Any:
+    def match(self, tool: str, args: Mapping[str, Any], home: Path | None = None) -> Any:
         """The grant that covers this call (it has an ``id``), or None."""
         ...
 
@@ -406,7 +415,7 @@ class Policy:
             if level is None:
                 trace.append(TraceEntry(name, "pass", missing))
                 continue
-            judged = level.judge(facts, args)
+            judged = level.judge(facts, args, ctx.home)
             weigh(TraceEntry(name, judged.verdict, judged.reason))
         if winner is None:
             verdict = TIER_DEFAULT[facts.tier]
@@ -451,7 +460,7 @@ class Policy:
         # 5. approve-always grants of this session
         grant_id: str | None = None
         if decided.verdict == "ask" and facts.tier != "DANGEROUS" and grants is not None:
-            grant = grants.match(facts.name, args)
+            grant = grants.match(facts.name, args, ctx.home)
             if grant is not None:
                 grant_id = str(getattr(grant, "id", grant))
                 decided = TraceEntry("approved-always", "allow", f"approve-always grant {grant_id}")

@@ -6,6 +6,14 @@ a policy rule: ``{"path": {"prefix": "docs/"}}``). It turns the policy's *ask* i
 DANGEROUS tool. Grants live in a JSON file per session, written atomically; revoking
 one removes it from the file, and every process using the file sees the change at its
 next decision (the file is re-read when it changes).
+
+Adding and revoking are read-modify-write cycles on a file other processes rewrite too
+(a session recording a grant while ``tooldeck policy revoke`` runs): each cycle holds
+the file's inter-process lock and reads the file afresh under it, so a revocation is
+never undone by a grant written from a stale copy. Between writes, a process trusts
+its cached copy only while the file's identity (inode, size, modification time) is
+unchanged and that time is old enough that a rewrite could not share it (file-system
+timestamps are coarse, and a freed inode is soon reused).
 """
 
 from __future__ import annotations
@@ -14,13 +22,15 @@ import json
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._files import write_json_atomic
+from ._files import StateLocked, locked, write_json_atomic
 from .chain import PolicyError
 from .rules import ArgPredicate, all_of, parse_args
 
@@ -28,6 +38,11 @@ __all__ = ["FORMAT", "Grant", "GrantStore"]
 
 FORMAT = "tooldeck.grants/1"
 _log = logging.getLogger("tooldeck.policy")
+_MISSING_FILE = (-1, -1, -1)
+_RACY_NS = 2 * 10**9
+"""A file modified less than this long before it was read may be rewritten unseen:
+the next rewrite could carry the same modification time (and size, and a reused
+inode), so the cached copy is not trusted and the file is read again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +54,12 @@ class Grant:
     created: str
     by: str
 
-    def covers(self, tool: str, args: Mapping[str, Any]) -> bool:
-        """This tool, and (with a pattern) arguments that certainly match it."""
-        return tool == self.tool and all_of(p.test(args) for p in self.predicates) is True
+    def covers(self, tool: str, args: Mapping[str, Any], home: Path | None = None) -> bool:
+        """This tool, and (with a pattern) arguments that certainly match it.
+
+        ``home`` is the agent's home, for path patterns (see :func:`.rules.path_under`).
+        """
+        return tool == self.tool and all_of(p.test(args, home) for p in self.predicates) is True
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -91,17 +109,16 @@ class GrantStore:
         self.path = Path(path) if path is not None else None
         self._lock = threading.Lock()
         self._grants: tuple[Grant, ...] = ()
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None  # None: read the file next time
         self.revision = 0  # changes whenever the grants do
 
     # -- reading --------------------------------------------------------------------------
-    def _file_stamp(self) -> tuple[int, int, int] | None:
-        if self.path is None:
-            return None
+    def _file_stamp(self) -> tuple[int, int, int]:
+        assert self.path is not None
         try:
             st = self.path.stat()
         except FileNotFoundError:
-            return None
+            return _MISSING_FILE
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def _read(self) -> tuple[Grant, ...]:
@@ -117,11 +134,12 @@ class GrantStore:
             raise PolicyError(str(self.path), ["'grants' must be a list"])
         return tuple(_grant(e, f"{self.path}: grants[{i}]") for i, e in enumerate(entries))
 
-    def _refresh(self) -> None:
+    def _refresh(self, *, force: bool = False) -> None:
+        """Re-read the file if it may have changed (``force``: whatever its stamp says)."""
         if self.path is None:
             return
         stamp = self._file_stamp()
-        if stamp == self._stamp:
+        if not force and self._stamp is not None and stamp == self._stamp:
             return
         try:
             grants = self._read()
@@ -129,8 +147,25 @@ class GrantStore:
             # fail closed: an unreadable store approves nothing
             _log.exception("cannot read the grants file %s; no grant applies", self.path)
             grants = ()
-        self._grants, self._stamp = grants, stamp
-        self.revision += 1
+        racy = stamp != _MISSING_FILE and time.time_ns() - stamp[0] < _RACY_NS
+        self._stamp = None if racy else stamp
+        if grants != self._grants:
+            self._grants = grants
+            self.revision += 1
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """This process's threads and every other process: one read-modify-write at a time."""
+        with self._lock:
+            if self.path is None:
+                yield
+                return
+            try:
+                with locked(self.path):
+                    self._refresh(force=True)
+                    yield
+            except StateLocked as exc:
+                raise PolicyError(str(self.path), [str(exc)]) from exc
 
     @property
     def grants(self) -> tuple[Grant, ...]:
@@ -144,21 +179,22 @@ class GrantStore:
     def __len__(self) -> int:
         return len(self.grants)
 
-    def match(self, tool: str, args: Mapping[str, Any]) -> Grant | None:
+    def match(self, tool: str, args: Mapping[str, Any], home: Path | None = None) -> Grant | None:
         """The first grant covering this call, or None."""
-        return next((g for g in self.grants if g.covers(tool, args)), None)
+        return next((g for g in self.grants if g.covers(tool, args, home)), None)
 
     def predicates_for(self, tool: str) -> list[ArgPredicate]:
         return [p for g in self.grants if g.tool == tool for p in g.predicates]
 
     # -- writing --------------------------------------------------------------------------
     def _write(self, grants: tuple[Grant, ...]) -> None:
+        """Replace the grants (the caller holds :meth:`_exclusive`)."""
         self._grants = grants
         self.revision += 1
         if self.path is None:
             return
         write_json_atomic(self.path, {"format": FORMAT, "grants": [g.as_dict() for g in grants]})
-        self._stamp = self._file_stamp()
+        self._stamp = None  # just written: too recent to trust a stamp
 
     def add(
         self, tool: str, pattern: Mapping[str, Any] | None = None, *, by: str = "human"
@@ -174,15 +210,13 @@ class GrantStore:
             created,
             by,
         )
-        with self._lock:
-            self._refresh()
+        with self._exclusive():
             self._write((*self._grants, grant))
         return grant
 
     def revoke(self, grant_id: str) -> bool:
         """Remove one grant; False when there is no such grant."""
-        with self._lock:
-            self._refresh()
+        with self._exclusive():
             kept = tuple(g for g in self._grants if g.id != grant_id)
             if len(kept) == len(self._grants):
                 return False
@@ -191,8 +225,7 @@ class GrantStore:
 
     def revoke_tool(self, tool: str) -> int:
         """Remove every grant of ``tool``; returns how many were removed."""
-        with self._lock:
-            self._refresh()
+        with self._exclusive():
             kept = tuple(g for g in self._grants if g.tool != tool)
             removed = len(self._grants) - len(kept)
             if removed:

@@ -17,6 +17,7 @@ JSON file that :func:`load_answers` reads back for ``resume``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -40,7 +41,7 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
-from ._files import session_file, write_json_atomic
+from ._files import locked, session_file, write_json_atomic
 from .session import ApproveAlways
 
 __all__ = [
@@ -279,40 +280,65 @@ def read_pending(path: str | Path) -> tuple[str, list[Item], PendingStep]:
 
 
 class PendingFiles:
-    """A :class:`~tooldeck.loop.PendingStore` keeping one JSON file per waiting session."""
+    """A :class:`~tooldeck.loop.PendingStore` keeping one JSON file per waiting session.
+
+    Loading then claiming is a read-modify-write: under the file's inter-process lock,
+    :meth:`claim` renames the file only if it is still the one this object loaded or
+    saved, so a step another process resumed (and maybe replaced with a new waiting
+    step) is never finished twice.
+    """
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
+        self._seen: dict[str, tuple[int, int, str]] = {}  # session -> (inode, size, sha256)
 
     def path(self, session_id: str) -> Path:
         return session_file(self.directory, session_id, ".pending.json")
 
+    def _identity(self, path: Path) -> tuple[int, int, str]:
+        with path.open("rb") as f:
+            st = os.fstat(f.fileno())
+            return (st.st_ino, st.st_size, hashlib.sha256(f.read()).hexdigest())
+
     def save(self, session_id: str, transcript: Sequence[Item], step: PendingStep) -> None:
-        write_json_atomic(
-            self.path(session_id),
-            {
-                "format": FORMAT,
-                "session_id": session_id,
-                "transcript": [encode_item(i) for i in transcript],
-                "step": _encode_step(step),
-            },
-        )
+        path = self.path(session_id)
+        with locked(path):
+            write_json_atomic(
+                path,
+                {
+                    "format": FORMAT,
+                    "session_id": session_id,
+                    "transcript": [encode_item(i) for i in transcript],
+                    "step": _encode_step(step),
+                },
+            )
+            self._seen[session_id] = self._identity(path)
 
     def load(self, session_id: str) -> tuple[list[Item], PendingStep] | None:
         path = self.path(session_id)
         if not path.exists():
             return None
-        found, transcript, step = read_pending(path)
+        with locked(path):
+            try:
+                seen = self._identity(path)
+            except FileNotFoundError:
+                return None
+            found, transcript, step = read_pending(path)
         if found != session_id:
             raise ValueError(f"{path} belongs to session {found!r}, not {session_id!r}")
+        self._seen[session_id] = seen
         return transcript, step
 
     def claim(self, session_id: str) -> bool:
         path = self.path(session_id)
-        try:
-            os.replace(path, session_file(self.directory, session_id, ".resumed.json"))
-        except FileNotFoundError:
-            return False
+        with locked(path):
+            seen = self._seen.pop(session_id, None)
+            try:
+                if seen is not None and self._identity(path) != seen:
+                    return False  # resumed elsewhere since; the file holds another step
+                os.replace(path, session_file(self.directory, session_id, ".resumed.json"))
+            except FileNotFoundError:
+                return False
         return True
 
 

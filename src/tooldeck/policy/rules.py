@@ -10,35 +10,42 @@ string:
 
 - ``equals = X``: the argument equals X;
 - ``in = [X, Y]``: the argument is one of these;
-- ``prefix = "docs/"``: a path under this directory (compared component by component
-  after normalising ``.`` and ``..``; a path that climbs out with ``..`` is uncertain);
-- ``program = ["git", "ls"]``: the first word of every command in a shell command line
-  (parsed with :mod:`shlex`; split at ``;``, ``&&``, ``||``, ``|``, ``&`` and newlines;
-  leading ``VAR=value`` words skipped; ``/usr/bin/git`` counts as ``git``). A launcher
-  or shell keyword (``sudo``, ``env``, ``xargs``, ``bash``, ``if``...) that is not in
-  the list makes the answer uncertain: the real program follows it.
+- ``prefix = "docs/"``: a path under this directory of the agent's home, judged on the
+  path the file tools will touch (:mod:`tooldeck._paths`: whitespace stripped, ``~`` is
+  the home, absolute paths accepted, symbolic links resolved). A path that cannot be
+  resolved or leaves the home, and a directory that contains the prefix (a listing or
+  a search of it reaches inside), are uncertain. Without a home (no ``home`` in the
+  context) the path is judged as text: absolute paths and paths that climb out with
+  ``..`` are uncertain, and links are not seen;
+- ``program = ["git", "ls"]``: every command of a bash command line runs one of these
+  programs (:mod:`._shell` reads the line as bash does, and calls anything it cannot
+  read plainly uncertain: quoting or expansion in a command word, substitutions,
+  compound commands, launchers such as ``sudo`` or ``env`` that are not listed...).
 
 Predicates answer True, False or **uncertain** (None): a value of the wrong type, a
-command line that cannot be parsed or holds a command substitution (``$(..)``,
-backticks, ``<(..)``) or an output redirection, a command line whose commands are only
-partly in the list. An ``allow`` rule needs a certain match; a ``deny`` or ``ask`` rule
-also matches when uncertain. So an unclear call is never let through by an allow rule,
-and never escapes a deny rule.
+path or command line that cannot be judged exactly. An ``allow`` rule needs a certain
+match; a ``deny`` or ``ask`` rule also matches when uncertain. So an unclear call is
+never let through by an allow rule, and never escapes a deny rule.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import posixpath
-import shlex
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeAlias
 
+from .._paths import PathRefused, home_path, home_text, resolve_home, resolve_in_home
 from ..tool import TIERS, Tier
+from ._shell import LAUNCHERS, runs_only, shell_programs
 
 __all__ = [
     "ACTIONS",
+    "LAUNCHERS",
     "RANK",
     "Action",
     "ArgPredicate",
@@ -51,6 +58,7 @@ __all__ = [
     "parse_level",
     "parse_rule",
     "parse_selectors",
+    "path_under",
     "sample_arguments",
     "shell_programs",
 ]
@@ -63,8 +71,7 @@ RANK: dict[str, int] = {"pass": 0, "allow": 1, "ask": 2, "deny": 3}
 
 Tri: TypeAlias = bool | None
 _MISSING = object()
-_CONTROL = {";", "&&", "||", "|", "&", ";;", "|&", "\n"}
-_SUBSTITUTION = ("$(", "`", "<(", ">(")
+_GLOB = frozenset("*?[")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,68 +151,98 @@ def parse_selectors(
 
 
 # -- predicates ----------------------------------------------------------------------------
-def shell_programs(command: str) -> list[str] | None:
-    """The first word of every command in a shell command line; None when unclear.
+def _fold(part: str) -> str:
+    return unicodedata.normalize("NFC", part).casefold()
 
-    Unclear: quoting that does not parse, a command substitution, an output
-    redirection, a subshell, or an empty command line.
-    """
-    if any(marker in command for marker in _SUBSTITUTION):
-        return None
-    lexer = shlex.shlex(command.replace("\n", ";"), posix=True, punctuation_chars=";&|<>()")
-    lexer.whitespace_split = True
+
+def _exists(path: PurePosixPath, fs: bool) -> bool:
+    return fs and os.path.lexists(path)
+
+
+def _same_file(a: PurePosixPath, b: PurePosixPath) -> bool:
     try:
-        tokens = list(lexer)
-    except ValueError:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _relation(target: PurePosixPath, base: PurePosixPath, home: PurePosixPath, fs: bool) -> Tri:
+    """Is ``target`` under ``base``? Both absolute and normal (resolved when ``fs``).
+
+    True also when a directory on the way is ``base`` under another name (a
+    case-insensitive file system, a bind mount); uncertain when ``target`` contains
+    ``base`` (a walk of it reaches inside) or when the two differ only by case or
+    Unicode form and the file system cannot tell whether that is one place.
+    """
+    if target == base or target.is_relative_to(base):
+        return True
+    if base.is_relative_to(target):
         return None
-    programs: list[str] = []
-    expecting = True
-    for token in tokens:
-        if token and set(token) <= set(";&|<>()"):
-            if ">" in token or "(" in token or ")" in token:
-                return None  # output redirection or a subshell: not a plain command
-            if "<" in token:
-                if expecting:
-                    return None  # a redirection before the command word
-                continue
-            expecting = True  # ; & && | || ...
-            continue
-        if expecting:
-            name, eq, _ = token.partition("=")
-            if eq and name.isidentifier():
-                continue  # VAR=value before the command
-            programs.append(posixpath.basename(token) or token)
-            expecting = False
-    return programs or None
-
-
-LAUNCHERS = frozenset(
-    {
-        # words that run another command, and shell keywords: the real program follows
-        "sudo", "doas", "su", "env", "xargs", "exec", "eval", "command", "builtin",
-        "nohup", "nice", "ionice", "time", "timeout", "watch", "setsid", "stdbuf",
-        "chroot", "strace", "bash", "sh", "zsh", "dash", "ksh", "fish", "busybox",
-        "source", ".", "if", "then", "else", "elif", "fi", "for", "while", "until", "do",
-        "done", "case", "esac", "function", "select", "coproc", "!", "{", "}", "[[",
-    }
-)  # fmt: skip
-
-
-def _normal_path(value: str) -> str | None:
-    if not value:
+    if fs and os.path.lexists(base):
+        inside = [p for p in (target, *target.parents) if p == home or p.is_relative_to(home)]
+        if any(_same_file(p, base) for p in inside):
+            return True
+        above = [q for q in (base, *base.parents) if q != home and q.is_relative_to(home)]
+        if any(_same_file(target, q) for q in above):
+            return None
+    n = min(len(target.parts), len(base.parts))
+    if [_fold(x) for x in target.parts[:n]] == [_fold(x) for x in base.parts[:n]]:
+        a, b = PurePosixPath(*target.parts[:n]), PurePosixPath(*base.parts[:n])
+        if _exists(a, fs) and _exists(b, fs):
+            return False  # both there, and not the same place (checked above)
         return None
-    normal = posixpath.normpath(value)
-    if normal == ".." or normal.startswith("../"):
+    return False
+
+
+def _glob_root(text: str) -> str | None:
+    """The literal directory before the first glob component (what a search walks)."""
+    parts = text.split("/")
+    for i, part in enumerate(parts):
+        if any(c in _GLOB for c in part):
+            return "/".join(parts[:i]) or ("/" if text.startswith("/") else ".")
+    return None
+
+
+def path_under(value: str, prefix: str, home: Path | None) -> Tri:
+    """Is the path a file tool would touch for ``value`` under ``prefix``?
+
+    ``home`` is the agent's home directory; without it the path is judged as text (see
+    the module docstring). A path with glob characters is judged both as written and
+    as the directory a search would walk; the answers must agree.
+    """
+    try:
+        text = home_text(value)
+        prefix_text = home_text(prefix)
+    except PathRefused:
         return None
-    return normal
-
-
-def _under(path: str, prefix: str) -> bool:
-    if prefix in (".", ""):
-        return not path.startswith("/")
-    if prefix == "/":
-        return path.startswith("/")
-    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+    readings = [text]
+    root = _glob_root(text)
+    if root is not None:
+        readings.append(root)
+    if home is None:
+        base_text = posixpath.normpath(prefix_text)
+        if base_text.startswith("/") or base_text == ".." or base_text.startswith("../"):
+            return None
+        virtual = PurePosixPath("/")
+        base = virtual / base_text
+        answers: list[Tri] = []
+        for reading in readings:
+            normal = posixpath.normpath(reading)
+            if normal.startswith("/") or normal == ".." or normal.startswith("../"):
+                return None
+            answers.append(_relation(virtual / normal, base, virtual, False))
+    else:
+        home = resolve_home(home)
+        resolved_home = PurePosixPath(home)
+        base = PurePosixPath(os.path.realpath(home_path(home, prefix_text)))
+        answers = []
+        for reading in readings:
+            try:
+                target = PurePosixPath(resolve_in_home(home, reading))
+            except PathRefused:
+                return None
+            answers.append(_relation(target, base, resolved_home, True))
+    return answers[0] if all(a is answers[0] for a in answers) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +263,8 @@ class ArgPredicate:
             value = value[part]
         return value
 
-    def test(self, args: Mapping[str, Any]) -> Tri:
+    def test(self, args: Mapping[str, Any], home: Path | None = None) -> Tri:
+        """True, False or uncertain for these arguments (``home``: the agent's home)."""
         value = self.lookup(args)
         if value is _MISSING:
             return False
@@ -236,35 +274,20 @@ class ArgPredicate:
         if self.one_of is not None:
             results.append(any(_same(value, v) for v in self.one_of))
         if self.prefix is not None:
-            results.append(self._prefix(value))
+            results.append(self._prefix(value, home))
         if self.programs is not None:
             results.append(self._programs(value))
         return all_of(results)
 
-    def _prefix(self, value: Any) -> Tri:
-        if not isinstance(value, str):
+    def _prefix(self, value: Any, home: Path | None) -> Tri:
+        if not isinstance(value, str) or self.prefix is None:
             return None
-        path = _normal_path(value)
-        prefix = posixpath.normpath(self.prefix or ".")
-        if path is None:
-            return None
-        return _under(path, prefix)
+        return path_under(value, self.prefix, home)
 
     def _programs(self, value: Any) -> Tri:
-        if not isinstance(value, str):
+        if not isinstance(value, str) or self.programs is None:
             return None
-        found = shell_programs(value)
-        if found is None:
-            return None
-        assert self.programs is not None
-        inside: list[Tri] = [
-            True if p in self.programs else None if p in LAUNCHERS else False for p in found
-        ]
-        if all(r is True for r in inside):
-            return True
-        if all(r is False for r in inside):
-            return False
-        return None  # partly listed, or a launcher (sudo, env, bash...) hides the program
+        return runs_only(value, self.programs)
 
     def describe(self) -> str:
         tests: list[str] = []
@@ -288,12 +311,20 @@ class ArgPredicate:
             base = posixpath.normpath(self.prefix)
             yield base
             yield posixpath.join(base, "tooldeck-sample")
+            yield from _ancestors(base)  # uncertain: a walk of them reaches the prefix
             yield "../tooldeck-sample"  # uncertain for every prefix
         if self.programs is not None:
             words = sorted(self.programs)
             yield from words
             yield from (f"{a}; {b}" for a in words for b in words if a < b)
             yield "$(tooldeck-sample)"  # uncertain for every program list
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    parent = posixpath.dirname(path)
+    while parent and parent not in ("/", "."):
+        yield parent
+        parent = posixpath.dirname(parent)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -341,7 +372,9 @@ def parse_args(value: Any, where: str, problems: list[str]) -> tuple[ArgPredicat
             problems.append(f"{here}: 'in' must be a list")
             continue
         prefix = tests.get("prefix")
-        if prefix is not None and (not isinstance(prefix, str) or not prefix):
+        if prefix is not None and (
+            not isinstance(prefix, str) or not prefix.strip() or "\x00" in prefix
+        ):
             problems.append(f"{here}: 'prefix' must be a non-empty path")
             continue
         program = tests.get("program")
@@ -382,15 +415,15 @@ class Rule:
     def applies_to(self, tool: ToolFacts) -> bool:
         return any(s.matches(tool) for s in self.tools)
 
-    def test(self, tool: ToolFacts, args: Mapping[str, Any]) -> Tri:
+    def test(self, tool: ToolFacts, args: Mapping[str, Any], home: Path | None = None) -> Tri:
         """True / False / uncertain: does this rule match this call?"""
         if not self.applies_to(tool):
             return False
-        return all_of(p.test(args) for p in self.args)
+        return all_of(p.test(args, home) for p in self.args)
 
-    def matches(self, tool: ToolFacts, args: Mapping[str, Any]) -> bool:
+    def matches(self, tool: ToolFacts, args: Mapping[str, Any], home: Path | None = None) -> bool:
         """An allow (or pass) rule needs a certain match; deny and ask also take uncertain."""
-        outcome = self.test(tool, args)
+        outcome = self.test(tool, args, home)
         if outcome is None:
             return self.action in ("deny", "ask")
         return outcome
@@ -444,11 +477,15 @@ class Level:
     def empty(self) -> bool:
         return not self.rules and self.default == "pass"
 
-    def judge(self, tool: ToolFacts, args: Mapping[str, Any]) -> LevelVerdict:
+    def judge(
+        self, tool: ToolFacts, args: Mapping[str, Any], home: Path | None = None
+    ) -> LevelVerdict:
         """The strictest matching rule, else the default."""
         best: Rule | None = None
         for rule in self.rules:
-            if rule.matches(tool, args) and (best is None or RANK[rule.action] > RANK[best.action]):
+            if rule.matches(tool, args, home) and (
+                best is None or RANK[rule.action] > RANK[best.action]
+            ):
                 best = rule
         if best is not None:
             why = best.reason or f"rule {best.describe()}"

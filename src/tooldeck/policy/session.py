@@ -20,7 +20,7 @@ plus the sub-agent's own restrictions, and :meth:`for_delegation` returns the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,9 @@ class SessionPolicy:
     """The policy of one session. See the module docstring.
 
     ``mode``, ``agent``, ``node`` and ``headless`` describe the session (or give a whole
-    ``context``). ``directory`` keeps the session's grants (``<id>.grants.json``) and
+    ``context``). ``home`` is the agent's home directory, the same as the turn's
+    ``TurnContext.home``: path rules judge the path the file tools will touch there
+    (without it, the text only). ``directory`` keeps the session's grants (``<id>.grants.json``) and
     audit log (``<id>.audit.jsonl``) there unless ``grants`` / ``audit`` are given;
     without either they live in memory.
     """
@@ -123,6 +125,7 @@ class SessionPolicy:
         agent: str | None = None,
         node: str | None = None,
         headless: bool = False,
+        home: str | Path | None = None,
         grants: GrantStore | None = None,
         audit: AuditLog | None = None,
         directory: str | Path | None = None,
@@ -132,6 +135,8 @@ class SessionPolicy:
         self.policy = policy or Policy()
         self.session_id = session_id
         self.ctx = context or PolicyContext(mode, agent, node, headless)
+        if home is not None:
+            self.ctx = replace(self.ctx, home=Path(home))
         if _shared is None:
             if grants is None:
                 grants = GrantStore(
