@@ -9,6 +9,7 @@ opens whenever that file is inside the home, and must never hand back anything o
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 import tempfile
@@ -163,7 +164,7 @@ def test_a_symlink_loop_stops_after_the_kernel_limit(home: Path) -> None:
     (home / "x").symlink_to("y")
     (home / "y").symlink_to("x")
     chain = [f"l{i}" for i in range(MAX_SYMLINKS + 2)]
-    for here, there in zip(chain, chain[1:], strict=False):
+    for here, there in itertools.pairwise(chain):
         (home / here).symlink_to(there)
     (home / chain[-1]).write_text("end\n")
     with Home(home) as confined:
