@@ -595,6 +595,7 @@ def _encode(text: str, shown: str) -> bytes:
 
 @handlers("write_file")
 def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
+    shown = path
     try:
         home, target = _resolve(ctx, path)
         shown = display_path(home, target)
