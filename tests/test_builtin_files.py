@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import pytest
 
 from tooldeck import ArgumentError, ToolContext, ToolResult, validate_arguments
 from tooldeck.assembly import Toolset, TurnContext
-from tooldeck.builtin import files, load_builtin_registry
+from tooldeck.builtin import _common, files, load_builtin_registry
 
 
 @pytest.fixture
@@ -263,7 +266,7 @@ def test_write_file_failure_leaves_no_temp_file_and_the_old_content(
 ) -> None:
     (home / "keep.txt").write_text("original")
 
-    def refuse(src: Any, dst: Any) -> None:
+    def refuse(src: Any, dst: Any, **dir_fds: Any) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", refuse)
@@ -437,3 +440,181 @@ def test_arguments_are_validated_before_the_handler_runs(
         validate_arguments(toolset["write_file"], '{"path": "a"}')
     with pytest.raises(ArgumentError):
         validate_arguments(toolset["list_files"], '{"depth": 2, "extra": true}')
+
+
+# -- symlinks inside the home ------------------------------------------------------------
+
+
+def test_symlinks_that_stay_inside_the_home_are_followed_by_every_tool(
+    toolset: Toolset, turn: TurnContext, home: Path
+) -> None:
+    (home / "real").mkdir()
+    (home / "real" / "f.txt").write_text("alpha beta\n")
+    (home / "dirlink").symlink_to("real", target_is_directory=True)
+    (home / "filelink").symlink_to(home / "real" / "f.txt")  # absolute, inside
+    read = call(toolset, turn, "read_document", {"path": "dirlink/f.txt"})
+    assert not read.is_error and "     1\talpha beta" in read.text()
+    assert read.details["path"] == "real/f.txt"  # shown where it really is
+    edit = call(
+        toolset,
+        turn,
+        "edit_file",
+        {"path": "filelink", "old_string": "beta", "new_string": "gamma"},
+    )
+    assert not edit.is_error, edit.text()
+    assert (home / "filelink").is_symlink()  # the link stays; its target was edited
+    assert (home / "real" / "f.txt").read_text() == "alpha gamma\n"
+    write = call(toolset, turn, "write_file", {"path": "dirlink/g.txt", "content": "new\n"})
+    assert not write.is_error and (home / "real" / "g.txt").read_text() == "new\n"
+    grep = call(toolset, turn, "grep_files", {"pattern": "gamma"})
+    assert "filelink:1: alpha gamma" in grep.text() and "real/f.txt:1:" in grep.text()
+    listing = call(toolset, turn, "list_files", {"path": "dirlink"}).text()
+    assert "f.txt  12 B" in listing and "g.txt  4 B" in listing
+
+
+def test_a_symlink_loop_is_a_clear_error(toolset: Toolset, turn: TurnContext, home: Path) -> None:
+    (home / "x").symlink_to("y")
+    (home / "y").symlink_to("x")
+    for name, args in (
+        ("read_document", {"path": "x"}),
+        ("write_file", {"path": "x", "content": "z"}),
+        ("edit_file", {"path": "x", "old_string": "a", "new_string": "b"}),
+    ):
+        result = call(toolset, turn, name, args)
+        assert result.is_error, name
+        assert "Traceback" not in result.text()
+    assert sorted(p.name for p in home.iterdir()) == ["x", "y"]
+
+
+def test_fifos_and_other_special_files_are_refused_without_blocking(
+    toolset: Toolset, turn: TurnContext, home: Path
+) -> None:
+    os.mkfifo(home / "pipe")
+    read = call(toolset, turn, "read_document", {"path": "pipe"})
+    assert read.is_error and "not a regular file" in read.text()
+    edit = call(toolset, turn, "edit_file", {"path": "pipe", "old_string": "a", "new_string": "b"})
+    assert edit.is_error and "not a regular file" in edit.text()
+    grep = call(toolset, turn, "grep_files", {"pattern": "a"})  # walks past it
+    assert not grep.is_error and grep.details["files_scanned"] == 0
+
+
+# -- edit_file: size cap and compare-and-swap --------------------------------------------
+
+
+def test_edit_file_refuses_a_file_over_the_cap_before_reading_it(
+    toolset: Toolset, turn: TurnContext, home: Path
+) -> None:
+    big = home / "big.txt"
+    with big.open("wb") as f:  # sparse: no disk used, but st_size is past the cap
+        f.write(b"needle\n")
+        f.truncate(files.EDIT_MAX_BYTES + 1)
+    result = call(
+        toolset, turn, "edit_file", {"path": "big.txt", "old_string": "needle", "new_string": "x"}
+    )
+    assert result.is_error
+    assert "big.txt is 10.0 MB; edit_file only edits files up to 10.0 MB" in result.text()
+    assert big.stat().st_size == files.EDIT_MAX_BYTES + 1
+    at_cap = home / "at-cap.txt"
+    with at_cap.open("wb") as f:
+        f.write(b"needle\n" + b"y" * (files.EDIT_MAX_BYTES - 7))
+    ok = call(
+        toolset,
+        turn,
+        "edit_file",
+        {"path": "at-cap.txt", "old_string": "needle", "new_string": "thread"},
+    )
+    assert not ok.is_error, ok.text()
+    assert at_cap.read_bytes()[:7] == b"thread\n"
+
+
+MEMORY_PROBE = r"""
+import resource, sys
+from pathlib import Path
+from tooldeck import ToolContext
+from tooldeck.assembly import TurnContext
+from tooldeck.builtin import files
+home = Path(sys.argv[1])
+ctx = ToolContext(tool_name="edit_file", turn=TurnContext(session_id="m", home=home))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+result = files.edit_file("huge.txt", "needle", "x", ctx)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(result.is_error, (after - before) // 1024, result.text())
+"""
+
+
+def test_editing_a_600_mb_file_costs_no_memory(home: Path) -> None:
+    huge = home / "huge.txt"
+    with huge.open("wb") as f:
+        f.write(b"needle\n")
+        f.truncate(600 * 1024 * 1024)
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(home)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    is_error, grew_mb, text = out.split(" ", 2)
+    assert is_error == "True" and "only edits files up to" in text
+    assert int(grew_mb) < 50, f"the refused edit grew the process by {grew_mb} MB"
+
+
+def _edit_with_interference(
+    home: Path, monkeypatch: pytest.MonkeyPatch, interfere: Any
+) -> ToolResult:
+    """An edit during which another writer changes the file (right after it was read)."""
+    encode = files._encode
+
+    def encode_then_interfere(text: str, shown: str) -> bytes:
+        data = encode(text, shown)
+        interfere(home / "f.txt")
+        return data
+
+    monkeypatch.setattr(files, "_encode", encode_then_interfere)
+    turn = TurnContext(session_id="s1", home=home)
+    ctx = ToolContext(call_id="c", tool_name="edit_file", session_id="s1", turn=turn)
+    return files.edit_file("f.txt", "one", "ONE", ctx)
+
+
+def _rewrite_in_place(path: Path) -> None:
+    with path.open("r+b") as f:  # same inode, same size, maybe the same mtime tick
+        f.write(b"uno two\n")
+
+
+def _replace_by_rename(path: Path) -> None:
+    (path.parent / "other.tmp").write_bytes(b"one two three\n")
+    os.replace(path.parent / "other.tmp", path)
+
+
+@pytest.mark.parametrize("interfere", [_rewrite_in_place, _replace_by_rename])
+def test_edit_file_does_not_overwrite_a_change_made_while_it_was_editing(
+    home: Path, monkeypatch: pytest.MonkeyPatch, interfere: Any
+) -> None:
+    (home / "f.txt").write_bytes(b"one two\n")
+    result = _edit_with_interference(home, monkeypatch, interfere)
+    assert result.is_error
+    assert "f.txt changed while this edit was being made" in result.text()
+    assert "read it again" in result.text()
+    other = b"uno two\n" if interfere is _rewrite_in_place else b"one two three\n"
+    assert (home / "f.txt").read_bytes() == other  # the other writer's change is kept
+    assert leftovers(home) == []
+
+
+def test_writes_wait_for_the_lock_an_edit_holds(
+    toolset: Toolset, turn: TurnContext, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (home / "f.txt").write_text("one\n")
+    monkeypatch.setattr(_common, "LOCK_WAIT_SECONDS", 0.05)
+    holder = os.open(home / "f.txt", os.O_RDONLY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)  # as an edit in another process holds it
+        write = call(toolset, turn, "write_file", {"path": "f.txt", "content": "two\n"})
+        edit = call(
+            toolset, turn, "edit_file", {"path": "f.txt", "old_string": "one", "new_string": "1"}
+        )
+    finally:
+        os.close(holder)
+    for result in (write, edit):
+        assert result.is_error and "f.txt is locked by another writer" in result.text()
+    assert (home / "f.txt").read_text() == "one\n"
+    after = call(toolset, turn, "write_file", {"path": "f.txt", "content": "two\n"})
+    assert not after.is_error and (home / "f.txt").read_text() == "two\n"

@@ -93,7 +93,7 @@ def test_user_manifest_overrides_defaults_by_name(tmp_path: Path) -> None:
 
 
 def test_bad_manifests(tmp_path: Path) -> None:
-    with pytest.raises(ToolkitError, match="not TOML"):
+    with pytest.raises(ToolkitError, match="not valid TOML"):
         manifest(tmp_path, "[a\n")
     with pytest.raises(ToolkitError, match="list of strings"):
         manifest(tmp_path, '[a]\ntools = "x"\n')
@@ -153,7 +153,7 @@ def test_bad_agent_files(tmp_path: Path) -> None:
     for text, message in [
         ("no frontmatter", "starts with YAML frontmatter"),
         ("---\nname: x\n", "not closed"),
-        ("---\n[unclosed\n---\n", "not YAML"),
+        ("---\n[unclosed\n---\n", "not valid YAML"),
         ("---\ndescription: d\n---\n", "'name' is required"),
         ("---\nname: x\ntools: read\n---\n", "'tools' must be a list"),
     ]:

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import jsonschema_rs
 
+from ._config_files import ConfigFileError, load_json
 from .assembly import CreatorFn, Toolset, TurnContext, assemble
 from .context import ToolContext
 from .errors import TooldeckError
@@ -306,13 +307,11 @@ class ToolRegistry:
         path = Path(definitions_path)
         source = str(path)
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
+            document = load_json(path)
         except OSError as exc:
             raise RegistryError(source, [f"cannot read the file: {exc}"]) from exc
-        except json.JSONDecodeError as exc:
-            raise RegistryError(
-                source, [f"line {exc.lineno} column {exc.colno}: not JSON: {exc.msg}"]
-            ) from exc
+        except ConfigFileError as exc:
+            raise RegistryError(source, [exc.problem]) from exc
         return cls.from_document(document, categories, source=source)
 
     @classmethod

@@ -44,7 +44,6 @@ the next step.
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import math
 import re
@@ -57,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._config_files import load_json
 from .tool import Tool
 
 if TYPE_CHECKING:
@@ -499,7 +499,7 @@ class ToolDoc:
 def load_definitions(path: str | Path) -> list[ToolDoc]:
     """Tool definitions from a JSON file: a list, or an object with a ``tools`` list
     (tooldeck's ``definitions.json`` and ``bench/catalog/tools.json`` both work)."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = load_json(path)  # ConfigFileError (a ValueError) for a hostile or broken file
     items = data.get("tools") if isinstance(data, Mapping) else data
     if not isinstance(items, list):
         raise ValueError(f"{path}: expected a JSON list of tools or an object with 'tools'")

@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, Field
 
+from ._config_files import ConfigFileError, parse_yaml, read_text
 from .assembly import TurnContext
 from .context import ToolContext
 from .result import ToolResult
@@ -39,7 +39,7 @@ class Skill:
 
     @property
     def body(self) -> str:
-        text = (self.folder / "SKILL.md").read_text(encoding="utf-8")
+        text = read_text(self.folder / "SKILL.md")
         return (
             text.split("\n---", 1)[1].split("\n", 1)[-1].strip()
             if text.startswith("---")
@@ -56,10 +56,14 @@ class Skill:
 
 
 def _parse(path: Path) -> Skill:
-    text = path.read_text(encoding="utf-8")
+    """The skill in ``path``; ``ValueError`` (or ``OSError``) saying why it is unusable."""
+    text = read_text(path)
     if not text.startswith("---") or "\n---" not in text[3:]:
         raise ValueError("SKILL.md must start with YAML frontmatter closed by '---'")
-    meta = yaml.safe_load(text[3:].split("\n---", 1)[0]) or {}
+    try:
+        meta = parse_yaml(text[3:].split("\n---", 1)[0]) or {}
+    except ConfigFileError as exc:
+        raise ValueError(f"frontmatter: {exc.problem}") from exc
     if not isinstance(meta, dict):
         raise ValueError("the frontmatter must be a mapping")
     name, description = meta.get("name"), meta.get("description")
@@ -96,7 +100,7 @@ class SkillCatalog:
             for path in sorted(Path(folder).glob("*/SKILL.md")):
                 try:
                     skill = _parse(path)
-                except (OSError, ValueError, yaml.YAMLError) as exc:
+                except (OSError, ValueError) as exc:
                     problems.append(f"{path}: {exc}")
                     continue
                 if skill.name in skills:
@@ -127,7 +131,7 @@ class SkillCatalog:
             try:
                 body = skill.body
                 files = skill.files()
-            except OSError as exc:
+            except (OSError, ConfigFileError) as exc:
                 return ToolResult.error(f"Skill {skill.name} cannot be read: {exc}")
             catalog.active.add(skill.name)
             notes = []

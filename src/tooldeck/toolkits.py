@@ -19,13 +19,11 @@ warning naming the closest known toolkit.
 from __future__ import annotations
 
 import difflib
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from ._config_files import ConfigFileError, parse_toml, parse_yaml, read_text
 from .errors import TooldeckError
 
 __all__ = [
@@ -67,9 +65,9 @@ class Resolution:
 
 def _parse(text: str, source: str) -> dict[str, Toolkit]:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ToolkitError(f"{source}: not TOML: {exc}") from exc
+        data = parse_toml(text)
+    except ConfigFileError as exc:
+        raise ToolkitError(f"{source}: {exc.problem}") from exc
     kits: dict[str, Toolkit] = {}
     problems: list[str] = []
     for name, body in data.items():
@@ -104,13 +102,15 @@ class ToolkitManifest:
         """Load the defaults, then each path in order (later ones win by name)."""
         kits: dict[str, Toolkit] = {}
         if defaults:
-            kits.update(_parse(DEFAULT_MANIFEST_PATH.read_text(), "tooldeck defaults"))
+            kits.update(_parse(read_text(DEFAULT_MANIFEST_PATH), "tooldeck defaults"))
         for path in paths:
             p = Path(path)
             try:
-                text = p.read_text(encoding="utf-8")
+                text = read_text(p)
             except OSError as exc:
                 raise ToolkitError(f"{p}: cannot read: {exc}") from exc
+            except ConfigFileError as exc:
+                raise ToolkitError(f"{p}: {exc.problem}") from exc
             kits.update(_parse(text, str(p)))
         return cls(kits)
 
@@ -179,9 +179,9 @@ class AgentDefinition:
         if len(parts) != 2:
             raise ToolkitError(f"{source}: the frontmatter is not closed with '---'")
         try:
-            meta = yaml.safe_load(parts[0][3:]) or {}
-        except yaml.YAMLError as exc:
-            raise ToolkitError(f"{source}: frontmatter is not YAML: {exc}") from exc
+            meta = parse_yaml(parts[0][3:]) or {}
+        except ConfigFileError as exc:
+            raise ToolkitError(f"{source}: frontmatter: {exc.problem}") from exc
         if not isinstance(meta, dict):
             raise ToolkitError(f"{source}: the frontmatter must be a mapping")
         problems = []
@@ -215,8 +215,14 @@ class AgentDefinition:
 
     @classmethod
     def load(cls, path: str | Path) -> AgentDefinition:
+        """Read and parse an agent file: :class:`ToolkitError` if unusable, ``OSError``
+        if it cannot be read."""
         p = Path(path)
-        return cls.parse(p.read_text(encoding="utf-8"), str(p))
+        try:
+            text = read_text(p)
+        except ConfigFileError as exc:
+            raise ToolkitError(f"{p}: {exc.problem}") from exc
+        return cls.parse(text, str(p))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,16 +1,28 @@
 """File tools: read, search, list, write and edit files inside the agent's home directory.
 
 Every path goes through :func:`~tooldeck.builtin._common.resolve_in_home`; nothing here
-reads or writes outside the home, whether by ``..``, an absolute path or a symlink.
+reads or writes outside the home, whether by ``..``, an absolute path or a symlink. What
+is then read or written is opened by descriptor from the home
+(:func:`~tooldeck.builtin._common.locate`), never by its full name, so a process racing
+the tool (swapping a directory for a symlink between the check and the use) cannot
+redirect it; directories are walked the same way. Symlinks that stay inside the home are
+followed; one that leads out is refused (or skipped, when searching or listing).
+
+``edit_file`` is a compare-and-swap: it reads the file and its identity, computes the
+change, then, holding an exclusive lock on the file, replaces it only if it is still
+the same file with the same bytes; otherwise it fails and says to read the file again.
+``write_file`` takes the same lock, so an edit never silently undoes a write. Files
+larger than :data:`EDIT_MAX_BYTES` are refused before anything is read.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import IO
 
@@ -20,13 +32,18 @@ from ..result import ToolResult
 from ._common import (
     BINARY_SNIFF_BYTES,
     ToolFailure,
-    atomic_write,
     display_path,
+    exclusive,
     home_of,
-    is_binary_file,
+    locate,
     looks_binary,
+    read_upto,
     resolve_in_home,
+    same_file,
+    write_locked,
 )
+from ._confined import DIR_FLAGS, READ_FLAGS, Home, LeavesHome, Spot, replace_at
+from ._tree import glob_matches, glob_segments, split_glob, walk_files
 
 handlers = Handlers("files")
 
@@ -40,10 +57,8 @@ GREP_MAX_FILE_BYTES = 10_000_000  # larger files are skipped
 GREP_LINE_CHARS = 300  # a matching line is shown up to this long, around the match
 # list_files
 LIST_MAX_VISITED = 20_000  # entries walked per call, at most
-# Directories that are almost never what a search means and can be huge.
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".tox"})
-
-_GLOB_CHARS = frozenset("*?[")
+# edit_file
+EDIT_MAX_BYTES = 10 * 1024 * 1024  # larger files are refused before they are read
 
 
 # -- shared ------------------------------------------------------------------------------
@@ -58,52 +73,35 @@ def _human_size(size: int) -> str:
     return f"{size} B"  # pragma: no cover
 
 
-def _split_glob(path: str, glob: str) -> tuple[str, str]:
-    """Let ``path`` itself be a glob (``src/**/*.py``): split off its literal prefix."""
-    if glob.strip() or not any(c in path for c in _GLOB_CHARS):
-        return path, glob.strip()
-    parts = Path(path).parts
-    for i, part in enumerate(parts):
-        if any(c in part for c in _GLOB_CHARS):
-            root = str(Path(*parts[:i])) if i else "."
-            return root, "/".join(parts[i:])
-    return path, glob  # pragma: no cover
-
-
-def _glob_segments(glob: str) -> list[str] | None:
-    glob = glob.strip()
-    while glob.startswith("./"):
-        glob = glob[2:]
-    if not glob:
-        return None
-    return [s for s in glob.split("/") if s]
-
-
-def _match_segments(pattern: list[str], parts: list[str]) -> bool:
-    if not pattern:
-        return not parts
-    head = pattern[0]
-    if head == "**":
-        return any(_match_segments(pattern[1:], parts[k:]) for k in range(len(parts) + 1))
-    return bool(parts) and fnmatchcase(parts[0], head) and _match_segments(pattern[1:], parts[1:])
-
-
-def _glob_matches(segments: list[str] | None, rel: str) -> bool:
-    """Match a path relative to the search root.
-
-    A glob without ``/`` matches the file name at any depth (``*.py``); one with ``/``
-    matches the whole relative path, ``**`` standing for any number of directories.
-    """
-    if segments is None:
-        return True
-    if len(segments) == 1 and segments[0] != "**":
-        return fnmatchcase(rel.rsplit("/", 1)[-1], segments[0])
-    return _match_segments(segments, rel.split("/"))
-
-
 def _resolve(ctx: ToolContext, path: str) -> tuple[Path, Path]:
     home = home_of(ctx)
     return home, resolve_in_home(home, path)
+
+
+def _open_file(
+    confined: Home, path: str, target: Path, shown: str, missing: str, directory: str
+) -> tuple[Spot, os.stat_result]:
+    """``target`` opened for reading by descriptor: a regular file, else a clear failure."""
+    try:
+        spot = locate(confined, path, target, open_flags=READ_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolFailure(missing) from None
+    if spot.fd is None:
+        spot.close()
+        raise ToolFailure(missing)
+    try:
+        st = os.fstat(spot.fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolFailure(directory)
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolFailure(
+                f"{shown} is not a regular file (a device, FIFO or socket); file tools only "
+                "work on regular files."
+            )
+    except BaseException:
+        spot.close()
+        raise
+    return spot, st
 
 
 # -- read_document ------------------------------------------------------------------------
@@ -136,53 +134,79 @@ def read_document(path: str, ctx: ToolContext, offset: int = 1, limit: int = 250
     try:
         home, target = _resolve(ctx, path)
         shown = display_path(home, target)
-        if not target.exists():
-            raise ToolFailure(f"No such file: {shown}. Use list_files to see what exists.")
-        if target.is_dir():
-            raise ToolFailure(f"{shown} is a directory, not a file. Use list_files to list it.")
-        size = target.stat().st_size
-        with target.open("rb") as raw:
-            sample = raw.read(BINARY_SNIFF_BYTES)
-        if looks_binary(sample):
-            raise ToolFailure(
-                f"{shown} looks like a binary file ({_human_size(size)}); read_document only "
-                "reads text files."
+        with Home(home) as confined:
+            spot, st = _open_file(
+                confined,
+                path,
+                target,
+                shown,
+                missing=f"No such file: {shown}. Use list_files to see what exists.",
+                directory=f"{shown} is a directory, not a file. Use list_files to list it.",
             )
-        out: list[str] = []
-        chars = 0
-        total = 0
-        last_shown = offset - 1
-        cut_lines = 0
-        stopped_by_chars = False
-        total_known = True
-        with target.open("r", encoding="utf-8", errors="replace", newline="") as f:
-            for number, (text, length, _nl) in enumerate(_lines(f), start=1):
-                total = number
-                if number >= offset + limit or stopped_by_chars:
-                    if size > READ_COUNT_MAX_BYTES:
-                        total_known = False  # do not read a huge file to the end to count
-                        break
-                    continue
-                if number < offset:
-                    continue
-                if length > READ_LINE_CHARS:
-                    text = (
-                        text[:READ_LINE_CHARS]
-                        + f"… [line cut: {length - READ_LINE_CHARS} more characters]"
-                    )
-                    cut_lines += 1
-                line = f"{number:>6}\t{text}"
-                if out and chars + len(line) + 1 > READ_MAX_CHARS:
-                    stopped_by_chars = True
-                    continue
-                out.append(line)
-                chars += len(line) + 1
-                last_shown = number
+        with spot:
+            assert spot.fd is not None
+            size = st.st_size
+            sample = os.pread(spot.fd, BINARY_SNIFF_BYTES, 0)
+            if looks_binary(sample):
+                raise ToolFailure(
+                    f"{shown} looks like a binary file ({_human_size(size)}); read_document "
+                    "only reads text files."
+                )
+            page = _read_page(spot.fd, offset, limit, size)
     except ToolFailure as failure:
         return failure.result()
     except OSError as exc:
         return ToolResult.error(f"Cannot read {path}: {exc.strerror or exc}")
+    return _render_page(shown, offset, page)
 
+
+@dataclass(slots=True)
+class _Page:
+    out: list[str]
+    total: int = 0
+    last_shown: int = 0
+    cut_lines: int = 0
+    stopped_by_chars: bool = False
+    total_known: bool = True
+
+
+def _read_page(fd: int, offset: int, limit: int, size: int) -> _Page:
+    page = _Page(out=[], last_shown=offset - 1)
+    out = page.out
+    chars = 0
+    with open(fd, encoding="utf-8", errors="replace", newline="", closefd=False) as f:
+        for number, (text, length, _nl) in enumerate(_lines(f), start=1):
+            page.total = number
+            if number >= offset + limit or page.stopped_by_chars:
+                if size > READ_COUNT_MAX_BYTES:
+                    page.total_known = False  # do not read a huge file to the end to count
+                    break
+                continue
+            if number < offset:
+                continue
+            if length > READ_LINE_CHARS:
+                text = (
+                    text[:READ_LINE_CHARS]
+                    + f"… [line cut: {length - READ_LINE_CHARS} more characters]"
+                )
+                page.cut_lines += 1
+            line = f"{number:>6}\t{text}"
+            if out and chars + len(line) + 1 > READ_MAX_CHARS:
+                page.stopped_by_chars = True
+                continue
+            out.append(line)
+            chars += len(line) + 1
+            page.last_shown = number
+    return page
+
+
+def _render_page(shown: str, offset: int, page: _Page) -> ToolResult:
+    out, total, last_shown = page.out, page.total, page.last_shown
+    total_known, stopped_by_chars, cut_lines = (
+        page.total_known,
+        page.stopped_by_chars,
+        page.cut_lines,
+    )
     details = {
         "path": shown,
         "offset": offset,
@@ -220,18 +244,6 @@ def read_document(path: str, ctx: ToolContext, offset: int = 1, limit: int = 250
 # -- grep_files ------------------------------------------------------------------------
 
 
-def _walk_files(root: Path, segments: list[str] | None) -> Iterator[tuple[Path, str]]:
-    """Files under ``root`` (sorted, symlinked directories not followed) that match."""
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        base = Path(dirpath)
-        for name in sorted(filenames):
-            file = base / name
-            rel = file.relative_to(root).as_posix()
-            if _glob_matches(segments, rel):
-                yield file, rel
-
-
 def _show_line(line: str, match: re.Match[str]) -> str:
     if len(line) <= GREP_LINE_CHARS:
         return line
@@ -252,7 +264,7 @@ class _GrepStats:
 
 
 def _grep_file(
-    file: Path,
+    fd: int,
     rel: str,
     regex: re.Pattern[str],
     out: list[str],
@@ -260,7 +272,7 @@ def _grep_file(
     stats: _GrepStats,
 ) -> None:
     found = False
-    with file.open("r", encoding="utf-8", errors="replace", newline="") as f:
+    with open(fd, encoding="utf-8", errors="replace", newline="", closefd=False) as f:
         for number, raw in enumerate(f, start=1):
             line = raw.rstrip("\r\n")
             match = regex.search(line)
@@ -273,6 +285,98 @@ def _grep_file(
             out.append(f"{rel}:{number}: {_show_line(line, match)}")
     if found:
         stats.files_with_matches += 1
+
+
+def _grep_one(
+    fd: int, rel: str, regex: re.Pattern[str], out: list[str], max_matches: int, stats: _GrepStats
+) -> None:
+    """Grep the open file ``fd`` unless it is not a regular file, too large or binary."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        return
+    if st.st_size > GREP_MAX_FILE_BYTES:
+        stats.skipped_large += 1
+        return
+    if looks_binary(os.pread(fd, BINARY_SNIFF_BYTES, 0)):
+        stats.skipped_binary += 1
+        return
+    stats.scanned += 1
+    _grep_file(fd, rel, regex, out, max_matches, stats)
+
+
+def _open_in_walk(
+    confined: Home, root: tuple[str, ...], dir_fd: int, name: str, rel: str, is_link: bool
+) -> int | None:
+    """The walked file opened for reading; a symlink is followed inside the home only.
+
+    Raises :class:`LeavesHome` for a link out of the home; ``None`` if it cannot be opened.
+    """
+    if not is_link:
+        try:
+            return os.open(name, READ_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            return None  # gone, or swapped for a symlink since the listing
+    try:
+        spot = confined.locate((*root, *rel.split("/")), open_flags=READ_FLAGS)
+    except LeavesHome:
+        raise
+    except OSError:
+        return None
+    fd, spot.fd = spot.fd, None
+    spot.close()
+    return fd
+
+
+def _open_root(confined: Home, path: str, root: Path, shown: str) -> Spot:
+    """The directory (or file) to search or list, opened by descriptor; it must exist."""
+    missing = ToolFailure(f"No such file or directory: {shown}.")
+    try:
+        spot = locate(confined, path, root, open_flags=READ_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        raise missing from None
+    if spot.fd is None:
+        spot.close()
+        raise missing
+    return spot
+
+
+def _grep_tree(
+    confined: Home,
+    spot: Spot,
+    shown_root: str,
+    segments: list[str] | None,
+    regex: re.Pattern[str],
+    out: list[str],
+    max_matches: int,
+    stats: _GrepStats,
+    ctx: ToolContext,
+) -> bool:
+    """Grep the files under the directory ``spot``; ``False`` if the call was aborted."""
+    assert spot.fd is not None
+    with closing(walk_files(spot.fd, segments)) as walk:
+        for dir_fd, name, rel, is_link in walk:
+            if stats.match_limit_hit:
+                break
+            if stats.scanned >= GREP_MAX_FILES:
+                stats.file_limit_hit = True
+                break
+            if ctx.signal.aborted:
+                return False
+            try:
+                fd = _open_in_walk(confined, spot.parts, dir_fd, name, rel, is_link)
+            except LeavesHome:
+                stats.skipped_outside += 1  # a symlink pointing out of the home
+                continue
+            if fd is None:
+                continue
+            shown = rel if shown_root == "." else f"{shown_root}/{rel}"
+            try:
+                _grep_one(fd, shown, regex, out, max_matches, stats)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+    return True
 
 
 @handlers("grep_files")
@@ -293,50 +397,25 @@ def grep_files(
             "regular expression; escape special characters such as ( [ . * + ? with a "
             "backslash to match them literally."
         )
+    stats = _GrepStats()
+    out: list[str] = []
     try:
-        root_text, glob = _split_glob(path, glob)
+        root_text, glob = split_glob(path, glob)
         home, root = _resolve(ctx, root_text)
         shown_root = display_path(home, root)
-        if not root.exists():
-            raise ToolFailure(f"No such file or directory: {shown_root}.")
-        segments = _glob_segments(glob)
-        if root.is_file():
-            candidates: Iterator[tuple[Path, str]] = iter([(root, shown_root)])
-        else:
-            candidates = (
-                (file, rel if shown_root == "." else f"{shown_root}/{rel}")
-                for file, rel in _walk_files(root, segments)
-            )
-        stats = _GrepStats()
-        out: list[str] = []
-        for file, rel in candidates:
-            if stats.match_limit_hit:
-                break
-            if stats.scanned >= GREP_MAX_FILES:
-                stats.file_limit_hit = True
-                break
-            if ctx.signal.aborted:
+        segments = glob_segments(glob)
+        with Home(home) as confined, _open_root(confined, root_text, root, shown_root) as spot:
+            assert spot.fd is not None
+            if not stat.S_ISDIR(os.fstat(spot.fd).st_mode):
+                _grep_one(spot.fd, shown_root, regex, out, max_matches, stats)
+            elif not _grep_tree(
+                confined, spot, shown_root, segments, regex, out, max_matches, stats, ctx
+            ):
                 return ToolResult.error("grep_files was aborted.")
-            try:
-                real = resolve_in_home(home, str(file))
-            except ToolFailure:
-                stats.skipped_outside += 1  # a symlink pointing out of the home
-                continue
-            try:
-                if not real.is_file():
-                    continue
-                if real.stat().st_size > GREP_MAX_FILE_BYTES:
-                    stats.skipped_large += 1
-                    continue
-                if is_binary_file(real):
-                    stats.skipped_binary += 1
-                    continue
-                stats.scanned += 1
-                _grep_file(real, rel, regex, out, max_matches, stats)
-            except OSError:
-                continue
     except ToolFailure as failure:
         return failure.result()
+    except OSError as exc:
+        return ToolResult.error(f"Cannot search {path}: {exc.strerror or exc}")
 
     where = f"{shown_root}" + (f" (glob {glob!r})" if glob else "")
     details = {
@@ -385,21 +464,30 @@ def grep_files(
 
 @dataclass(slots=True)
 class _Listing:
-    home: Path
+    confined: Home
+    root: tuple[str, ...]  # the listed directory, relative to the home
     entries: list[str]
     limit: int
     visited: int = 0
     more: int = 0
     walk_limit_hit: bool = False
 
+    def leads_out(self, rel: str) -> bool:
+        """Whether the symlink at ``rel`` (under the root) leads out of the home."""
+        try:
+            self.confined.locate((*self.root, *rel.split("/"))).close()
+        except LeavesHome:
+            return True
+        except OSError:
+            pass  # dangling, a loop...: not outside, just not usable
+        return False
 
-def _entry_line(rel: str, entry: os.DirEntry[str], home: Path) -> str | None:
+
+def _entry_line(rel: str, entry: os.DirEntry[str], dir_fd: int, listing: _Listing) -> str | None:
     try:
         if entry.is_symlink():
-            line = f"{rel} -> {os.readlink(entry.path)}"
-            try:
-                resolve_in_home(home, entry.path)
-            except ToolFailure:
+            line = f"{rel} -> {os.readlink(entry.name, dir_fd=dir_fd)}"
+            if listing.leads_out(rel):
                 line += " (outside the home directory: not accessible)"
             return line
         if entry.is_dir(follow_symlinks=False):
@@ -410,14 +498,14 @@ def _entry_line(rel: str, entry: os.DirEntry[str], home: Path) -> str | None:
 
 
 def _list_dir(
-    directory: Path,
+    dir_fd: int,
     prefix: str,
     depth: int,
     segments: list[str] | None,
     listing: _Listing,
 ) -> None:
     try:
-        with os.scandir(directory) as it:
+        with os.scandir(dir_fd) as it:
             entries = list(it)
     except OSError:
         return
@@ -429,15 +517,22 @@ def _list_dir(
         listing.visited += 1
         rel = f"{prefix}{entry.name}"
         is_dir = _is_real_dir(entry)
-        if segments is None or (not is_dir and _glob_matches(segments, rel)):
-            line = _entry_line(rel, entry, listing.home)
+        if segments is None or (not is_dir and glob_matches(segments, rel)):
+            line = _entry_line(rel, entry, dir_fd, listing)
             if line is not None:
                 if len(listing.entries) < listing.limit:
                     listing.entries.append(line)
                 else:
                     listing.more += 1
         if is_dir and depth > 1:
-            _list_dir(Path(entry.path), f"{rel}/", depth - 1, segments, listing)
+            try:
+                sub = os.open(entry.name, DIR_FLAGS, dir_fd=dir_fd)
+            except OSError:
+                continue  # gone, or swapped for a symlink since the listing: not followed
+            try:
+                _list_dir(sub, f"{rel}/", depth - 1, segments, listing)
+            finally:
+                os.close(sub)
 
 
 def _is_real_dir(entry: os.DirEntry[str]) -> bool:
@@ -452,16 +547,18 @@ def list_files(
     ctx: ToolContext, path: str = ".", glob: str = "", depth: int = 1, limit: int = 200
 ) -> ToolResult:
     try:
-        root_text, glob = _split_glob(path, glob)
+        root_text, glob = split_glob(path, glob)
         home, root = _resolve(ctx, root_text)
         shown = display_path(home, root)
-        if not root.exists():
-            raise ToolFailure(f"No such file or directory: {shown}.")
-        if not root.is_dir():
-            size = root.stat().st_size
-            return ToolResult(content=f"{shown}  {_human_size(size)} (a file, not a directory)")
-        listing = _Listing(home=home, entries=[], limit=limit)
-        _list_dir(root, "", depth, _glob_segments(glob), listing)
+        with Home(home) as confined, _open_root(confined, root_text, root, shown) as spot:
+            assert spot.fd is not None
+            st = os.fstat(spot.fd)
+            if not stat.S_ISDIR(st.st_mode):
+                return ToolResult(
+                    content=f"{shown}  {_human_size(st.st_size)} (a file, not a directory)"
+                )
+            listing = _Listing(confined=confined, root=spot.parts, entries=[], limit=limit)
+            _list_dir(spot.fd, "", depth, glob_segments(glob), listing)
     except ToolFailure as failure:
         return failure.result()
     except OSError as exc:
@@ -489,36 +586,39 @@ def list_files(
 # -- write_file / edit_file ---------------------------------------------------------------
 
 
-def _write(target: Path, shown: str, text: str) -> bool:
+def _encode(text: str, shown: str) -> bytes:
     try:
-        data = text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ToolFailure(f"Cannot write {shown}: the content is not valid text ({exc}).") from exc
-    try:
-        return atomic_write(target, data)
-    except OSError as exc:
-        raise ToolFailure(f"Cannot write {shown}: {exc.strerror or exc}.") from exc
 
 
 @handlers("write_file")
 def write_file(path: str, content: str, ctx: ToolContext) -> ToolResult:
+    shown = path
     try:
         home, target = _resolve(ctx, path)
         shown = display_path(home, target)
-        if target == home or target.is_dir():
+        if target == home:
             raise ToolFailure(f"{shown} is a directory; give a file path to write.")
-        for parent in target.parents:
-            if parent == home:
-                break
-            if parent.exists() and not parent.is_dir():
+        data = _encode(content, shown)
+        with Home(home) as confined:
+            try:
+                spot = locate(confined, path, target, make_dirs=True)
+            except NotADirectoryError as exc:
+                parent = display_path(home, home / str(exc.filename))
                 raise ToolFailure(
-                    f"Cannot write {shown}: {display_path(home, parent)} is a file, not a "
-                    "directory."
-                )
-        existed = _write(target, shown, content)
+                    f"Cannot write {shown}: {parent} is a file, not a directory."
+                ) from exc
+        with spot:
+            if spot.name == ".":
+                raise ToolFailure(f"{shown} is a directory; give a file path to write.")
+            existed = write_locked(spot, shown, data)
     except ToolFailure as failure:
         return failure.result()
-    size = len(content.encode("utf-8"))
+    except OSError as exc:
+        return ToolResult.error(f"Cannot write {shown}: {exc.strerror or exc}.")
+    size = len(data)
     lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
     verb = "Overwrote" if existed else "Created"
     return ToolResult(
@@ -539,6 +639,52 @@ def _line_numbers(text: str, needle: str, limit: int = 10) -> list[int]:
     return numbers
 
 
+def _too_large(shown: str, size: int) -> ToolFailure:
+    return ToolFailure(
+        f"{shown} is {_human_size(size)}; edit_file only edits files up to "
+        f"{_human_size(EDIT_MAX_BYTES)}, which it reads whole. Replace the file with "
+        "write_file, or split it into smaller files."
+    )
+
+
+def _changed(shown: str) -> ToolFailure:
+    return ToolFailure(
+        f"{shown} changed while this edit was being made (another edit or process wrote "
+        "it), so the edit was not applied; read it again with read_document and redo the "
+        "edit on what it holds now."
+    )
+
+
+def _replacement(
+    text: str, shown: str, old_string: str, new_string: str, replace_all: bool
+) -> tuple[str, int, list[int]]:
+    """The edited text, how many places changed and the first lines they start on."""
+    old, new = old_string, new_string
+    count = text.count(old)
+    if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
+        # The file uses CRLF line endings; the model wrote LF.
+        crlf_old = old.replace("\n", "\r\n")
+        if text.count(crlf_old):
+            old, new = crlf_old, new.replace("\r\n", "\n").replace("\n", "\r\n")
+            count = text.count(old)
+    if count == 0:
+        raise ToolFailure(
+            f"old_string was not found in {shown}. It must match the file exactly, "
+            "including whitespace, indentation and line breaks; read the file with "
+            "read_document and copy the text exactly (without the line-number prefix)."
+        )
+    lines = _line_numbers(text, old)
+    if count > 1 and not replace_all:
+        where = ", ".join(map(str, lines)) + (", …" if count > len(lines) else "")
+        raise ToolFailure(
+            f"old_string occurs {count} times in {shown} (starting on lines {where}). "
+            "Include more surrounding text so that it matches exactly one place, or set "
+            "replace_all=true to replace every occurrence."
+        )
+    updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    return updated, count, lines
+
+
 @handlers("edit_file")
 def edit_file(
     path: str,
@@ -557,41 +703,38 @@ def edit_file(
             )
         if old_string == new_string:
             raise ToolFailure("old_string and new_string are identical; nothing would change.")
-        if not target.exists():
-            raise ToolFailure(f"No such file: {shown}. Use write_file to create a new file.")
-        if target.is_dir():
-            raise ToolFailure(f"{shown} is a directory, not a file.")
-        raw = target.read_bytes()
-        if looks_binary(raw[:BINARY_SNIFF_BYTES]):
-            raise ToolFailure(f"{shown} looks like a binary file; edit_file only edits text.")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ToolFailure(f"{shown} is not UTF-8 text ({exc.reason}); cannot edit it.") from exc
-        old, new = old_string, new_string
-        count = text.count(old)
-        if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
-            # The file uses CRLF line endings; the model wrote LF.
-            crlf_old = old.replace("\n", "\r\n")
-            if text.count(crlf_old):
-                old, new = crlf_old, new.replace("\r\n", "\n").replace("\n", "\r\n")
-                count = text.count(old)
-        if count == 0:
-            raise ToolFailure(
-                f"old_string was not found in {shown}. It must match the file exactly, "
-                "including whitespace, indentation and line breaks; read the file with "
-                "read_document and copy the text exactly (without the line-number prefix)."
+        with Home(home) as confined:
+            spot, st = _open_file(
+                confined,
+                path,
+                target,
+                shown,
+                missing=f"No such file: {shown}. Use write_file to create a new file.",
+                directory=f"{shown} is a directory, not a file.",
             )
-        lines = _line_numbers(text, old)
-        if count > 1 and not replace_all:
-            where = ", ".join(map(str, lines)) + (", …" if count > len(lines) else "")
-            raise ToolFailure(
-                f"old_string occurs {count} times in {shown} (starting on lines {where}). "
-                "Include more surrounding text so that it matches exactly one place, or set "
-                "replace_all=true to replace every occurrence."
-            )
-        updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-        _write(target, shown, updated)
+        with spot:
+            assert spot.fd is not None
+            # Compare: the size is checked before anything is read, the bytes kept.
+            if st.st_size > EDIT_MAX_BYTES:
+                raise _too_large(shown, st.st_size)
+            if looks_binary(os.pread(spot.fd, BINARY_SNIFF_BYTES, 0)):
+                raise ToolFailure(f"{shown} looks like a binary file; edit_file only edits text.")
+            raw = read_upto(spot.fd, EDIT_MAX_BYTES)
+            if len(raw) > EDIT_MAX_BYTES:  # it grew since fstat
+                raise _too_large(shown, os.fstat(spot.fd).st_size)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ToolFailure(
+                    f"{shown} is not UTF-8 text ({exc.reason}); cannot edit it."
+                ) from exc
+            updated, count, lines = _replacement(text, shown, old_string, new_string, replace_all)
+            data = _encode(updated, shown)
+            # Swap: only if the name still holds the same file with the same bytes.
+            with exclusive(spot.fd, shown):
+                if not same_file(spot, st) or read_upto(spot.fd, EDIT_MAX_BYTES) != raw:
+                    raise _changed(shown)
+                replace_at(spot.dir_fd, spot.name, data, mode=stat.S_IMODE(st.st_mode))
     except ToolFailure as failure:
         return failure.result()
     except OSError as exc:

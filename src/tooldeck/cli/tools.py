@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .._config_files import ConfigFileError, load_json
 from ..errors import SchemaError
 from ..registry import Definition, RegistryError, ToolRegistry, check_document, unbound_tool
 from ..schema import PROVIDERS, project
@@ -45,7 +46,12 @@ def _definitions(path: Path | None, categories: list[str] | None) -> list[Defini
     modules = _categories_for(path, categories)
     if modules:
         return list(ToolRegistry.load(path, modules).definitions)
-    document = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        document = load_json(path)
+    except OSError as exc:
+        raise RegistryError(str(path), [f"cannot read the file: {exc}"]) from exc
+    except ConfigFileError as exc:
+        raise RegistryError(str(path), [exc.problem]) from exc
     definitions, problems = check_document(document)
     if problems:
         raise RegistryError(str(path), problems)

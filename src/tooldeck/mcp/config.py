@@ -27,7 +27,6 @@ String values in ``command``, ``args``, ``env``, ``cwd``, ``url`` and ``headers`
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from .._config_files import ConfigFileError, load_json
 from ..errors import TooldeckError
 from ..tool import TIERS, Tier
 
@@ -423,13 +423,9 @@ class McpConfig:
         """Read and check a config file (see the module docstring)."""
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            data = load_json(p)
         except OSError as exc:
             raise McpConfigError(str(p), [f"cannot read the file: {exc}"]) from exc
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise McpConfigError(
-                str(p), [f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]
-            ) from exc
+        except ConfigFileError as exc:
+            raise McpConfigError(str(p), [exc.problem]) from exc
         return cls.from_dict(data, environ=environ, base_dir=p.parent, source=str(p))

@@ -24,13 +24,12 @@ it to a session (mode, agent, node, grants, audit log) for the plan and the disp
 
 from __future__ import annotations
 
-import json
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from .._config_files import ConfigFileError, load_json, load_toml
 from .._paths import resolve_home
 from ..errors import TooldeckError
 from ..tool import TIERS, Tier, Tool
@@ -211,14 +210,11 @@ class Policy:
     def from_file(cls, path: str | Path) -> Policy:
         path = Path(path).expanduser()
         try:
-            text = path.read_text(encoding="utf-8")
+            data = load_json(path) if path.suffix == ".json" else load_toml(path)
         except OSError as exc:
             raise PolicyError(str(path), [f"cannot read: {exc}"]) from exc
-        try:
-            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            kind = "JSON" if path.suffix == ".json" else "TOML"
-            raise PolicyError(str(path), [f"not valid {kind}: {exc}"]) from exc
+        except ConfigFileError as exc:
+            raise PolicyError(str(path), [exc.problem]) from exc
         return cls.from_dict(data, source=str(path))
 
     @classmethod

@@ -1,0 +1,219 @@
+"""Reading the files tooldeck is configured with, so that a hostile or broken one fails cleanly.
+
+Toolkit manifests, policy files, agent definitions, ``SKILL.md`` front matter, MCP
+configs and definitions files can come from anyone (a repository being worked on, a
+downloaded skill). Handed straight to the standard parsers, a deeply nested document
+raises :class:`RecursionError` and a file that is not UTF-8 :class:`UnicodeDecodeError`
+(tracebacks instead of the loader's own error), and a few hundred bytes of YAML whose
+aliases nest ("billion laughs") stand for billions of values: building them is cheap
+(aliases are shared), but whatever then walks the value as a tree (``str()``, JSON
+encoding, validation) runs out of memory. Here one reader does what every loader needs:
+
+- read at most :data:`MAX_BYTES` (a larger file is refused before it is parsed);
+- decode strictly as UTF-8, naming the line and column of the first bad byte;
+- parse TOML (``tomllib``), JSON, or YAML (``yaml.SafeLoader``, so no Python objects);
+- refuse nesting deeper than :data:`MAX_DEPTH`, and a YAML document that refers to itself
+  or expands to more than :data:`MAX_YAML_NODES` values once aliases are counted every
+  time they are used (checked on the composed node graph, before anything is built).
+
+Every failure is a :class:`ConfigFileError` whose ``problem`` says what is wrong and
+what to do; each loader turns it into its own documented error type, naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEPTH",
+    "MAX_YAML_NODES",
+    "ConfigFileError",
+    "load_json",
+    "load_toml",
+    "parse_json",
+    "parse_toml",
+    "parse_yaml",
+    "read_text",
+]
+
+MAX_BYTES = 10 * 1024 * 1024  # a config file larger than this is refused unread
+MAX_DEPTH = 100  # levels of nested arrays / tables / mappings
+MAX_YAML_NODES = 100_000  # values of a YAML document, aliases counted at every use
+
+
+class ConfigFileError(ValueError):
+    """A config file cannot be used; ``problem`` says why, without the file's name."""
+
+    def __init__(self, problem: str, *, path: str | None = None):
+        self.problem = problem
+        self.path = path
+        super().__init__(f"{path}: {problem}" if path else problem)
+
+
+def read_text(path: str | Path, *, max_bytes: int = MAX_BYTES) -> str:
+    """The file's text: at most ``max_bytes`` bytes, strictly UTF-8.
+
+    :class:`OSError` (missing file, no permission...) is left to the caller, whose
+    message for it already exists; everything else is a :class:`ConfigFileError`.
+    """
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ConfigFileError(
+            f"the file is larger than {_size(max_bytes)}, the most a config file may be; "
+            "it was not read"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigFileError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}, column {column}); "
+            "save the file as UTF-8"
+        ) from None
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    try:
+        value = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigFileError(f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise _too_deep() from None
+    _check_depth(value)
+    return value
+
+
+def parse_json(text: str) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigFileError(
+            f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except RecursionError:
+        raise _too_deep() from None
+    _check_depth(value)
+    return value
+
+
+def parse_yaml(text: str) -> Any:
+    """One YAML document (``None`` if empty), with the safe loader and the checks above."""
+    loader: yaml.SafeLoader | None = None
+    try:
+        loader = yaml.SafeLoader(text)  # the reader may refuse a character already
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_yaml_nodes(node)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(f"not valid YAML: {_one_line(exc)}") from None
+    except RecursionError:
+        raise _too_deep() from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def load_toml(path: str | Path, *, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
+    return parse_toml(read_text(path, max_bytes=max_bytes))
+
+
+def load_json(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
+    return parse_json(read_text(path, max_bytes=max_bytes))
+
+
+# -- checks ------------------------------------------------------------------------------
+
+
+def _too_deep() -> ConfigFileError:
+    return ConfigFileError(
+        f"nested more than {MAX_DEPTH} levels deep; a config file never needs that, so it "
+        "was refused (flatten the nesting)"
+    )
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse nesting deeper than :data:`MAX_DEPTH` (iteratively: no recursion here)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _check_yaml_nodes(root: yaml.Node) -> None:
+    """Depth, self-reference and expanded size of a composed YAML node graph.
+
+    An alias is the same node object as its anchor, so the graph is a DAG (or has a
+    cycle, for an anchor used inside itself). Its expanded size (every alias counted
+    where it is used, which is what building and walking the value costs, merges
+    included) is computed once per node, in post-order, without recursion.
+    """
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        kids = _children(node)
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            if depth[key] > MAX_DEPTH:
+                raise _too_deep()
+            if size[key] > MAX_YAML_NODES:
+                raise ConfigFileError(
+                    f"the YAML expands to more than {MAX_YAML_NODES:,} values through its "
+                    "aliases (*name); use fewer or smaller aliases"
+                )
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise ConfigFileError(
+                "the YAML refers to itself (an alias used inside its own anchor); remove "
+                "the recursive alias"
+            )
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in size)
+        if len(on_path) > MAX_DEPTH + 1:
+            raise _too_deep()
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _one_line(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MB" if n >= 1024 * 1024 else f"{n} bytes"
