@@ -428,6 +428,11 @@ def _answers_by_id(
     step: PendingStep, answers: Mapping[str, ApprovalAnswer] | Sequence[ApprovalAnswer]
 ) -> dict[str, ApprovalAnswer]:
     waiting = [c.call_id for c in step.calls]
+    if len(set(waiting)) != len(waiting):
+        raise ValueError(
+            "calls of the waiting step share an id, so an answer cannot name exactly one "
+            "call; the step cannot be resumed"
+        )
     if isinstance(answers, Mapping):
         by_id = dict(answers)
     else:

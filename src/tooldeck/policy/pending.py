@@ -257,6 +257,16 @@ def _decode_step(data: Mapping[str, Any]) -> PendingStep:
         isinstance(o, ToolOutput) for o in outputs
     ):
         raise ValueError("a pending step holds an assistant message and tool outputs")
+    waiting = [str(c["call_id"]) for c in data["calls"]]
+    stored = [str(p["call_id"]) for p in data["message"]["parts"] if p["type"] == "tool_call"]
+    ids = [c.call_id for c in message.tool_calls]
+    if len(set(waiting)) != len(waiting) or stored != ids or not set(waiting) <= set(ids):
+        # two calls of the step share an id (or the file names calls the step does not
+        # have): an answer could not be matched to exactly one call, so none is taken
+        raise ValueError(
+            "the waiting step's calls do not each have their own id, so its answers "
+            "could not be matched to exactly one call; it cannot be resumed"
+        )
     return PendingStep(
         message,
         tuple(o for o in outputs if isinstance(o, ToolOutput)),

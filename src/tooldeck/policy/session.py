@@ -97,7 +97,7 @@ class _Shared:
 
     grants: GrantStore
     audit: AuditLog
-    asked: dict[str, SessionPolicy] = field(default_factory=dict)
+    asked: dict[int, tuple[ToolCall, SessionPolicy]] = field(default_factory=dict)
 
 
 def _args_of(params: Any) -> dict[str, Any]:
@@ -165,9 +165,16 @@ class SessionPolicy:
     def tier_of(self, tool: Tool) -> Tier:
         return self.policy.tier_of(tool)
 
-    def asker(self, call_id: str) -> SessionPolicy:
-        """The policy (this one or a sub-agent's) that asked about ``call_id``; forgets it."""
-        return self._shared.asked.pop(call_id, self)
+    def asker(self, call: ToolCall) -> SessionPolicy:
+        """The policy (this one or a sub-agent's) that asked about ``call``; forgets it.
+
+        Asks are kept by the call itself, not by its id: a parent and its sub-agents
+        share this table, and two sessions' models may use the same ids.
+        """
+        entry = self._shared.asked.pop(id(call), None)
+        if entry is not None and entry[0] is call:
+            return entry[1]
+        return self
 
     # -- the one decision function ----------------------------------------------------------
     def decide(self, tool: Tool, args: Mapping[str, Any]) -> Decision:
@@ -210,7 +217,10 @@ class SessionPolicy:
             tier=decision.tier,
         )
         if decision.action == "ask":
-            self._shared.asked[call.call_id] = self
+            asked = self._shared.asked
+            if len(asked) > 10_000:  # asks nobody settled (no approver attached)
+                asked.clear()
+            asked[id(call)] = (call, self)  # holding the call keeps its id unique
         reason = decision.reason
         if decision.action == "ask":
             reason = f"{tool.name} is {decision.tier}: {decision.reason}"
@@ -333,7 +343,7 @@ class PolicyApprover:
         ]
 
     def _settle(self, request: ApprovalRequest, answer: Any) -> ApprovalAnswer:
-        asker = self.policy.asker(request.call.call_id)
+        asker = self.policy.asker(request.call)
         tool, call = request.tool, request.call
         args = _args_of(request.params)
 
