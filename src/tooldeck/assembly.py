@@ -114,6 +114,12 @@ class Toolset(Mapping[str, Tool]):
     def __getitem__(self, name: str) -> Tool:
         return self._tools[name]
 
+    def get(self, name: str, default: Any = None) -> Any:  # faster than Mapping's mixin
+        return self._tools.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._tools)
 

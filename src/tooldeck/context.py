@@ -29,20 +29,31 @@ class AbortSignal:
     chained: a child fires when its parent fires.
     """
 
-    __slots__ = ("_callbacks", "_event", "_parent", "_reason")
+    __slots__ = ("_callbacks", "_event", "_linked", "_parent", "_reason")
 
     def __init__(self) -> None:
         self._event: asyncio.Event | None = None
         self._reason: str | None = None
         self._callbacks: list[Callable[[str], None]] = []
-        self._parent: tuple[AbortSignal, Callable[[str], None]] | None = None
+        self._parent: AbortSignal | None = None
+        self._linked = False  # registered with the parent (done only when needed)
+
+    def _follow(self) -> None:
+        # an unlinked child reads its parent's state when asked
+        parent = self._parent
+        if parent is not None and not self._linked and parent.aborted:
+            self.abort(parent._reason or "aborted")
 
     @property
     def aborted(self) -> bool:
+        if self._reason is None and self._parent is not None:
+            self._follow()
         return self._reason is not None
 
     @property
     def reason(self) -> str | None:
+        if self._reason is None and self._parent is not None:
+            self._follow()
         return self._reason
 
     def abort(self, reason: str = "aborted") -> None:
@@ -60,15 +71,29 @@ class AbortSignal:
                 _log.exception("abort callback failed")
 
     def raise_if_aborted(self) -> None:
-        if self._reason is not None:
-            raise Aborted(self._reason)
+        if self.aborted:
+            raise Aborted(self._reason or "aborted")
+
+    def _link(self) -> None:
+        """Register with the parent, so that its firing fires this signal at once."""
+        parent = self._parent
+        if parent is None or self._linked:
+            return
+        self._linked = True
+        parent._link()
+        if parent._reason is not None:
+            self.abort(parent._reason)
+        else:
+            parent._callbacks.append(self.abort)
 
     async def wait(self) -> str:
         """Wait until the signal fires; returns the reason."""
-        if self._reason is None:
-            if self._event is None:
-                self._event = asyncio.Event()
-            await self._event.wait()
+        if not self.aborted:
+            self._link()
+            if self._reason is None:
+                if self._event is None:
+                    self._event = asyncio.Event()
+                await self._event.wait()
         assert self._reason is not None
         return self._reason
 
@@ -77,6 +102,7 @@ class AbortSignal:
 
         Returns a function that removes the callback again.
         """
+        self._link()
         if self._reason is not None:
             callback(self._reason)
             return lambda: None
@@ -92,25 +118,26 @@ class AbortSignal:
         """A signal that fires with this one, and can also fire on its own.
 
         Call :meth:`detach` when the child is no longer needed, so that a long-lived
-        parent does not keep every child it ever had.
+        parent does not keep every child it ever had. (A child registers with its parent
+        only once something waits on it or asks to be called back; until then it reads
+        the parent's state when asked, which costs nothing to undo.)
         """
         child = AbortSignal()
-        if self._reason is not None:
-            child.abort(self._reason)
-        else:
-            fire = child.abort
-            self._callbacks.append(fire)
-            child._parent = (self, fire)
+        child._parent = self
         return child
 
     def detach(self) -> None:
         """Stop following the parent signal (for a child made with :meth:`child`)."""
         parent = self._parent
-        if parent is not None:
-            self._parent = None
-            signal, fire = parent
+        if parent is None:
+            return
+        if not self._linked:
+            self._follow()  # keep what the parent said until now
+        self._parent = None
+        if self._linked:
+            self._linked = False
             with contextlib.suppress(ValueError):  # the parent fired already
-                signal._callbacks.remove(fire)
+                parent._callbacks.remove(self.abort)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,8 @@ import json
 import logging
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -70,6 +71,7 @@ __all__ = [
 _log = logging.getLogger("tooldeck.dispatch")
 _ERROR_TEXT_LIMIT = 500
 _ACTIONS = ("allow", "deny", "ask")
+_NEVER = AbortSignal()  # the signal of a step run without one: nothing ever fires it
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,14 +397,14 @@ class Dispatcher:
             return f"Running {slot.call.name}"
 
     def _context(
-        self, call: ToolCall, signal: AbortSignal, emitted: list[asyncio.Task[None]]
+        self,
+        call: ToolCall,
+        signal: AbortSignal,
+        emitted: list[asyncio.Task[None]],
+        loop: asyncio.AbstractEventLoop,
     ) -> ToolContext:
         bus = self.events
         session_id = self.session_id
-        loop = asyncio.get_running_loop()
-
-        def deliver(event: ToolEvent) -> None:
-            emitted.append(loop.create_task(bus.emit(event)))
 
         def sink(payload: Any) -> None:
             if not bus.active:
@@ -413,10 +415,18 @@ class Dispatcher:
             except RuntimeError:  # a worker thread
                 on_loop = False
             if on_loop:
-                deliver(event)
+                emitted.append(loop.create_task(bus.emit(event)))
             else:
-                loop.call_soon_threadsafe(deliver, event)
+                loop.call_soon_threadsafe(lambda: emitted.append(loop.create_task(bus.emit(event))))
 
+        protection = self._protected
+        if (
+            protection is None
+            or protection.policy is not self.policy
+            or protection.approver is not self.approver
+            or protection.result_hooks is not self.result_hooks
+        ):  # what protects these calls, for sub-sessions to inherit (made once)
+            protection = self._protected = Protection(self.policy, self.approver, self.result_hooks)
         return ToolContext(
             call.call_id,
             call.name,
@@ -426,31 +436,22 @@ class Dispatcher:
             sink,
             self.turn,
             self.toolset,
-            self._protection(),
+            protection,
         )
-
-    def _protection(self) -> Protection:
-        """What protects this dispatcher's calls, for sub-sessions to inherit (cached)."""
-        made = self._protected
-        policy, approver, hooks = self.policy, self.approver, self.result_hooks
-        if (
-            made is None
-            or made.policy is not policy
-            or made.approver is not approver
-            or made.result_hooks is not hooks
-        ):
-            made = self._protected = Protection(policy, approver, hooks)
-        return made
 
     async def _run(self, slot: _Slot, turn_signal: AbortSignal) -> None:
         """Run one call in the current task and record its one output on ``slot``.
 
-        The tool runs in this task (no task of its own): its timeout is a timer and the
-        abort signal a callback, and either cancels this task, which the tool sees as a
-        ``CancelledError`` at its next ``await``; the cancellation is then taken back and
-        the call gets a "stopped" output. Any other cancellation of this task (the run
-        being cancelled from outside) also records a "stopped" output before it goes on.
-        A ``BaseException`` the tool raises (``SystemExit``, ``KeyboardInterrupt``...) is
+        The tool runs in this task (no task of its own). Its first step runs right away:
+        a tool that finishes without waiting for anything needs no timer and no
+        callback. Once it waits, :meth:`_wait` arms the deadline (counted from the
+        start) and the abort signal, either of which cancels this task, which the tool
+        sees as a ``CancelledError`` at its next ``await``; the cancellation is then
+        taken back and the call gets a "stopped" output. Everything the tool bound to
+        its task in the first step (``asyncio.timeout``, anyio cancel scopes) stays
+        valid, since it is the same task. Any other cancellation of this task (the run
+        being cancelled from outside) records a "stopped" output, then goes on. A
+        ``BaseException`` the tool raises (``SystemExit``, ``KeyboardInterrupt``...) is
         that call's error output, like any exception.
         """
         tool, call = slot.tool, slot.call
@@ -458,9 +459,10 @@ class Dispatcher:
         if turn_signal.aborted:  # the turn was aborted while this call's group started
             slot.output = _error(call, f"Not run: the turn was aborted ({turn_signal.reason}).")
             return
+        loop = asyncio.get_running_loop()
         signal = turn_signal.child()
         emitted: list[asyncio.Task[None]] = []  # deliveries of what the tool emitted
-        ctx = self._context(call, signal, emitted)
+        ctx = self._context(call, signal, emitted, loop)
         bus = self.events
         listening = bus.active
         label = ""
@@ -469,42 +471,24 @@ class Dispatcher:
             label = self._label(slot)
             await bus.emit(CallStarted(self.session_id, call, label, slot.repairs))
             started = time.perf_counter()
-        if signal.aborted:  # aborted while CallStarted was delivered
-            signal.detach()
-            slot.output = _error(call, f"Not run: the turn was aborted ({signal.reason}).")
-            return
-        watch = _Watch(asyncio.current_task(), signal)
-        timeout = self.timeouts.get(call.name, self.timeout) if self.timeouts else self.timeout
-        handle = (
-            asyncio.get_running_loop().call_later(timeout, watch.expire, timeout)
-            if timeout is not None
-            else None
-        )
-        signal._callbacks.append(watch.fire)
+            if signal.aborted:  # aborted while CallStarted was delivered
+                signal.detach()
+                slot.output = _error(call, f"Not run: the turn was aborted ({signal.reason}).")
+                return
         result: ToolResult
+        began = loop.time()
         try:
+            coro = tool.invoke(slot.params, ctx)
             try:
-                result = await tool.invoke(slot.params, ctx)
-            finally:
-                if handle is not None:
-                    handle.cancel()
-                watch.done = True
-            if watch.fired:  # the tool returned after it was told to stop
-                await watch.settle()
-                result = watch.stopped(call.name)
+                waiting_for = coro.send(None)
+            except StopIteration as finished:
+                result = finished.value
+            else:
+                result = await self._wait(slot, coro, waiting_for, signal, began)
         except asyncio.CancelledError as exc:
-            if watch.taken_back():
-                result = watch.stopped(call.name)
-            elif not watch.cancelled and watch.task is not None and not watch.task.cancelling():
-                result = self._failure(call, exc)  # the tool's own, nobody cancelled it
-            else:  # this task was cancelled from outside: the run is being cancelled
-                slot.output = _error(
-                    call,
-                    f"{call.name} was stopped: the turn was cancelled while it ran.",
-                    {"stopped": "cancelled"},
-                    slot.repairs,
-                )
-                raise
+            if slot.output is not None:
+                raise  # the run is being cancelled: _wait recorded the call's output
+            result = self._failure(call, exc)  # the tool's own, raised in its first step
         except ResultEncodingError as exc:
             self.log.error(
                 "tool %s (%s) returned an unencodable result: %s", call.name, call.call_id, exc
@@ -517,12 +501,61 @@ class Dispatcher:
             result = self._failure(call, exc)
         finally:
             signal.detach()  # the call is over: the turn's signal need not keep it
+        if not (emitted or listening or self.result_hooks):
+            slot.output = ToolOutput(call.call_id, call.name, result, slot.repairs)
+            return
         try:
             await self._finish(slot, result, ctx, emitted, label, started)
         except asyncio.CancelledError:
             slot.output = _error(
                 call,
                 f"{call.name} ran, but the turn was cancelled before its result was recorded.",
+                {"stopped": "cancelled"},
+                slot.repairs,
+            )
+            raise
+
+    async def _wait(
+        self,
+        slot: _Slot,
+        coro: Coroutine[Any, Any, ToolResult],
+        waiting_for: Any,
+        signal: AbortSignal,
+        began: float,
+    ) -> ToolResult:
+        """The rest of a call whose tool waits: with its deadline and abort armed.
+
+        Raises ``CancelledError`` only when this task is cancelled from outside, after
+        recording the call's "stopped" output on ``slot``.
+        """
+        call = slot.call
+        timeout = self.timeouts.get(call.name, self.timeout) if self.timeouts else self.timeout
+        watch = _Watch(asyncio.current_task(), signal)
+        handle = (
+            asyncio.get_running_loop().call_at(began + timeout, watch.expire, timeout)
+            if timeout is not None
+            else None
+        )
+        signal.on_abort(watch.fire)  # at once if it fired during the first step
+        try:
+            try:
+                result: ToolResult = await _resume(coro, waiting_for)
+            finally:
+                if handle is not None:
+                    handle.cancel()
+                watch.done = True
+            if watch.fired:  # the tool returned after it was told to stop
+                await watch.settle()
+                result = watch.stopped(call.name)
+            return result
+        except asyncio.CancelledError as exc:
+            if watch.taken_back():
+                return watch.stopped(call.name)
+            if not watch.cancelled and watch.task is not None and not watch.task.cancelling():
+                return self._failure(call, exc)  # the tool's own, nobody cancelled it
+            slot.output = _error(  # this task was cancelled from outside: the run is
+                call,
+                f"{call.name} was stopped: the turn was cancelled while it ran.",
                 {"stopped": "cancelled"},
                 slot.repairs,
             )
@@ -624,15 +657,30 @@ class Dispatcher:
         executed" otherwise. With ``partial`` given, those outputs (one per call, in
         order) are put in it, so the caller can keep its transcript valid.
         """
-        signal = signal or (self.turn.signal if self.turn else AbortSignal())
-        done = {o.call_id: o for o in prior}
-        slots = [
-            _Slot(c, output=done[c.call_id]) if c.call_id in done else self._prepare(c)
-            for c in calls
-        ]
-        _refuse_ambiguous(slots)
+        signal = signal or (self.turn.signal if self.turn else _NEVER)
+        if prior:
+            done = {o.call_id: o for o in prior}
+            slots = [
+                _Slot(c, output=done[c.call_id]) if c.call_id in done else self._prepare(c)
+                for c in calls
+            ]
+        else:
+            slots = [self._prepare(c) for c in calls]
+        if len(slots) > 1:
+            _refuse_ambiguous(slots)
         try:
-            terminated_by = await self._step(slots, signal, answers)
+            slot = slots[0] if len(slots) == 1 else None
+            if (
+                slot is not None
+                and slot.output is None
+                and self.policy is allow_all
+                and not signal.aborted
+            ):  # the common case, without the general step's machinery
+                await self._run(slot, signal)
+                output = slot.output
+                terminated_by = slot.call.name if output and output.result.terminate else None
+            else:
+                terminated_by = await self._step(slots, signal, answers)
         except PendingApproval:
             raise
         except BaseException as exc:
@@ -647,14 +695,12 @@ class Dispatcher:
             if partial is not None:
                 partial[:] = [s.output for s in slots if s.output is not None]
             raise
-        outputs: list[ToolOutput] = []
-        listening = self.events.active
-        for slot in slots:
-            assert slot.output is not None  # every path above recorded exactly one output
-            outputs.append(slot.output)
-            if listening:
-                await self.events.emit(OutputRecorded(self.session_id, slot.output))
-        return DispatchResult(outputs, terminated_by)
+        outputs = [s.output for s in slots]
+        assert None not in outputs  # every path above recorded exactly one output
+        if self.events.active:
+            for output in outputs:
+                await self.events.emit(OutputRecorded(self.session_id, output))  # type: ignore[arg-type]
+        return DispatchResult(outputs, terminated_by)  # type: ignore[arg-type]
 
     async def _step(
         self,
@@ -663,11 +709,26 @@ class Dispatcher:
         answers: Mapping[str, ApprovalAnswer] | None,
     ) -> str | None:
         if self.policy is not allow_all:
+            asking = False
             for slot in slots:
                 if slot.output is None:
                     await self._decide(slot)
-        await self._approve(slots, answers)
+                    asking = asking or slot.approval_reason is not None
+            if asking:
+                await self._approve(slots, answers)
         terminated_by: str | None = None
+        if len(slots) == 1:  # the common case: one call, one group
+            slot = slots[0]
+            if slot.output is None:
+                if signal.aborted:
+                    slot.output = _error(
+                        slot.call, f"Not run: the turn was aborted ({signal.reason})."
+                    )
+                else:
+                    await self._run(slot, signal)
+                    if slot.output is not None and slot.output.result.terminate:
+                        terminated_by = slot.call.name
+            return terminated_by
         for group in _groups([s for s in slots if s.output is None]):
             if signal.aborted:
                 for s in group:
@@ -686,6 +747,32 @@ class Dispatcher:
                 if s.output.result.terminate and terminated_by is None:
                     terminated_by = s.call.name
         return terminated_by
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], waiting_for: Any) -> Generator[Any, Any, Any]:
+    """Go on driving ``coro`` (whose first step has run) in the awaiting task.
+
+    What ``yield from coro`` does, minus its first ``send``: each value the coroutine
+    yields (the future it waits for) goes to the task, and each wake-up or exception
+    the task sends (its cancellation included) goes back into the coroutine.
+    """
+    while True:
+        try:
+            sent = yield waiting_for
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                waiting_for = coro.throw(exc)
+            except StopIteration as finished:
+                return finished.value
+        else:
+            try:
+                waiting_for = coro.send(sent)
+            except StopIteration as finished:
+                return finished.value
 
 
 class _Watch:
@@ -752,6 +839,8 @@ def _refuse_ambiguous(slots: list[_Slot]) -> None:
     give their calls distinct ids when they are made, so this only meets calls built by
     hand.)
     """
+    if len(slots) < 2:
+        return
     seen: dict[str, int] = {}
     for slot in slots:
         seen[slot.call.call_id] = seen.get(slot.call.call_id, 0) + 1

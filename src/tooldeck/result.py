@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias
@@ -59,7 +60,19 @@ def _jsonable(value: Any) -> Any:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_jsonable)
+_encode_str = json.encoder.encode_basestring  # the C function json uses (no ASCII escaping)
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_local = threading.local()  # one encoder per thread: its cycle markers are its own
+
+
+def _new_encoder() -> Any:
+    if _make_encoder is None:  # pragma: no cover - CPython always has the C encoder
+        encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_jsonable)
+        made: Any = lambda value, _level: (encoder.encode(value),)  # noqa: E731
+    else:
+        made = _make_encoder({}, _jsonable, _encode_str, None, ":", ",", False, False, True)
+    _local.encoder = made
+    return made
 
 
 def _utf8_safe(text: str) -> str:
@@ -76,14 +89,29 @@ def _utf8_safe(text: str) -> str:
 def encode_json(value: Any) -> str:
     """``value`` as compact JSON text, exactly as a result's JSON part is rendered.
 
-    Raises :class:`ResultEncodingError` (a ``TypeError``) naming the cause when the
-    value cannot be encoded (see the module docstring).
+    The same text ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` gives
+    for JSON values. Raises :class:`ResultEncodingError` (a ``TypeError``) naming the
+    cause when the value cannot be encoded (see the module docstring).
     """
+    kind = type(value)
+    if kind is str:
+        return _encode_str(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float and value - value == 0.0:  # finite (json spells nan/inf itself)
+        return float.__repr__(value)
+    encoder = _local.__dict__.get("encoder") or _new_encoder()
     try:
-        return _ENCODER.encode(value)
+        return "".join(encoder(value, 0))
     except ResultEncodingError:
+        _local.encoder = None  # its cycle markers may be left half-filled
         raise
     except (TypeError, ValueError, RecursionError) as exc:
+        _local.encoder = None
         raise ResultEncodingError(str(exc) or type(exc).__name__) from None
 
 
@@ -221,10 +249,14 @@ class ToolResult:
     _text: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        content = _freeze_parts(self.content)
+        content = self.content
         setattr_ = object.__setattr__
-        setattr_(self, "content", content)
-        setattr_(self, "_text", _render(content))
+        if type(content) is tuple and len(content) == 1 and type(content[0]) is JsonPart:
+            setattr_(self, "_text", content[0].text)  # the common case: one frozen JSON part
+        else:
+            content = _freeze_parts(content)
+            setattr_(self, "content", content)
+            setattr_(self, "_text", _render(content))
         details = self.details
         if details is not None:
             setattr_(self, "details", _freeze_details(details))
@@ -249,6 +281,8 @@ class ToolResult:
         if kind in _JSON_KINDS:  # the common plain JSON values, before any ABC check
             if kind is list and value and all(isinstance(p, _PART_TYPES) for p in value):
                 return cls(tuple(value))
+            if cls is ToolResult:
+                return _of_json(JsonPart(value))
             return cls((JsonPart(value),))
         if isinstance(value, ToolResult):
             return value
@@ -284,3 +318,19 @@ class ToolResult:
         Computed once, when the result was made.
         """
         return self._text
+
+
+_set = object.__setattr__
+
+
+def _of_json(part: JsonPart) -> ToolResult:
+    """What ``ToolResult((part,))`` makes, without the generic checks (the hot path)."""
+    result = object.__new__(ToolResult)
+    _set(result, "content", (part,))
+    _set(result, "details", None)
+    _set(result, "events", ())
+    _set(result, "is_error", False)
+    _set(result, "terminate", False)
+    _set(result, "complete_actor_event", False)
+    _set(result, "_text", part.text)
+    return result

@@ -296,7 +296,7 @@ class Tool:
             value = await run_in_thread(_call_and_freeze, execute, params, ctx)
         else:
             value = execute(params, ctx)
-        if inspect.isawaitable(value):
+        if type(value) not in _PLAIN and inspect.isawaitable(value):
             value = await value
         return ToolResult.wrap(value)
 
@@ -328,11 +328,16 @@ class _NoParams(BaseModel):
 
 
 def _is_async_callable(fn: Any) -> bool:
+    if getattr(fn, "_tooldeck_async", False):
+        return True
     while isinstance(fn, functools.partial):
         fn = fn.func
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - async __call__ on an object
     )
+
+
+_PLAIN = frozenset({str, int, float, bool, dict, list, tuple, type(None), ToolResult})
 
 
 def _call_and_freeze(execute: Execute, params: Any, ctx: ToolContext) -> Any:
@@ -359,11 +364,7 @@ def _function_executor(fn: Callable[..., Any], context_param: str | None) -> Exe
             return fn(**kwargs)
 
     if inspect.iscoroutinefunction(fn):
-
-        async def acall(params: BaseModel, ctx: ToolContext) -> Any:
-            return await call(params, ctx)
-
-        return acall
+        call._tooldeck_async = True  # type: ignore[attr-defined]  # returns fn's coroutine
     return call
 
 
