@@ -11,22 +11,26 @@ send, or the already-parsed object Anthropic sends, and returns
 3. ``null`` for an optional property that does not accept null means "absent" and is
    dropped, so defaults apply (OpenAI strict sends optional properties as nullable).
 4. The value is validated against the tool's schema: its Pydantic model (in JSON mode,
-   on every path), or the external JSON Schema (``jsonschema_rs``). A repaired value
-   that does not validate is an error, never a guess.
+   on every path), or the external JSON Schema (``jsonschema_rs``, compiled when the
+   tool was defined). A repaired value that does not validate is an error, never a guess.
+5. Whatever else goes wrong while checking (a validator that raises, a parameters model
+   that cannot be built) is an :class:`ArgumentError` for that call, never an exception
+   out of the dispatcher.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema_rs
 from pydantic import BaseModel, ValidationError
 
+from ._compile import compile_schema, located
 from ._nulls import drop_absent_nulls, has_optional_non_nullable
 from ._repair import RepairFailed, repair
-from .errors import MODEL_MESSAGE_LIMIT, ArgumentError
+from .errors import MODEL_MESSAGE_LIMIT, ArgumentError, SchemaError
 from .tool import Tool
 
 __all__ = ["ValidatedArguments", "validate_arguments"]
@@ -34,6 +38,7 @@ __all__ = ["ValidatedArguments", "validate_arguments"]
 _MAX_REPORTED = 4
 _PROBLEM_LIMIT = 200  # one problem in the model message, at most (cut in the middle)
 _PROBLEM_MIN = 40  # a problem that cannot have this much room is counted, not shown
+_log = logging.getLogger("tooldeck.arguments")
 
 
 class ValidatedArguments:
@@ -62,7 +67,7 @@ class ValidatedArguments:
 
 
 class _Spec:
-    """What validating one tool's arguments needs, compiled once per tool."""
+    """What validating one tool's arguments needs, built once per tool (first call)."""
 
     __slots__ = ("map_nulls", "model", "schema", "validator")
 
@@ -70,11 +75,13 @@ class _Spec:
         self.schema: Mapping[str, Any] = tool.schema
         self.model: type[BaseModel] | None = tool.params
         self.map_nulls = has_optional_non_nullable(self.schema)
-        self.validator: Any = (
-            None
-            if self.model is not None
-            else jsonschema_rs.validator_for(dict(self.schema), validate_formats=True)
-        )
+        self.validator: Any = None
+        if self.model is None:
+            self.validator = getattr(tool, "_validator", None)
+            if self.validator is None:  # not built by Tool.__init__ (e.g. params set later)
+                self.validator, problems = compile_schema(self.schema)
+                if problems:
+                    raise SchemaError(tool.name, located(problems))
 
 
 def _spec(tool: Tool) -> _Spec:
@@ -233,15 +240,17 @@ def _check_value(
         except ValidationError as exc:
             raise _fail(tool, _pydantic_problems(exc), repairs, "") from None
         return ValidatedArguments(params, tuple(repairs))
+    _schema_check(tool, spec.validator, value, repairs)
+    return ValidatedArguments(value, tuple(repairs))
+
+
+def _schema_check(tool: Tool, validator: Any, value: Any, repairs: list[str]) -> None:
     try:
-        errors = [
-            f"{_path(e.instance_path)}: {e.message}" for e in spec.validator.iter_errors(value)
-        ]
+        errors = [f"{_path(e.instance_path)}: {e.message}" for e in validator.iter_errors(value)]
     except ValueError:  # jsonschema_rs takes JSON data in valid Unicode only
         errors = [_not_json(value)]
     if errors:
         raise _fail(tool, errors, repairs, "")
-    return ValidatedArguments(value, tuple(repairs))
 
 
 def _fast(spec: _Spec, raw: str) -> ValidatedArguments | None:
@@ -261,6 +270,17 @@ def _fast(spec: _Spec, raw: str) -> ValidatedArguments | None:
 
 def validate_arguments(tool: Tool, raw: str | Mapping[str, Any] | None) -> ValidatedArguments:
     """Turn a model's raw arguments into validated parameters, or raise ArgumentError."""
+    try:
+        return _validate(tool, raw)
+    except ArgumentError:
+        raise
+    except Exception as exc:  # a validator or model that fails: this call's error, no more
+        _log.warning("checking the arguments of %s failed", tool.name, exc_info=True)
+        cause = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+        raise _fail(tool, [f"$: the arguments could not be checked ({cause})"], [], "") from exc
+
+
+def _validate(tool: Tool, raw: str | Mapping[str, Any] | None) -> ValidatedArguments:
     spec = _spec(tool)
     if raw is None:
         raw = ""
