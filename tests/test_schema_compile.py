@@ -215,7 +215,7 @@ def pick(choice: Annotated[str, AfterValidator(_lookup)]) -> str:
     return choice
 
 
-def test_a_validator_that_raises_is_that_calls_argument_error() -> None:
+def test_a_validator_that_raises_is_an_argument_error_of_that_call() -> None:
     with pytest.raises(ArgumentError) as info:
         validate_arguments(pick, '{"choice": "other"}')
     assert "could not be checked (KeyError: 'other')" in info.value.model_message
