@@ -9,9 +9,9 @@ against a schema could make tooldeck send a request or read a file. Here a schem
    pointer or an anchor) resolve; any other ``$ref`` / ``$dynamicRef`` /
    ``$recursiveRef``, and a ``$schema`` that is not a dialect jsonschema_rs has built in,
    is refused with its location;
-2. checked against its meta-schema with a registry that cannot retrieve anything;
-3. compiled with a retriever that refuses every URI (the guard that holds wherever the
-   walk in 1 does not look, e.g. a local pointer into an unknown keyword).
+2. checked against its meta-schema and compiled, with a retriever that refuses every
+   URI (the guard that holds wherever the walk in 1 does not look, e.g. a local
+   pointer into an unknown keyword).
 
 Done once, when the tool is defined (or an MCP listing is turned into tools), so an
 unusable schema is a definition problem and never an exception, a request or a file read
@@ -33,7 +33,7 @@ _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 # Keywords whose value is a schema, a list of schemas, or a map of names to schemas (in
 # every draft jsonschema_rs supports). Data keywords (enum, const, default, examples)
 # and unknown keywords are not walked: what is there is no schema unless a local
-# pointer makes it one, and then step 3 refuses whatever it would fetch.
+# pointer makes it one, and then step 2 refuses whatever it would fetch.
 _ONE = frozenset(
     {
         "additionalItems",
@@ -54,6 +54,7 @@ _MANY = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
 _NAMED = frozenset(
     {"$defs", "definitions", "dependencies", "dependentSchemas", "patternProperties", "properties"}
 )
+_LOOKED_AT = frozenset({*_REFERENCES, "$schema", *_ONE, *_MANY, *_NAMED})
 _DIALECTS = frozenset(
     {
         "json-schema.org/draft-04/schema",
@@ -73,9 +74,6 @@ def _refuse(uri: str) -> Any:
     raise ValueError(f"{uri} was not retrieved: {_NO_FETCH}")
 
 
-_NO_RETRIEVAL = jsonschema_rs.Registry([], retriever=_refuse)
-
-
 def _known_dialect(uri: str) -> bool:
     bare = uri[:-1] if uri.endswith("#") else uri
     for scheme in ("https://", "http://"):
@@ -91,28 +89,31 @@ def _walk(schema: Any) -> tuple[list[Problem], list[tuple[tuple[str | int, ...],
     stack: list[tuple[tuple[str | int, ...], Any]] = [((), schema)]
     while stack:
         path, node = stack.pop()
-        if not isinstance(node, Mapping):
+        if not isinstance(node, dict):
             continue
-        for key, value in node.items():
+        for key in _LOOKED_AT.intersection(node):
+            value = node[key]
             here = (*path, key)
-            if key in _REFERENCES and isinstance(value, str):
+            if key in _REFERENCES:
+                if not isinstance(value, str):
+                    continue
                 if value.startswith("#"):
                     local.append((here, value))
                 else:
                     problems.append(
                         (here, f"the reference {value!r} points outside this schema: {_NO_FETCH}")
                     )
-            elif key == "$schema" and isinstance(value, str) and not _known_dialect(value):
-                problems.append(
-                    (
-                        here,
-                        f"unknown dialect {value!r}: use a JSON Schema draft (4, 6, 7, "
-                        f"2019-09 or 2020-12); {_NO_FETCH}",
+            elif key == "$schema":
+                if isinstance(value, str) and not _known_dialect(value):
+                    problems.append(
+                        (
+                            here,
+                            f"unknown dialect {value!r}: use a JSON Schema draft (4, 6, 7, "
+                            f"2019-09 or 2020-12); {_NO_FETCH}",
+                        )
                     )
-                )
-            if key in _NAMED and isinstance(value, Mapping):
-                for name, sub in value.items():
-                    stack.append(((*here, name), sub))
+            elif key in _NAMED and isinstance(value, dict):
+                stack.extend(((*here, name), sub) for name, sub in value.items())
             elif key in _MANY and isinstance(value, list):
                 stack.extend(((*here, i), sub) for i, sub in enumerate(value))
             elif key in _ONE:
@@ -143,22 +144,19 @@ def compile_schema(
     problems, local = _walk(schema)
     if problems:
         return None, problems
-    document = dict(schema)
-    try:
-        jsonschema_rs.meta.validate(document, registry=_NO_RETRIEVAL)
-    except jsonschema_rs.ValidationError as exc:
-        return None, [(tuple(exc.instance_path), f"not a valid JSON Schema: {exc.message}")]
-    except Exception as exc:  # an unknown dialect, a reference the registry refused, ...
-        return None, [((), f"not a usable JSON Schema: {_message(exc)}")]
-    try:
+    try:  # checks the schema against its meta-schema too (same messages as meta.validate)
         validator = jsonschema_rs.validator_for(
-            document, validate_formats=validate_formats, retriever=_refuse
+            dict(schema), validate_formats=validate_formats, retriever=_refuse
         )
-    except Exception as exc:  # jsonschema_rs reports unresolvable references here
+    except jsonschema_rs.ValidationError as exc:
         message = _message(exc)
-        for where, ref in local:
+        where = tuple(exc.instance_path)
+        if type(exc.kind).__name__ != "Referencing":
+            return None, [(where, f"not a valid JSON Schema: {message}")]
+        for at, ref in local:
             if f"'{ref[1:]}'" in message or f"'{ref}'" in message:
-                return None, [(where, f"the reference {ref!r} points to nothing: {message}")]
-        where = tuple(getattr(exc, "instance_path", None) or ())
+                return None, [(at, f"the reference {ref!r} points to nothing: {message}")]
         return None, [(where, f"cannot be compiled: {message}")]
+    except Exception as exc:  # e.g. a dialect jsonschema_rs does not know
+        return None, [((), f"not a usable JSON Schema: {_message(exc)}")]
     return validator, []
