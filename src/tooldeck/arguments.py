@@ -210,9 +210,10 @@ def _model_validate(
         exact = from_json or json.loads(text) == value
     except (TypeError, ValueError, RecursionError):
         return model.model_validate(value, strict=True)
+    validate_json = model.__pydantic_validator__.validate_json  # model_validate_json's call
     if exact and not _SURROGATE.search(text):
-        return model.model_validate_json(text, strict=True)
-    model.model_validate_json(_SURROGATE.sub("\ufffd", text), strict=True)
+        return validate_json(text, strict=True)  # type: ignore[no-any-return]
+    validate_json(_SURROGATE.sub("\ufffd", text), strict=True)
     return model.model_validate(value)
 
 
@@ -304,8 +305,8 @@ def _fast(spec: _Spec, raw: str) -> ValidatedArguments | None:
     """
     if spec.model is None or (spec.map_nulls and "null" in raw):
         return None
-    try:
-        params = spec.model.model_validate_json(raw, strict=True)
+    try:  # what model_validate_json(raw, strict=True) calls, without its Python wrapper
+        params = spec.model.__pydantic_validator__.validate_json(raw, strict=True)
     except ValidationError:
         return None
     if spec.schema_check is not None and not spec.schema_check.is_valid(json.loads(raw)):
@@ -316,7 +317,14 @@ def _fast(spec: _Spec, raw: str) -> ValidatedArguments | None:
 def validate_arguments(tool: Tool, raw: str | Mapping[str, Any] | None) -> ValidatedArguments:
     """Turn a model's raw arguments into validated parameters, or raise ArgumentError."""
     try:
-        return _validate(tool, raw)
+        spec = tool._arg_spec
+        if spec is None:
+            spec = _spec(tool)
+        if isinstance(raw, str):
+            fast = _fast(spec, raw)
+            if fast is not None:
+                return fast
+        return _validate(tool, spec, raw)
     except ArgumentError:
         raise
     except Exception as exc:  # a validator or model that fails: this call's error, no more
@@ -325,17 +333,13 @@ def validate_arguments(tool: Tool, raw: str | Mapping[str, Any] | None) -> Valid
         raise _fail(tool, [f"$: the arguments could not be checked ({cause})"], [], "") from exc
 
 
-def _validate(tool: Tool, raw: str | Mapping[str, Any] | None) -> ValidatedArguments:
-    spec = _spec(tool)
+def _validate(tool: Tool, spec: _Spec, raw: str | Mapping[str, Any] | None) -> ValidatedArguments:
     if raw is None:
         raw = ""
     if not isinstance(raw, str):
         if isinstance(raw, Mapping):
             return _check(tool, spec, dict(raw), [])
         raise _fail(tool, [f"$: expected a JSON object, got {type(raw).__name__}"], [], "")
-    fast = _fast(spec, raw)
-    if fast is not None:
-        return fast
     if not raw.strip():
         return _check(tool, spec, {}, [])
     repairs: list[str] = []
