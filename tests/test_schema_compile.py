@@ -231,3 +231,26 @@ def test_a_validator_that_raises_is_an_argument_error_of_that_call() -> None:
     bad, good = asyncio.run(go())
     assert bad.is_error and "could not be checked" in bad.text()
     assert not good.is_error
+
+
+def test_a_schema_nested_too_deeply_is_a_schema_error() -> None:
+    # A hostile server's schema must not escape as RecursionError (or crash the process).
+    for depth in (300, 5000):
+        schema: dict[str, Any] = {"type": "object"}
+        node = schema
+        for _ in range(depth):
+            child: dict[str, Any] = {"type": "object"}
+            node["properties"] = {"a": child}
+            node = child
+        with pytest.raises(SchemaError) as info:
+            external(schema)
+        [problem] = info.value.problems
+        assert "too deeply" in problem or "Recursion limit" in problem, problem
+        _definitions, problems = check_document(
+            {
+                "tools": [
+                    {"name": "deep", "description": "d", "category": "c", "input_schema": schema}
+                ]
+            }
+        )
+        assert problems and all(p.startswith("tools[0] (deep).input_schema") for p in problems)

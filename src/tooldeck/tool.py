@@ -187,6 +187,8 @@ class Tool:
                 schema = json.loads(json.dumps(json_schema))
             except (TypeError, ValueError) as exc:
                 raise SchemaError(name, [f"$: not JSON-serialisable: {exc}"]) from exc
+            except RecursionError as exc:  # e.g. from a hostile MCP server
+                raise SchemaError(name, ["$: nested too deeply to be used"]) from exc
             # Compiled now, never fetching anything (tooldeck._compile): an unusable
             # schema is a definition error, not a failure of the first call.
             validator, compiled = compile_schema(schema)
