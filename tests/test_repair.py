@@ -12,6 +12,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
 
 from tooldeck import ArgumentError, Tool, validate_arguments
 from tooldeck._repair import RUNGS, RepairFailed, repair
@@ -190,13 +192,83 @@ def test_python_literals_repairs(raw: str, value: dict[str, Any]) -> None:
         "{'a': 'x' 'y'}",  # Python would join the strings: that is a guess
         "{'a': 'say ''hi'' now'}",  # ... losing the quotes the model meant
         "{'a': 'don't'}",
-        "{'a': true}",  # neither JSON nor Python
+        # mixed with JSON's literals (repaired below), the same refusals
+        "{'a': (1, 2), 'b': true}",
+        "{'a': {1, 2}, 'b': null}",
+        "{'a': b'x', 'b': true}",
+        "{'a': f'{x}', 'b': true}",
+        "{'a': 1j, 'b': null}",
+        "{'a': 'x' 'y', 'b': true}",
+        """{'a': 'x', 'b': "y" "z", 'c': null}""",
+        "{'a': 'unterminated, 'b': true}",
+        "{'a': 'line\nbreak', 'b': true}",
+        "{'a': __import__('os'), 'b': false}",
+        "{'a': [,], 'b': true}",
+        "{'a': 007, 'b': true}",
+        "{'a': 'x', 'b': tr",
+        "{'a': 'x', 'b': 'y",
     ],
 )
 def test_python_literals_refuses(raw: str) -> None:
     err = refused(raw)
     assert "not valid JSON" in err.model_message
     assert "cannot repair" in err.model_message or "did not produce JSON" in err.model_message
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        # the issue's example: Python-quoted strings with JSON's literals
+        ("{'number': 450, 'formatted': true}", {"number": 450, "formatted": True}),
+        (
+            """{'a': true, 'b': None, "c": null, 'd': False, 'e': false, 'f': True}""",
+            {"a": True, "b": None, "c": None, "d": False, "e": False, "f": True},
+        ),
+        (
+            """{'a': [{'b': true}, {"c": None}, [null, False]], 'd': {'e': {'f': null}}}""",
+            {"a": [{"b": True}, {"c": None}, [None, False]], "d": {"e": {"f": None}}},
+        ),
+        # a literal inside a string is text, in either quote style
+        (
+            """{'a': 'true', 'b': "None", 'c': 'it is None', 'd': null, 'e': "null"}""",
+            {"a": "true", "b": "None", "c": "it is None", "d": None, "e": "null"},
+        ),
+        # apostrophes inside double-quoted strings, escaped quotes of both kinds
+        ("""{'a': "don't", 'b': true}""", {"a": "don't", "b": True}),
+        (
+            r"""{'a': 'say \'hi\'', "b": "x \"y\"", 'c': null}""",
+            {"a": "say 'hi'", "b": 'x "y"', "c": None},
+        ),
+        (r"""{'it\'s': true, "key's": None}""", {"it's": True, "key's": None}),
+        # a double-quoted string that is valid JSON keeps JSON's meaning...
+        (
+            r"""{'a': "x\/y", 'b': "\ud83d\ude00", 'c': true}""",
+            {"a": "x/y", "b": "\U0001f600", "c": True},
+        ),
+        (r"""{'a': "x\/y", 'b': True}""", {"a": "x/y", "b": True}),  # not Python's "x\\/y"
+        # ... and Python's only where JSON has none
+        (r"""{'a': "it\'s", 'b': "\x41", 'c': null}""", {"a": "it's", "b": "A", "c": None}),
+        # Python's other forms
+        (
+            r"""{'a': u'x', 'b': r'\d+', 'c': '''tri"ple''', 'd': 1_000, 'e': .5, 'f': 0x1f}""",
+            {"a": "x", "b": "\\d+", "c": 'tri"ple', "d": 1000, "e": 0.5, "f": 31},
+        ),
+        (
+            r"""{'a': '\d+\\d', 'b': +1, 'c': 5., 'd': true}""",
+            {"a": r"\d+\d", "b": 1, "c": 5.0, "d": True},
+        ),
+        ("{'a': [1, 2,], 'b': {'c': true,},}", {"a": [1, 2], "b": {"c": True}}),
+        # a fence or a brace inside a string of a whole object is data, not a wrapper
+        (
+            """{'note': '```json {"b": 2} ```', 'ok': True}""",
+            {"note": '```json {"b": 2} ```', "ok": True},
+        ),
+    ],
+)
+def test_mixed_python_and_json_literals_are_repaired(raw: str, value: dict[str, Any]) -> None:
+    params, repairs = ok(raw)
+    assert json.dumps(params) == json.dumps(value)  # exact: 1 is not 1.0, True is not 1
+    assert repairs == ("python_literals",)
 
 
 def test_json_with_an_apostrophe_keeps_json_string_semantics() -> None:
@@ -231,7 +303,9 @@ def test_trailing_commas_repairs(raw: str, value: dict[str, Any]) -> None:
     assert ok(raw) == (value, ("trailing_commas",))
 
 
-@pytest.mark.parametrize("raw", ['{"a": 1,,}', '{"a": [1,,2]}', '{"a": [,1]}', '{,"a": 1}'])
+@pytest.mark.parametrize(
+    "raw", ['{"a": 1,,}', '{"a": [1,,2]}', '{"a": [,1]}', '{,"a": 1}', '{"a": [,]}', '{"a": {,}}']
+)
 def test_trailing_commas_refuses_other_commas(raw: str) -> None:
     err = refused(raw)
     assert "not valid JSON" in err.model_message
@@ -510,3 +584,76 @@ def test_huge_inputs_do_not_hang() -> None:
     assert isinstance(err_or_ok, ArgumentError | tuple)
     python_big = "{'a': '" + "x" * 1_100_000 + "'}"
     assert len(refused(python_big).model_message) <= 500
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+# Text that is hard for a ladder: quotes, escapes, literal words, fences, braces, commas.
+_TRICKY = st.sampled_from(
+    [
+        *("'", '"', "\\", "True", "None", "false", "null", "```json\n{}\n```", '{"b": 2}', "}"),
+        *(",]", "#", "\n", "\t", "\x00", "é", "\U0001f600", "\u2028", " ", "it's", 'say "hi"'),
+        "\\d",
+    ]
+)
+_STRINGS = st.lists(_TRICKY | st.text(max_size=3), max_size=4).map("".join)
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _STRINGS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_STRINGS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def _mixed(draw: st.DrawFn, value: Any) -> str:
+    """``value`` written the way models write it: Python's and JSON's syntax mixed."""
+    space = draw(st.sampled_from(["", " ", "\n  "]))
+    if value is None:
+        return draw(st.sampled_from(["None", "null"]))
+    if isinstance(value, bool):
+        return draw(st.sampled_from([repr(value), json.dumps(value)]))
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        style = draw(st.sampled_from(["python", "json", "json-unicode"]))
+        if style == "python":
+            return repr(value)
+        return json.dumps(value, ensure_ascii=style == "json")
+    if isinstance(value, list):
+        items = [draw(_mixed(v)) for v in value]
+        return "[" + f",{space}".join(items) + "]"
+    pairs = [f"{draw(_mixed(k))}:{space}{draw(_mixed(v))}" for k, v in value.items()]
+    return "{" + space + f",{space}".join(pairs) + space + "}"
+
+
+@given(data=st.data())
+def test_mixed_literals_give_back_exactly_the_value(data: st.DataObject) -> None:
+    value = data.draw(st.dictionaries(_STRINGS, _VALUES, max_size=4))
+    raw = data.draw(_mixed(value))
+    params, repairs = ok(raw)
+    assert json.dumps(params) == json.dumps(value), raw  # exact, types included
+    try:
+        json.loads(raw)
+    except ValueError:
+        assert repairs == ("python_literals",), raw
+        event("repaired")
+    else:
+        assert repairs == (), raw
+        event("valid JSON as written")
+
+
+@given(
+    value=st.dictionaries(_STRINGS, _VALUES, max_size=4),
+    indent=st.sampled_from([None, 0, 2]),
+    ascii_only=st.booleans(),
+)
+def test_valid_json_never_runs_a_repair(
+    value: dict[str, Any], indent: int | None, ascii_only: bool
+) -> None:
+    raw = json.dumps(value, indent=indent, ensure_ascii=ascii_only)
+    params, repairs = ok(raw)
+    assert repairs == () and json.dumps(params) == json.dumps(value)

@@ -39,7 +39,9 @@ from .errors import ToolDefinitionError
 
 __all__ = ["FunctionSignature", "LazyModel", "NoTitles", "inspect_function"]
 
-_MODEL_CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+# No NaN or infinity for a float parameter: JSON has neither (a number too large for a
+# double, 1e400, would arrive as infinity), and the schema says "number".
+_MODEL_CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=False, allow_inf_nan=False)
 
 
 class NoTitles(GenerateJsonSchema):
@@ -305,7 +307,7 @@ def inspect_function(fn: Callable[..., Any], tool_name: str) -> FunctionSignatur
         try:
             model = create_model(
                 model_name,
-                __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
+                __config__=ConfigDict(**_MODEL_CONFIG),
                 **fields,
             )
         except Exception as exc:  # pydantic raises several types for unusable annotations

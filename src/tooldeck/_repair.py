@@ -8,9 +8,10 @@ may have been lost), is refused.
 
 1. ``extract_json``     unwrap a code fence, or prose around one JSON object (never an
                         element of an array, never cut at a "}" that closes a nested value)
-2. ``python_literals``  a Python dict literal (only with Python-quoted strings, and no
-                        strings Python would join), or ``True`` / ``False`` / ``None`` tokens
-3. ``trailing_commas``  drop commas directly before ``}`` or ``]``
+2. ``python_literals``  Python literal syntax, alone or mixed with JSON's: ``'...'``
+                        strings, ``True`` / ``False`` / ``None`` beside ``true`` / ``null``
+                        (token by token; never strings Python would join)
+3. ``trailing_commas``  drop a comma after a value, directly before ``}`` or ``]``
 4. ``surplus_closers``  drop closing brackets left over after the object closed
 5. ``close_brackets``   close objects left open at the very end, after a complete value
 
@@ -21,11 +22,9 @@ its text parses, so it is not malformed JSON.)
 from __future__ import annotations
 
 import ast
-import io
 import json
 import math
 import re
-import tokenize
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +44,13 @@ _FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5)?[ \t]*\r?\n?(.*?)```", re.S)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _PY_MARKERS = re.compile(r"\b(?:True|False|None)\b")
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?![0-9A-Za-z_.])")
+_DIGITS = r"[0-9](?:_?[0-9])*"
+_PY_NUMBER = re.compile(
+    r"[+-]?(?:0[xX](?:_?[0-9a-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+"
+    rf"|(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?)"
+    r"(?![0-9A-Za-z_.])"
+)
 _CLOSERS = {"{": "}", "[": "]"}
 _JSON_WS = " \t\r\n"
 
@@ -177,13 +183,15 @@ def _balanced(text: str) -> bool:
 
 
 def _extract_json(text: str) -> str | None:
+    stripped = text.strip()
+    if stripped.startswith("{") and _balanced(stripped):
+        return None  # one whole object: a fence or a brace inside its strings is data
     fences = _FENCE.findall(text)
     if len(fences) == 1:
         inner: str = fences[0].strip()
         return inner if inner != text.strip(_JSON_WS) else None
     if len(fences) > 1:
         return None  # several blocks: which one is meant would be a guess
-    stripped = text.strip()
     start = stripped.find("{")
     if start < 0:
         return None
@@ -198,20 +206,6 @@ def _extract_json(text: str) -> str | None:
     if tail.strip(" \t\r\n}],") and "{" not in tail and _balanced(stripped[start : end + 1]):
         candidate = stripped[start : end + 1]
     return candidate if candidate != text.strip(_JSON_WS) else None
-
-
-def _json_compatible(value: Any, depth: int = 0) -> bool:
-    if depth > 500:
-        return False
-    if value is None or isinstance(value, bool | int | str):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list):
-        return all(_json_compatible(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _json_compatible(v, depth + 1) for k, v in value.items())
-    return False
 
 
 def _quote_outside_strings(text: str) -> bool:
@@ -233,65 +227,175 @@ def _quote_outside_strings(text: str) -> bool:
     return False
 
 
-def _adjacent_strings(text: str) -> bool:
-    """Whether two string literals stand side by side (Python would join them)."""
-    previous = None
+def _string_end(text: str, i: int, quote: str) -> int:
+    """Index just past the string literal opening at ``i``, or -1 if it is not closed.
+
+    Backslashes escape the next character. A triple-quoted literal runs to its closing
+    triple; any other ends at its quote, and a ``'`` string also at a line break (Python
+    would refuse it).
+    """
+    n = len(text)
+    if text.startswith(quote * 3, i):
+        j = i + 3
+        while j < n:
+            if text[j] == "\\":
+                j += 2
+            elif text.startswith(quote * 3, j):
+                return j + 3
+            else:
+                j += 1
+        return -1
+    j = i + 1
+    while j < n:
+        ch = text[j]
+        if ch == "\\":
+            j += 2
+        elif ch == quote:
+            return j + 1
+        elif ch in "\r\n" and quote == "'":
+            return -1
+        else:
+            j += 1
+    return -1
+
+
+_PY_ESCAPE = re.compile(r"\\(.)", re.S)
+_PY_ESCAPES = frozenset("\n\\'\"abfnrtv01234567xNuU")
+
+
+def _keep_unknown_escape(match: re.Match[str]) -> str:
+    return match.group(0) if match.group(1) in _PY_ESCAPES else "\\" + match.group(0)
+
+
+def _python_string(token: str) -> str | None:
+    """The value of one Python string literal (``'...'``, ``r'...'``, triple-quoted)."""
+    if token[0] == "'" and "\\" not in token and not token.startswith("'" * 3):
+        return token[1:-1]  # the common case needs no parser
+    if token[0] not in "rR":
+        # An unknown escape (``\\d``) keeps its backslash, as Python reads it today,
+        # without the warning (or, in a later Python, the error) it would raise.
+        token = _PY_ESCAPE.sub(_keep_unknown_escape, token)
     try:
-        for token in tokenize.generate_tokens(io.StringIO(text).readline):
-            if token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
-                continue
-            if token.type == tokenize.STRING and previous == tokenize.STRING:
-                return True
-            previous = token.type
-    except (tokenize.TokenError, SyntaxError):
-        return True
-    return False
+        value = ast.literal_eval(token)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _python_number(token: str) -> str | None:
+    """JSON for a Python number JSON does not write so (``1_000``, ``.5``, ``0x1f``, ``+1``)."""
+    try:
+        value = ast.literal_eval(token)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return json.dumps(value)
 
 
 def _python_literals(text: str) -> str | None:
+    """Python literal syntax, alone or mixed with JSON's, as JSON text; None if absent.
+
+    Token by token, never evaluating anything but one string or number literal at a
+    time: ``True`` / ``False`` / ``None`` become JSON's literals (JSON's own stay), a
+    ``'...'`` (or ``r'...'``, ``u'...'``, triple-quoted) string becomes the JSON string of
+    its Python value, and a ``"..."`` string that is valid JSON keeps JSON's meaning
+    (Python's only where JSON gives none, e.g. ``\\'`` or ``\\x41``). A text with
+    Python-quoted strings is Python syntax throughout: a comma before a closer is
+    dropped (Python allows it) and Python's number forms are written as JSON. A text
+    without one keeps its trailing commas for ``trailing_commas``. Everything else is
+    copied unchanged, so what is neither JSON nor Python (a tuple, a set, a call, bytes,
+    two strings side by side, which Python would join) still fails to parse and is
+    refused.
+    """
     if not ("'" in text or _PY_MARKERS.search(text)):
         return None
-    # Only a text with Python-quoted strings is read as a Python literal: JSON text that
-    # merely has an apostrophe inside a string keeps JSON's string semantics.
-    if len(text) <= _LITERAL_EVAL_LIMIT and _quote_outside_strings(text):
-        try:
-            value = ast.literal_eval(text.strip())
-        except Exception:  # SyntaxError, ValueError, MemoryError, RecursionError...
-            value = None
-        if isinstance(value, dict) and _json_compatible(value) and not _adjacent_strings(text):
-            return json.dumps(value, ensure_ascii=False)
+    python = _quote_outside_strings(text)  # Python-quoted strings: Python syntax throughout
+    if python and len(text) > _LITERAL_EVAL_LIMIT:
+        return None
     out: list[str] = []
+    last = ""  # the last character written that is not whitespace
     changed = False
     i, n = 0, len(text)
-    in_string = False
     while i < n:
         ch = text[i]
-        if in_string:
+        start = i
+        if ch in _JSON_WS:
             out.append(ch)
-            if ch == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
+            i += 1
+            continue
+        word = _WORD.match(text, i) if (ch.isalpha() or ch == "_") else None
+        prefix = ""
+        if word and word.end() < n and text[word.end()] in "'\"":
+            prefix = word.group()
+            if prefix.lower() not in ("r", "u"):
+                return None  # bytes, an f-string (an evaluation), or no string at all
+            i = word.end()
+            ch = text[i]
+            word = None
+        if ch in "'\"":
+            end = _string_end(text, i, ch)
+            if end < 0:
+                if ch == "'" or prefix:
+                    return None  # an unclosed Python string: nothing to read
+                out.append(text[start:])  # cut inside a JSON string: later rungs judge it
+                break
+            token = text[start:end]
+            piece = None
+            if ch == '"' and not prefix and not token.startswith('"' * 3):
+                try:
+                    json.loads(token)
+                    piece = token  # valid JSON keeps JSON's meaning
+                except ValueError:
+                    pass
+            if piece is None:
+                value = _python_string(token)
+                if value is not None:
+                    piece = json.dumps(value, ensure_ascii=False)
+                elif ch == "'" or prefix:
+                    return None
+            if piece is None:
+                piece = token  # a string neither JSON nor Python reads: stays, and fails
+            changed |= piece != token
+            out.append(piece)
+            last = '"'
+            i = end
+            continue
+        if word:
+            name = word.group()
+            literal = _PY_LITERALS.get(name)
+            out.append(literal or name)
+            changed |= literal is not None
+            last = "a"
+            i = word.end()
+            continue
+        if ch in "-+.0123456789":
+            number = _JSON_NUMBER.match(text, i)
+            if number:
+                out.append(number.group())
+                last = "0"
+                i = number.end()
                 continue
-            if ch == '"':
-                in_string = False
-            i += 1
-            continue
-        if ch == '"':
-            in_string = True
-            out.append(ch)
-            i += 1
-            continue
-        m = _WORD.match(text, i) if (ch.isalpha() or ch == "_") else None
-        if m:
-            word = m.group()
-            if word in _PY_LITERALS:
-                out.append(_PY_LITERALS[word])
+            number = _PY_NUMBER.match(text, i) if python else None
+            piece = _python_number(number.group()) if number else None
+            if number and piece is not None:
+                out.append(piece)
                 changed = True
-            else:
-                out.append(word)
-            i = m.end()
-            continue
+                last = "0"
+                i = number.end()
+                continue
+        if ch == "," and python and last not in ("", "{", "[", ",", ":"):
+            j = i + 1
+            while j < n and text[j] in _JSON_WS:
+                j += 1
+            if j < n and text[j] in "}]":
+                changed = True  # Python's trailing comma
+                i += 1
+                continue
         out.append(ch)
+        last = ch
         i += 1
     return "".join(out) if changed else None
 
@@ -301,6 +405,7 @@ def _trailing_commas(text: str) -> str | None:
     changed = False
     i, n = 0, len(text)
     in_string = False
+    last = ""  # the last character outside strings that is not whitespace
     while i < n:
         ch = text[i]
         if in_string:
@@ -315,7 +420,7 @@ def _trailing_commas(text: str) -> str | None:
             continue
         if ch == '"':
             in_string = True
-        elif ch == ",":
+        elif ch == "," and last not in ("", "[", "{", ",", ":"):  # only a comma after a value
             j = i + 1
             while j < n and text[j] in " \t\r\n":
                 j += 1
@@ -323,6 +428,8 @@ def _trailing_commas(text: str) -> str | None:
                 changed = True
                 i += 1
                 continue
+        if ch not in " \t\r\n":
+            last = ch
         out.append(ch)
         i += 1
     return "".join(out) if changed else None

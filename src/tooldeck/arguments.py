@@ -10,23 +10,34 @@ send, or the already-parsed object Anthropic sends, and returns
    once (``double_encoded``).
 3. ``null`` for an optional property that does not accept null means "absent" and is
    dropped, so defaults apply (OpenAI strict sends optional properties as nullable).
-4. The value is validated against the tool's schema: its Pydantic model (in JSON mode,
-   on every path), or the external JSON Schema (``jsonschema_rs``). A repaired value
-   that does not validate is an error, never a guess.
+4. The value is validated against the tool's schema: its Pydantic model (in JSON mode
+   and strict, on every path: what a tool accepts is what its advertised schema says,
+   so ``"3"`` is no integer and ``"no"`` no boolean), or the external JSON Schema
+   (``jsonschema_rs``, compiled when the tool was defined). A repaired value that does
+   not validate is an error, never a guess.
+5. Whatever else goes wrong while checking (a validator that raises, a parameters model
+   that cannot be built) is an :class:`ArgumentError` for that call, never an exception
+   out of the dispatcher.
+
+Where pydantic's strict mode still takes a value the schema forbids (a ``bool`` for an
+integer ``Literal``/``Enum``, which Python counts as equal; duplicates for a ``set``,
+which it drops), the schema is checked too, for those tools only (``_needs_schema_check``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema_rs
 from pydantic import BaseModel, ValidationError
 
+from ._compile import compile_schema, located
 from ._nulls import drop_absent_nulls, has_optional_non_nullable
 from ._repair import RepairFailed, repair
-from .errors import MODEL_MESSAGE_LIMIT, ArgumentError
+from .errors import MODEL_MESSAGE_LIMIT, ArgumentError, SchemaError
 from .tool import Tool
 
 __all__ = ["ValidatedArguments", "validate_arguments"]
@@ -34,6 +45,9 @@ __all__ = ["ValidatedArguments", "validate_arguments"]
 _MAX_REPORTED = 4
 _PROBLEM_LIMIT = 200  # one problem in the model message, at most (cut in the middle)
 _PROBLEM_MIN = 40  # a problem that cannot have this much room is counted, not shown
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+_log = logging.getLogger("tooldeck.arguments")
 
 
 class ValidatedArguments:
@@ -62,19 +76,53 @@ class ValidatedArguments:
 
 
 class _Spec:
-    """What validating one tool's arguments needs, compiled once per tool."""
+    """What validating one tool's arguments needs, built once per tool (first call)."""
 
-    __slots__ = ("map_nulls", "model", "schema", "validator")
+    __slots__ = ("map_nulls", "model", "schema", "schema_check", "validator")
 
     def __init__(self, tool: Tool):
         self.schema: Mapping[str, Any] = tool.schema
         self.model: type[BaseModel] | None = tool.params
         self.map_nulls = has_optional_non_nullable(self.schema)
-        self.validator: Any = (
-            None
-            if self.model is not None
-            else jsonschema_rs.validator_for(dict(self.schema), validate_formats=True)
-        )
+        self.validator: Any = None
+        self.schema_check: Any = None
+        if self.model is None:
+            self.validator = getattr(tool, "_validator", None)
+            if self.validator is None:  # not built by Tool.__init__ (e.g. params set later)
+                self.validator, problems = compile_schema(self.schema)
+                if problems:
+                    raise SchemaError(tool.name, located(problems))
+        elif _needs_schema_check(self.schema):
+            # formats stay pydantic's to judge (see README, "The argument contract")
+            self.schema_check, problems = compile_schema(self.schema, validate_formats=False)
+            if problems:
+                _log.warning(
+                    "tool %s: its generated schema does not compile: %s", tool.name, problems
+                )
+
+
+def _needs_schema_check(schema: Any) -> bool:
+    """Whether pydantic's strict mode may accept a value ``schema`` forbids.
+
+    A number or boolean in ``enum``/``const`` (pydantic matches ``true`` to ``1`` and
+    ``1`` to ``True``) and ``uniqueItems`` (a ``set`` drops duplicates) are the cases.
+    """
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("uniqueItems") is True:
+                return True
+            options = node.get("enum")
+            options = [*options] if isinstance(options, list) else []
+            if "const" in node:
+                options.append(node["const"])
+            if any(isinstance(o, bool | int | float) for o in options):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _spec(tool: Tool) -> _Spec:
@@ -147,26 +195,26 @@ def _pydantic_problems(exc: ValidationError) -> list[str]:
 def _model_validate(
     model: type[BaseModel], value: dict[str, Any], from_json: bool = False
 ) -> BaseModel:
-    """Validate in JSON mode, as the fast path does: the value came from JSON.
+    """Validate strictly in JSON mode, as the fast path does: the value came from JSON.
 
-    (Python mode differs for strict models: a datetime or UUID arrives as a string.)
-    Only a value that JSON cannot carry to pydantic-core unchanged (a lone surrogate, a
-    non-string key or a non-JSON object in a caller's mapping) is validated in Python mode.
-    A value tooldeck itself parsed from JSON text (``from_json``) needs no round-trip check.
+    (Python mode differs for strict validation: a datetime, UUID or tuple arrives from
+    JSON as a string or a list.) A value tooldeck itself parsed from JSON text
+    (``from_json``) needs no round-trip check. A value JSON does not carry unchanged (a
+    lone surrogate, which pydantic-core's JSON parser refuses; a tuple or a non-string
+    key in a caller's mapping) is judged by its JSON image (lone surrogates as U+FFFD)
+    in strict JSON mode, then built from the value itself; a value that is no JSON at
+    all (an object in a caller's mapping) is validated strictly in Python mode.
     """
     try:
-        text = json.dumps(value)
+        text = _to_json(value)
         exact = from_json or json.loads(text) == value
     except (TypeError, ValueError, RecursionError):
-        exact = False
-    if not exact:
-        return model.model_validate(value)
-    try:
-        return model.model_validate_json(text)
-    except ValidationError as exc:
-        if any(e.get("type") == "json_invalid" for e in exc.errors(include_url=False)):
-            return model.model_validate(value)
-        raise
+        return model.model_validate(value, strict=True)
+    validate_json = model.__pydantic_validator__.validate_json  # model_validate_json's call
+    if exact and not _SURROGATE.search(text):
+        return validate_json(text, strict=True)  # type: ignore[no-any-return]
+    validate_json(_SURROGATE.sub("\ufffd", text), strict=True)
+    return model.model_validate(value)
 
 
 def _not_json(value: Any) -> str:
@@ -232,16 +280,20 @@ def _check_value(
             params = _model_validate(spec.model, value, from_json)
         except ValidationError as exc:
             raise _fail(tool, _pydantic_problems(exc), repairs, "") from None
+        if spec.schema_check is not None:
+            _schema_check(tool, spec.schema_check, value, repairs)
         return ValidatedArguments(params, tuple(repairs))
+    _schema_check(tool, spec.validator, value, repairs)
+    return ValidatedArguments(value, tuple(repairs))
+
+
+def _schema_check(tool: Tool, validator: Any, value: Any, repairs: list[str]) -> None:
     try:
-        errors = [
-            f"{_path(e.instance_path)}: {e.message}" for e in spec.validator.iter_errors(value)
-        ]
+        errors = [f"{_path(e.instance_path)}: {e.message}" for e in validator.iter_errors(value)]
     except ValueError:  # jsonschema_rs takes JSON data in valid Unicode only
         errors = [_not_json(value)]
     if errors:
         raise _fail(tool, errors, repairs, "")
-    return ValidatedArguments(value, tuple(repairs))
 
 
 def _fast(spec: _Spec, raw: str) -> ValidatedArguments | None:
@@ -253,24 +305,41 @@ def _fast(spec: _Spec, raw: str) -> ValidatedArguments | None:
     """
     if spec.model is None or (spec.map_nulls and "null" in raw):
         return None
-    try:
-        return ValidatedArguments(spec.model.model_validate_json(raw))
+    try:  # what model_validate_json(raw, strict=True) calls, without its Python wrapper
+        params = spec.model.__pydantic_validator__.validate_json(raw, strict=True)
     except ValidationError:
         return None
+    if spec.schema_check is not None and not spec.schema_check.is_valid(json.loads(raw)):
+        return None  # the full path reports the schema's errors
+    return ValidatedArguments(params)
 
 
 def validate_arguments(tool: Tool, raw: str | Mapping[str, Any] | None) -> ValidatedArguments:
     """Turn a model's raw arguments into validated parameters, or raise ArgumentError."""
-    spec = _spec(tool)
+    try:
+        spec = tool._arg_spec
+        if spec is None:
+            spec = _spec(tool)
+        if isinstance(raw, str):
+            fast = _fast(spec, raw)
+            if fast is not None:
+                return fast
+        return _validate(tool, spec, raw)
+    except ArgumentError:
+        raise
+    except Exception as exc:  # a validator or model that fails: this call's error, no more
+        _log.warning("checking the arguments of %s failed", tool.name, exc_info=True)
+        cause = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+        raise _fail(tool, [f"$: the arguments could not be checked ({cause})"], [], "") from exc
+
+
+def _validate(tool: Tool, spec: _Spec, raw: str | Mapping[str, Any] | None) -> ValidatedArguments:
     if raw is None:
         raw = ""
     if not isinstance(raw, str):
         if isinstance(raw, Mapping):
             return _check(tool, spec, dict(raw), [])
         raise _fail(tool, [f"$: expected a JSON object, got {type(raw).__name__}"], [], "")
-    fast = _fast(spec, raw)
-    if fast is not None:
-        return fast
     if not raw.strip():
         return _check(tool, spec, {}, [])
     repairs: list[str] = []

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import jsonschema_rs
 
+from ._compile import compile_schema, located
 from ._config_files import ConfigFileError, load_json
 from .assembly import CreatorFn, Toolset, TurnContext, assemble
 from .context import ToolContext
@@ -472,16 +473,10 @@ def check_document(document: Any) -> tuple[list[Definition], list[str]]:
                     f"{_where(index, name, ['input_schema'])}: the root must be "
                     f"'type: object', got {schema.get('type', 'no type')!r}"
                 )
-            try:
-                jsonschema_rs.meta.validate(schema)
-            except jsonschema_rs.ValidationError as exc:
-                inner = "".join(f"[{p!r}]" for p in exc.instance_path)
-                problems.append(
-                    f"{_where(index, name, ['input_schema'])}{inner}: not a valid JSON "
-                    f"Schema: {exc.message}"
-                )
-            except Exception as exc:
-                problems.append(f"{_where(index, name, ['input_schema'])}: {exc}")
+            # Compiled as the tool will be (never fetching a reference): a schema
+            # jsonschema_rs cannot build is a problem of the file, not of a later call.
+            _validator, compiled = compile_schema(schema)
+            problems += located(compiled, _where(index, name, ["input_schema"]))
         definitions.append(
             Definition(
                 name,

@@ -17,10 +17,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeAlias, TypeVar, overload
 
-import jsonschema_rs
 from pydantic import BaseModel, RootModel
 from pydantic.json_schema import JsonSchemaValue
 
+from ._compile import compile_schema, located
 from ._function_schema import LazyModel, inspect_function
 from ._function_schema import NoTitles as _NoTitles
 from ._threads import run_in_thread
@@ -102,6 +102,7 @@ class Tool:
         "_params",
         "_params_schema",
         "_projections",
+        "_validator",
         "defer_loading",
         "description",
         "destructive",
@@ -167,7 +168,8 @@ class Tool:
         self._describe = describe_activity
         self._describe_completed = describe_completed_activity
         self._projections: dict[Any, Any] = {}
-        self._arg_spec: Any = None  # compiled by tooldeck.arguments on first use
+        self._arg_spec: Any = None  # built by tooldeck.arguments on first use
+        self._validator: Any = None  # an external schema's compiled validator
         self._is_async: bool | None = None  # whether execute is a coroutine function
         self._lazy_params: LazyModel | None = None
         if execute is not None:
@@ -185,15 +187,14 @@ class Tool:
                 schema = json.loads(json.dumps(json_schema))
             except (TypeError, ValueError) as exc:
                 raise SchemaError(name, [f"$: not JSON-serialisable: {exc}"]) from exc
-            try:
-                jsonschema_rs.meta.validate(schema)
-            except jsonschema_rs.ValidationError as exc:
-                where = "$" + "".join(f"[{p!r}]" for p in exc.instance_path)
-                raise SchemaError(
-                    name, [f"{where}: not a valid JSON Schema: {exc.message}"]
-                ) from exc
-            except Exception as exc:  # e.g. an unknown $schema dialect
-                raise SchemaError(name, [f"$: not a usable JSON Schema: {exc}"]) from exc
+            except RecursionError as exc:  # e.g. from a hostile MCP server
+                raise SchemaError(name, ["$: nested too deeply to be used"]) from exc
+            # Compiled now, never fetching anything (tooldeck._compile): an unusable
+            # schema is a definition error, not a failure of the first call.
+            validator, compiled = compile_schema(schema)
+            if compiled:
+                raise SchemaError(name, located(compiled))
+            self._validator = validator
             self._params: type[BaseModel] | None = None
             self.external_schema = True
             self._params_schema: dict[str, Any] = schema

@@ -104,23 +104,25 @@ def list_command(
         console.print(table)
         for s in statuses:
             listed = tools.get(s.name, [])
-            if not listed:
-                continue
-            t = Table(title=f"{s.name}: {len(listed)} tools")
-            for column in ("name", "MCP tool", "tier", "hints", "description"):
-                t.add_column(column)
-            for tool in listed:
-                row = _tool_row(tool)
-                t.add_row(
-                    row["name"],
-                    row["tool"],
-                    row["tier"],
-                    ", ".join(row["hints"]),
-                    _first_line(row["description"]),
-                )
-            console.print(t)
-            for line in (*s.collisions, *s.skipped):
-                console.print(f"  note: {line}", markup=False, highlight=False)
+            if listed:
+                t = Table(title=f"{s.name}: {len(listed)} tools")
+                for column in ("name", "MCP tool", "tier", "hints", "description"):
+                    t.add_column(column)
+                for tool in listed:
+                    row = _tool_row(tool)
+                    t.add_row(
+                        row["name"],
+                        row["tool"],
+                        row["tier"],
+                        ", ".join(row["hints"]),
+                        _first_line(row["description"]),
+                    )
+                console.print(t)
+            # a server whose every tool was skipped still says why
+            for line in s.collisions:
+                console.print(f"  {s.name}: note: {line}", markup=False, highlight=False)
+            for line in s.skipped:
+                console.print(f"  {s.name}: skipped: {line}", markup=False, highlight=False)
     skipped = {s.name for s in statuses if not s.autostart and autostart_only}
     if any(s.state != "connected" for s in statuses if s.name not in skipped):
         raise typer.Exit(1)

@@ -40,7 +40,7 @@ import mcp_types as types
 
 from ..assembly import TurnContext
 from ..context import ToolContext
-from ..errors import ToolDefinitionError
+from ..errors import SchemaError, ToolDefinitionError
 from ..events import Event, EventBus
 from ..result import ToolResult
 from ..tool import Tier, Tool
@@ -586,10 +586,14 @@ class McpSource:
         for t in kept:
             try:
                 tools.append(self._make_tool(server, t, names[t.name], description))
-            except ToolDefinitionError as exc:
-                first = str(exc).splitlines()[0]
-                skipped.append(f"{t.name}: {first}")
-                _log.warning("MCP server %r: tool %r skipped: %s", cfg.name, t.name, exc)
+            except ToolDefinitionError as exc:  # a SchemaError too: compiled right here
+                reason = (
+                    "unusable input schema: " + "; ".join(exc.problems)
+                    if isinstance(exc, SchemaError)
+                    else str(exc).splitlines()[0]
+                )
+                skipped.append(f"{t.name}: {reason}")
+                _log.warning("MCP server %r: tool %r skipped: %s", cfg.name, t.name, reason)
         server.tools = tuple(tools)
         server.collisions = tuple(collisions)
         server.skipped = tuple(skipped)
