@@ -23,20 +23,27 @@ For one model step's calls it:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import inspect
-import json
 import logging
 import time
 import traceback
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
-from pydantic import BaseModel
-
+from ._running import Watch, resume
+from .approvals import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    PendingApproval,
+    PolicyDecision,
+    PolicyHook,
+    allow_all,
+    answering,
+    arguments_json,
+)
 from .arguments import validate_arguments
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal, Protection, ToolContext
@@ -72,114 +79,6 @@ _log = logging.getLogger("tooldeck.dispatch")
 _ERROR_TEXT_LIMIT = 500
 _ACTIONS = ("allow", "deny", "ask")
 _NEVER = AbortSignal()  # the signal of a step run without one: nothing ever fires it
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyDecision:
-    action: Literal["allow", "deny", "ask"]
-    reason: str = ""
-    level: str = ""
-
-
-class PolicyHook(Protocol):
-    """Decides, right before execution, whether one validated call may run."""
-
-    def __call__(
-        self, tool: Tool, params: Any, call: ToolCall
-    ) -> PolicyDecision | Awaitable[PolicyDecision]: ...
-
-
-def allow_all(tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
-    """The default policy until one is configured: every call may run."""
-    return PolicyDecision("allow", "no policy configured")
-
-
-def arguments_json(params: Any) -> Any:
-    """Validated parameters as JSON data (a Pydantic model dumped, a mapping copied)."""
-    if isinstance(params, BaseModel):
-        return params.model_dump(mode="json")
-    if isinstance(params, Mapping):
-        return json.loads(json.dumps(dict(params), default=str))
-    return params
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRequest:
-    call: ToolCall
-    tool: Tool
-    params: Any
-    reason: str
-
-    @property
-    def display(self) -> Any:
-        """What a human is shown before answering, as JSON data.
-
-        The validated arguments, unless the tool describes its approval itself with a
-        ``describe_approval(params)`` method (``switch_model`` shows its role and
-        model_hint). Kept with a step that waits for approval, so whoever answers later
-        sees the same thing.
-        """
-        describe = getattr(self.tool, "describe_approval", None)
-        if callable(describe):
-            try:
-                return describe(self.params)
-            except Exception:
-                _log.exception("describe_approval failed for %s", self.call.name)
-        return arguments_json(self.params)
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalAnswer:
-    """A human's answer: approve, deny (with a message for the model), or edit arguments."""
-
-    approved: bool
-    message: str = ""
-    arguments: Mapping[str, Any] | None = None
-
-
-Approver = Callable[[Sequence[ApprovalRequest]], Awaitable[Sequence[ApprovalAnswer]]]
-
-
-class PendingApproval(Exception):
-    """Raised by an approver when nobody can answer now: the step waits for a human.
-
-    The dispatcher runs nothing of the step, fills in ``requests`` (the whole batch
-    waiting for an answer) and ``outputs`` (the outputs the step already has: unknown,
-    invalid or denied calls) and re-raises; the loop keeps the step so that
-    ``Session.resume(answers)`` finishes it later without producing any output twice.
-    """
-
-    def __init__(
-        self, requests: Sequence[ApprovalRequest] = (), message: str = "waiting for approval"
-    ) -> None:
-        super().__init__(message)
-        self.requests: tuple[ApprovalRequest, ...] = tuple(requests)
-        self.outputs: tuple[ToolOutput, ...] = ()
-
-
-def answering(answers: Mapping[str, ApprovalAnswer], approver: Approver | None) -> Approver:
-    """An approver that answers from ``answers`` (by call id) and asks ``approver`` the rest.
-
-    Used to finish a step that waited for approval. An approver with a
-    ``with_answers(answers)`` method (``tooldeck.policy.PolicyApprover``) builds this
-    itself, so the given answers pass through it like a human's (approve-always
-    recorded, edits checked, audit lines written).
-    """
-    own = getattr(approver, "with_answers", None)
-    if callable(own):
-        made: Approver = own(answers)
-        return made
-
-    async def approve(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
-        rest = [r for r in requests if r.call.call_id not in answers]
-        asked = iter(await approver(rest) if rest and approver is not None else ())
-        unanswered = ApprovalAnswer(False, "no answer was given")
-        return [
-            answers[r.call.call_id] if r.call.call_id in answers else next(asked, unanswered)
-            for r in requests
-        ]
-
-    return approve
 
 
 ResultHook = Callable[[ToolCall, Tool, ToolResult, ToolContext], ToolResult | Awaitable[ToolResult]]
@@ -530,7 +429,7 @@ class Dispatcher:
         """
         call = slot.call
         timeout = self.timeouts.get(call.name, self.timeout) if self.timeouts else self.timeout
-        watch = _Watch(asyncio.current_task(), signal)
+        watch = Watch(asyncio.current_task(), signal)
         handle = (
             asyncio.get_running_loop().call_at(began + timeout, watch.expire, timeout)
             if timeout is not None
@@ -539,7 +438,7 @@ class Dispatcher:
         signal.on_abort(watch.fire)  # at once if it fired during the first step
         try:
             try:
-                result: ToolResult = await _resume(coro, waiting_for)
+                result: ToolResult = await resume(coro, waiting_for)
             finally:
                 if handle is not None:
                     handle.cancel()
@@ -747,88 +646,6 @@ class Dispatcher:
                 if s.output.result.terminate and terminated_by is None:
                     terminated_by = s.call.name
         return terminated_by
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, Any], waiting_for: Any) -> Generator[Any, Any, Any]:
-    """Go on driving ``coro`` (whose first step has run) in the awaiting task.
-
-    What ``yield from coro`` does, minus its first ``send``: each value the coroutine
-    yields (the future it waits for) goes to the task, and each wake-up or exception
-    the task sends (its cancellation included) goes back into the coroutine.
-    """
-    while True:
-        try:
-            sent = yield waiting_for
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:
-            try:
-                waiting_for = coro.throw(exc)
-            except StopIteration as finished:
-                return finished.value
-        else:
-            try:
-                waiting_for = coro.send(sent)
-            except StopIteration as finished:
-                return finished.value
-
-
-class _Watch:
-    """The timeout and abort of one running call (see :meth:`Dispatcher._run`).
-
-    When the call's signal fires, the tool first sees it cooperatively (``ctx.signal``
-    is set, ``await signal.wait()`` returns); the task is cancelled one loop iteration
-    later, so a tool that stops by itself gets to.
-    """
-
-    __slots__ = ("cancelled", "done", "fired", "reason", "signal", "task")
-
-    def __init__(self, task: asyncio.Task[Any] | None, signal: AbortSignal) -> None:
-        self.task = task
-        self.signal = signal
-        self.fired = False  # the call was told to stop
-        self.cancelled = False  # ...and this watch cancelled its task
-        self.done = False  # the tool's await has ended
-        self.reason = ""
-
-    def expire(self, timeout: float) -> None:
-        self.signal.abort(f"timed out after {timeout:g}s")  # calls self.fire
-
-    def fire(self, reason: str) -> None:
-        if self.done or self.fired:
-            return
-        self.fired = True
-        self.reason = reason
-        if self.task is not None:
-            self.task.get_loop().call_soon(self._cancel)
-
-    def _cancel(self) -> None:
-        if not self.done and self.task is not None:
-            self.cancelled = True
-            self.task.cancel()
-
-    def taken_back(self) -> bool:
-        """After a ``CancelledError``: was it this watch's, and nobody else's?"""
-        if not self.cancelled or self.task is None:
-            return False
-        self.cancelled = False
-        return self.task.uncancel() == 0
-
-    async def settle(self) -> None:
-        """The tool returned after it was told to stop: absorb this watch's cancel."""
-        if not self.cancelled or self.task is None:
-            return
-        self.cancelled = False
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.sleep(0)  # a cancel still pending would arrive here
-        if self.task.uncancel() > 0:
-            raise asyncio.CancelledError  # someone else cancelled this task as well
-
-    def stopped(self, name: str) -> ToolResult:
-        why = self.reason or "stopped"
-        return ToolResult.error(f"{name} was stopped: {why}.", details={"stopped": why})
 
 
 def _refuse_ambiguous(slots: list[_Slot]) -> None:

@@ -1,0 +1,143 @@
+"""What the policy hook answers, and how a human's approval of a call is asked and given.
+
+The vocabulary the dispatcher and the policy package share: :class:`PolicyDecision`
+(allow / deny / ask), the :class:`PolicyHook` protocol and its default
+:func:`allow_all`; an :class:`ApprovalRequest` shown to an :data:`Approver`, its
+:class:`ApprovalAnswer`, :class:`PendingApproval` for an approver that cannot answer
+now, and :func:`answering` to finish a waiting step with answers given later.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+from .tool import Tool
+from .transcript import ToolCall, ToolOutput
+
+__all__ = [
+    "ApprovalAnswer",
+    "ApprovalRequest",
+    "Approver",
+    "PendingApproval",
+    "PolicyDecision",
+    "PolicyHook",
+    "allow_all",
+    "answering",
+    "arguments_json",
+]
+
+_log = logging.getLogger("tooldeck.dispatch")
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDecision:
+    action: Literal["allow", "deny", "ask"]
+    reason: str = ""
+    level: str = ""
+
+
+class PolicyHook(Protocol):
+    """Decides, right before execution, whether one validated call may run."""
+
+    def __call__(
+        self, tool: Tool, params: Any, call: ToolCall
+    ) -> PolicyDecision | Awaitable[PolicyDecision]: ...
+
+
+def allow_all(tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
+    """The default policy until one is configured: every call may run."""
+    return PolicyDecision("allow", "no policy configured")
+
+
+def arguments_json(params: Any) -> Any:
+    """Validated parameters as JSON data (a Pydantic model dumped, a mapping copied)."""
+    if isinstance(params, BaseModel):
+        return params.model_dump(mode="json")
+    if isinstance(params, Mapping):
+        return json.loads(json.dumps(dict(params), default=str))
+    return params
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    call: ToolCall
+    tool: Tool
+    params: Any
+    reason: str
+
+    @property
+    def display(self) -> Any:
+        """What a human is shown before answering, as JSON data.
+
+        The validated arguments, unless the tool describes its approval itself with a
+        ``describe_approval(params)`` method (``switch_model`` shows its role and
+        model_hint). Kept with a step that waits for approval, so whoever answers later
+        sees the same thing.
+        """
+        describe = getattr(self.tool, "describe_approval", None)
+        if callable(describe):
+            try:
+                return describe(self.params)
+            except Exception:
+                _log.exception("describe_approval failed for %s", self.call.name)
+        return arguments_json(self.params)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAnswer:
+    """A human's answer: approve, deny (with a message for the model), or edit arguments."""
+
+    approved: bool
+    message: str = ""
+    arguments: Mapping[str, Any] | None = None
+
+
+Approver = Callable[[Sequence[ApprovalRequest]], Awaitable[Sequence[ApprovalAnswer]]]
+
+
+class PendingApproval(Exception):
+    """Raised by an approver when nobody can answer now: the step waits for a human.
+
+    The dispatcher runs nothing of the step, fills in ``requests`` (the whole batch
+    waiting for an answer) and ``outputs`` (the outputs the step already has: unknown,
+    invalid or denied calls) and re-raises; the loop keeps the step so that
+    ``Session.resume(answers)`` finishes it later without producing any output twice.
+    """
+
+    def __init__(
+        self, requests: Sequence[ApprovalRequest] = (), message: str = "waiting for approval"
+    ) -> None:
+        super().__init__(message)
+        self.requests: tuple[ApprovalRequest, ...] = tuple(requests)
+        self.outputs: tuple[ToolOutput, ...] = ()
+
+
+def answering(answers: Mapping[str, ApprovalAnswer], approver: Approver | None) -> Approver:
+    """An approver that answers from ``answers`` (by call id) and asks ``approver`` the rest.
+
+    Used to finish a step that waited for approval. An approver with a
+    ``with_answers(answers)`` method (``tooldeck.policy.PolicyApprover``) builds this
+    itself, so the given answers pass through it like a human's (approve-always
+    recorded, edits checked, audit lines written).
+    """
+    own = getattr(approver, "with_answers", None)
+    if callable(own):
+        made: Approver = own(answers)
+        return made
+
+    async def approve(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
+        rest = [r for r in requests if r.call.call_id not in answers]
+        asked = iter(await approver(rest) if rest and approver is not None else ())
+        unanswered = ApprovalAnswer(False, "no answer was given")
+        return [
+            answers[r.call.call_id] if r.call.call_id in answers else next(asked, unanswered)
+            for r in requests
+        ]
+
+    return approve
