@@ -6,7 +6,11 @@ mapping between tooldeck's neutral transcript and the Responses wire format.
 
 Stateless by default: every request carries ``store: false``, asks for
 ``reasoning.encrypted_content`` and re-sends the whole history as input items, plus the
-tools array. Replay follows the provider's rules:
+tools array. With ``stateful=True`` (which stores responses) a request chains on the
+previous response with ``previous_response_id`` and sends only the new items, whenever
+the transcript proves the server holds the rest (:mod:`._responses_chain`); it replays
+in full, once, when the server no longer has that response. Replay follows the
+provider's rules:
 
 - reasoning items go back verbatim, in their original place, only to the same provider,
   adapter and model (:func:`~tooldeck.providers._common.replay_parts`); with them go the
@@ -29,10 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from openai import NOT_GIVEN, APIError, AsyncOpenAI, AsyncStream
+from openai import NOT_GIVEN, APIError, APIStatusError, AsyncOpenAI, AsyncStream
 
 from ..model import ModelDelta, ModelRequest
 from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
@@ -55,6 +61,7 @@ from ._common import (
     replay_parts,
     same_origin,
 )
+from ._responses_chain import STORED_CONTEXT, Context, find_chain, rejected_previous
 
 __all__ = ["ADAPTER", "PROVIDER", "OpenAIResponsesModel"]
 
@@ -63,6 +70,9 @@ ADAPTER = "openai-responses"
 
 _TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.failed")
 _MODEL_BOUND_KINDS = frozenset({"reasoning"})
+_USER_STATE_KEYS = frozenset({"previous_response_id", "conversation"})
+
+_log = logging.getLogger("tooldeck.providers.openai_responses")
 
 
 def _dumps(value: Any) -> str:
@@ -76,7 +86,10 @@ class OpenAIResponsesModel:
     a prebuilt ``AsyncOpenAI`` (then ``api_key``, ``base_url``, ``max_retries`` and
     ``timeout`` are ignored). ``timeout=None`` keeps the SDK's default.
 
-    ``store=False`` (default) keeps every request stateless. ``reasoning_effort`` and
+    ``store=False`` (default) keeps every request stateless. ``stateful=True`` chains
+    requests with ``previous_response_id`` and sends only the new items (it implies
+    ``store=True``; ``store=False`` with it is refused); see docs/providers.md,
+    "Stateful Responses". ``reasoning_effort`` and
     ``reasoning_summary`` fill the request's ``reasoning`` object when given.
     ``hosted_tools`` are extra tools-array entries sent as given (``{"type":
     "web_search"}``...); their items come back as opaque parts. When the request defers
@@ -94,14 +107,21 @@ class OpenAIResponsesModel:
         base_url: str | None = None,
         max_retries: int = 2,
         timeout: float | None = None,
-        store: bool = False,
+        store: bool | None = None,
+        stateful: bool = False,
         reasoning_effort: str | None = None,
         reasoning_summary: str | None = None,
         hosted_tools: Sequence[Mapping[str, Any]] = (),
         client: AsyncOpenAI | None = None,
     ) -> None:
+        if stateful and store is False:
+            raise ValueError(
+                "stateful=True chains stored responses: drop store=False (stateful implies "
+                "store=True)"
+            )
         self.model = model
-        self.store = store
+        self.stateful = stateful
+        self.store = stateful if store is None else store
         self.reasoning_effort = reasoning_effort
         self.reasoning_summary = reasoning_summary
         self.hosted_tools = [dict(t) for t in hosted_tools]
@@ -139,14 +159,35 @@ class OpenAIResponsesModel:
     ) -> tuple[dict[str, Any], StructuredOutput | None]:
         """The request body (without ``stream``) and the structured-output spec, if any.
 
+        In stateful mode this is the chained body when the transcript allows one.
         Raises :class:`~tooldeck.errors.SchemaError` (a tool or the output schema cannot
         be used) or ``ValueError`` (``tool_choice`` names a tool not in the request)
         before anything is sent.
         """
+        prepared = self._prepare(request)
+        return prepared.body, prepared.structured
+
+    def _prepare(self, request: ModelRequest) -> _Prepared:
+        context = Context([self._entry_items(entry) for entry in request.transcript])
+        body, structured = self._full_body(request, context.items)
+        stored = body.get("store") is True
+        if not (self.stateful and stored) or _USER_STATE_KEYS & body.keys():
+            return _Prepared(body, structured, context, stored)
+        chain, why = find_chain(request.transcript, context, PROVIDER, ADAPTER, self.model)
+        if chain is None:
+            if why is not None:
+                _log.info("%s: sending the whole transcript: %s", self.name, why)
+            return _Prepared(body, structured, context, stored)
+        chained = {**body, "input": chain.items, "previous_response_id": chain.previous_response_id}
+        return _Prepared(chained, structured, context, stored, replay=body)
+
+    def _full_body(
+        self, request: ModelRequest, items: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], StructuredOutput | None]:
         settings = request.settings
         body: dict[str, Any] = {
             "model": self.model,
-            "input": self.input_items(request.transcript),
+            "input": items,
             "store": self.store,
             "include": ["reasoning.encrypted_content"],
         }
@@ -190,21 +231,22 @@ class OpenAIResponsesModel:
 
     def input_items(self, transcript: Sequence[Item]) -> list[dict[str, Any]]:
         """The transcript as Responses input items, in order."""
-        items: list[dict[str, Any]] = []
-        for entry in transcript:
-            if isinstance(entry, UserMessage):
-                items.append({"role": "user", "content": _user_content(entry.content)})
-            elif isinstance(entry, AssistantMessage):
-                items.extend(self._assistant_items(entry))
-            elif isinstance(entry, ToolOutput):
-                items.append(
-                    {
-                        "type": "function_call_output",
-                        "call_id": entry.call_id,
-                        "output": _tool_output(entry.result),
-                    }
-                )
-        return items
+        return [item for entry in transcript for item in self._entry_items(entry)]
+
+    def _entry_items(self, entry: Item) -> list[dict[str, Any]]:
+        if isinstance(entry, UserMessage):
+            return [{"role": "user", "content": _user_content(entry.content)}]
+        if isinstance(entry, AssistantMessage):
+            return self._assistant_items(entry)
+        if isinstance(entry, ToolOutput):
+            return [
+                {
+                    "type": "function_call_output",
+                    "call_id": entry.call_id,
+                    "output": _tool_output(entry.result),
+                }
+            ]
+        return []
 
     def _assistant_items(self, message: AssistantMessage) -> list[dict[str, Any]]:
         own = same_origin(message, PROVIDER, ADAPTER, self.model)
@@ -350,8 +392,8 @@ class OpenAIResponsesModel:
     # -- the Model protocol ---------------------------------------------------------
 
     async def respond(self, request: ModelRequest) -> AssistantMessage:
-        body, structured = self.build_request(request)
-        raw = await self._client().responses.with_raw_response.create(**_sdk_kwargs(body))
+        prepared = self._prepare(request)
+        raw = await self._send(prepared)
         try:
             data = json.loads(raw.http_response.text)
         except ValueError:
@@ -362,14 +404,12 @@ class OpenAIResponsesModel:
                 raw.http_request,
                 body=raw.http_response.text,
             )
-        return self.parse_response(data, structured)
+        return self._finish(self.parse_response(data, prepared.structured), prepared)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | AssistantMessage]:
         """Stream deltas over SSE, then yield the same message :meth:`respond` returns."""
-        body, structured = self.build_request(request)
-        raw = await self._client().responses.with_raw_response.create(
-            **_sdk_kwargs(body), stream=True
-        )
+        prepared = self._prepare(request)
+        raw = await self._send(prepared, stream=True)
         # Events parsed as plain JSON: the typed event union coerces unknown types.
         events = raw.parse(to=AsyncStream[object])
         calls: dict[str, tuple[str | None, str | None]] = {}  # item id -> (call_id, name)
@@ -413,7 +453,62 @@ class OpenAIResponsesModel:
                 raw.http_request,
                 body=None,
             )
-        yield self.parse_response(_merge_output(final, done), structured)
+        yield self._finish(
+            self.parse_response(_merge_output(final, done), prepared.structured), prepared
+        )
+
+    # -- stateful chaining ----------------------------------------------------------
+
+    async def _create(self, body: Mapping[str, Any], stream: bool) -> Any:
+        """The one SDK call: ``POST /v1/responses`` with ``body``, raw response back."""
+        create = self._client().responses.with_raw_response.create
+        if stream:
+            return await create(**_sdk_kwargs(body), stream=True)
+        return await create(**_sdk_kwargs(body))
+
+    async def _send(self, prepared: _Prepared, stream: bool = False) -> Any:
+        """Send the (chained) body; when the server refuses its previous response, replay.
+
+        The replay is the whole transcript without ``previous_response_id``, sent once;
+        any other error, or an error of the replay itself, goes to the caller as the
+        SDK raised it.
+        """
+        try:
+            return await self._create(prepared.body, stream)
+        except Exception as exc:
+            # the SDK's error, or one that wraps it (raise ... from the SDK's error)
+            status = _status_error(exc)
+            why = rejected_previous(status.status_code, status.body) if status else None
+            if prepared.replay is None or why is None:
+                raise
+        _log.warning(
+            "%s: the server refused previous response %s (%s); sending the whole "
+            "transcript (%d items) instead",
+            self.name,
+            prepared.body.get("previous_response_id"),
+            why,
+            len(prepared.context.items),
+        )
+        return await self._create(prepared.replay, stream)
+
+    def _finish(self, message: AssistantMessage, prepared: _Prepared) -> AssistantMessage:
+        """``message`` with the digest of its stored context, so a later request can chain."""
+        if not prepared.stored or not message.response_id:
+            return message
+        data = message.provider_data or {}
+        digest = prepared.context.digest_with(self._assistant_items(message))
+        return replace(message, provider_data={**data, STORED_CONTEXT: digest})
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A request ready to send: the body, and the full replay when the body is chained."""
+
+    body: dict[str, Any]
+    structured: StructuredOutput | None
+    context: Context  # the whole transcript as replay items (what the digests cover)
+    stored: bool  # the request asks the server to store the response
+    replay: dict[str, Any] | None = None  # the full body, when ``body`` is chained
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -424,6 +519,7 @@ def _sdk_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
     known = {
         "model",
         "input",
+        "previous_response_id",
         "store",
         "include",
         "instructions",
@@ -440,6 +536,18 @@ def _sdk_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
     if extra:
         kwargs["extra_body"] = extra
     return kwargs
+
+
+def _status_error(exc: BaseException) -> APIStatusError | None:
+    """The SDK's HTTP status error: ``exc`` itself or the error it was raised from."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, APIStatusError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__
+    return None
 
 
 def _tool_choice(choice: str, names: set[str]) -> Any:
