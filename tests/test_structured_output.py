@@ -534,3 +534,69 @@ def _record(name: str) -> Any:
 
     now = datetime.now(UTC)
     return WorkflowRecord("wf-1", name, {}, "succeeded", None, now, now, now)
+
+
+# -- hostile answers: a retry or a clear end, never a crash -------------------------------------
+
+HOSTILE = [
+    "[" * 100_000,  # deeper than json can read
+    '{"answer": ' + "[" * 5000 + "]" * 5000 + "}",
+    '{"answer": 1, "tags": ' + "[" * 900 + "]" * 900 + "}",  # readable, too deep to walk
+    '{"answer": NaN}',
+    '{"answer": 1e999999}',
+    '{"answer": "\\ud800"}',
+    "9" * 5000,
+    "",
+]
+
+
+class Tags(BaseModel):
+    answer: int
+    tags: list[Any] = []
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_a_hostile_answer_is_a_validation_error_on_both_checks(text: str) -> None:
+    from tooldeck.providers._common import prepare_output_schema
+
+    spec = OutputType.of(Tags)
+    adapter_side = prepare_output_schema(spec.schema, "final_answer", "openai", "test")
+    for check in (spec.parse, adapter_side.parse):
+        try:
+            check(text)
+        except ValueError as exc:
+            assert str(exc).startswith("the structured answer")
+        else:  # only a value that truly validates may pass
+            assert json.loads(text)["answer"] == 1
+
+
+@pytest.mark.parametrize("text", HOSTILE[:3], ids=range(3))
+def test_a_hostile_answer_gets_a_retry_not_an_exception(text: str) -> None:
+    model = ScriptedModel([reply(text), reply('{"answer": 2}')])
+    result = turn(model, output_type=Tags)
+    assert result.structured == Tags(answer=2)
+    retry = model.requests[1].transcript[-1]
+    assert isinstance(retry, UserMessage)
+    assert "nested too deeply" in retry.text or "recursion limit" in retry.text
+
+
+@SMALL
+@given(
+    st.text(max_size=200)
+    | st.builds(
+        json.dumps,
+        st.recursive(
+            st.none() | st.integers() | st.text(max_size=5),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+            max_leaves=20,
+        ),
+    )
+)
+def test_any_text_ends_the_turn_with_an_instance_or_a_clear_reason(text: str) -> None:
+    model = ScriptedModel([reply(text)])
+    result = turn(model, output_type=Tags, output_retries=0)
+    if result.stop_reason is StopReason.END_TURN:
+        assert isinstance(result.structured, Tags)
+    else:
+        assert result.stop_reason is StopReason.ERROR and result.structured is None
+        assert result.reason.startswith("structured output invalid after 0 retries: ")

@@ -56,6 +56,7 @@ INVALID_AFTER_RETRIES = "structured output invalid after {n} retries"
 
 _MESSAGE_LIMIT = 1500  # what the model is told about a failed answer, at most
 _ERRORS_SHOWN = 8
+_TOO_DEEP = "the structured answer is nested too deeply to read"
 
 _KINDS = "a Pydantic model class, a dataclass, a TypedDict or a JSON Schema dict"
 
@@ -175,9 +176,12 @@ class OutputType:
             if validator is None:
                 validator = jsonschema_rs.validator_for(dict(self.schema))
                 object.__setattr__(self, "_validator", validator)
-            errors = [
-                f"{_path(e.instance_path)}: {e.message}" for e in validator.iter_errors(value)
-            ]
+            try:
+                errors = [
+                    f"{_path(e.instance_path)}: {e.message}" for e in validator.iter_errors(value)
+                ]
+            except RecursionError:
+                raise ValueError(_TOO_DEEP) from None
             if errors:
                 raise ValueError(
                     "the structured answer does not match its schema: "
@@ -186,6 +190,8 @@ class OutputType:
             return value
         try:
             return self.adapter.validate_json(json.dumps(value, allow_nan=False))
+        except RecursionError:
+            raise ValueError(_TOO_DEEP) from None
         except ValidationError as exc:
             errors = [f"{_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
             raise ValueError(
@@ -203,9 +209,12 @@ class OutputType:
         """
         try:
             value = json.loads(text)
+            value = drop_absent_nulls(value, self.schema, self.schema)
+        except RecursionError:
+            raise ValueError(_TOO_DEEP) from None
         except ValueError as exc:
             raise ValueError(f"the structured answer is not JSON: {exc}") from None
-        return self.load(drop_absent_nulls(value, self.schema, self.schema))
+        return self.load(value)
 
 
 @dataclass(frozen=True, slots=True)

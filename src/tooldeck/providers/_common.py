@@ -73,14 +73,16 @@ class StructuredOutput:
         """Parse and validate the model's answer; raises ``ValueError`` saying what is wrong."""
         try:
             value = json.loads(text)
+            if self.strict:  # optional properties were sent as required-nullable
+                value = drop_absent_nulls(value, self.schema, self.schema)
+            errors = [
+                f"{'/'.join(map(str, e.instance_path)) or '$'}: {e.message}"
+                for e in self._validator.iter_errors(value)
+            ]
+        except RecursionError:  # a hostile or broken answer: a retry, never a crash
+            raise ValueError("the structured answer is nested too deeply to read") from None
         except ValueError as exc:
             raise ValueError(f"the structured answer is not JSON: {exc}") from None
-        if self.strict:  # optional properties were sent as required-nullable
-            value = drop_absent_nulls(value, self.schema, self.schema)
-        errors = [
-            f"{'/'.join(map(str, e.instance_path)) or '$'}: {e.message}"
-            for e in self._validator.iter_errors(value)
-        ]
         if errors:
             raise ValueError(
                 "the structured answer does not match its schema: " + "; ".join(errors[:5])
