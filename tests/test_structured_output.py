@@ -7,21 +7,20 @@ import asyncio
 import dataclasses
 import json
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NotRequired
 
+import jsonschema_rs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_jsonschema import from_schema
 from pydantic import BaseModel, Field, RootModel, TypeAdapter, field_validator
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
 import tooldeck
-
-# hypothesis-jsonschema cannot generate objects with the installed Hypothesis: this
-# generator (objects, arrays, unions, $ref built here, leaves by from_schema) can.
-from test_arguments import schema_values
 from tooldeck import ModelRequest, ModelSettings, SchemaError, StopReason, UserMessage
 from tooldeck.providers import ScriptedModel, call, reply
 from tooldeck.structured import AnswerCheck, OutputType, project_output
@@ -392,6 +391,50 @@ class Person(TypedDict):
     name: str
     age: int
     email: NotRequired[str]
+
+
+def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
+    while isinstance(schema, Mapping) and "$ref" in schema:
+        node: Any = root
+        for part in schema["$ref"][2:].split("/"):
+            node = node[part]
+        schema = node
+    return schema
+
+
+def values_for(schema: Any, root: Mapping[str, Any]) -> st.SearchStrategy[Any]:
+    """Values valid against ``schema``, for the closed shapes output types produce.
+
+    hypothesis-jsonschema's ``from_schema`` cannot generate objects with the installed
+    Hypothesis, so objects, arrays, unions and ``$ref`` are built here and only leaf
+    schemas are handed to it.
+    """
+    schema = _resolve(schema, root)
+    if "anyOf" in schema:
+        return st.one_of([values_for(b, root) for b in schema["anyOf"]])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return st.one_of([values_for({**schema, "type": k}, root) for k in kind])
+    if kind == "object":
+        props: Mapping[str, Any] = schema.get("properties", {})
+        required = set(schema.get("required", ()))
+        return st.fixed_dictionaries(
+            {k: values_for(v, root) for k, v in props.items() if k in required},
+            optional={k: values_for(v, root) for k, v in props.items() if k not in required},
+        )
+    if kind == "array":
+        return st.lists(
+            values_for(schema["items"], root),
+            min_size=schema.get("minItems", 0),
+            max_size=min(schema.get("maxItems", 4), 4),
+        )
+    leaf = {k: v for k, v in schema.items() if k not in ("description", "default", "title")}
+    return from_schema(leaf)
+
+
+def schema_values(schema: Mapping[str, Any]) -> st.SearchStrategy[Any]:
+    validator = jsonschema_rs.validator_for(dict(schema))
+    return values_for(schema, schema).filter(validator.is_valid)
 
 
 SMALL = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
