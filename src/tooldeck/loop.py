@@ -4,7 +4,9 @@ The loop stops when the model returns no tool calls, a tool ends the turn, ``max
 is reached, the abort signal fires, or the stop reason says stop. A refusal ends the
 turn before any tool runs; calls from a truncated response are never executed. Calls
 that are not run still get exactly one output each, so the transcript stays valid for
-the next request.
+the next request. A requested structured answer that does not validate is sent back to
+the model with the validation message, a bounded number of times
+(:class:`~tooldeck.structured.AnswerCheck`), before the turn ends with ``error``.
 
 A step whose approver cannot answer now (it raises
 :class:`~tooldeck.dispatch.PendingApproval`) ends the turn *waiting*: nothing of that
@@ -20,7 +22,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
@@ -45,12 +47,15 @@ from .model import Model, ModelRequest, ModelSettings
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .result import ToolResult
 from .result_guard import session_guard
+from .structured import AnswerCheck, OutputType
 from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
 __all__ = ["PendingCall", "PendingStep", "PendingStore", "RunResult", "Session", "run"]
 
 _log = logging.getLogger("tooldeck.loop")
+
+T = TypeVar("T")
 
 _NOT_RUN = {
     StopReason.REFUSAL: "the model refused",
@@ -110,7 +115,11 @@ class PendingStore(Protocol):
 
 @dataclass(slots=True)
 class RunResult:
-    """The outcome of one turn (``pending`` is set when it waits for approval)."""
+    """The outcome of one turn (``pending`` is set when it waits for approval).
+
+    ``output`` is the final answer's text; ``structured`` the validated instance of the
+    requested output type (``ModelSettings.output_type``), or ``None``.
+    """
 
     output: str
     stop_reason: StopReason
@@ -130,6 +139,15 @@ class RunResult:
     def waiting(self) -> bool:
         """True when the turn stopped to wait for approval (see :meth:`Session.resume`)."""
         return self.pending is not None
+
+    def output_as(self, output_type: type[T]) -> T:
+        """The final answer's text (JSON) as an instance of ``output_type``.
+
+        Any Pydantic model class, dataclass or TypedDict; ``ValueError`` says what does not
+        match. Needs no ``output_type`` setting, which is what adds retries.
+        """
+        value: T = OutputType.of(output_type).parse(self.output)
+        return value
 
 
 ToolsetSource = Toolset | Sequence[Tool] | ToolPlanner | Callable[[TurnContext], Toolset | ToolPlan]
@@ -281,6 +299,11 @@ class Session:
         )
         await self.events.emit(TurnStarted(self.session_id, prompt, plan.executable.names))
         usage = Usage()
+        answer = AnswerCheck(
+            self.settings.output_spec,
+            self.settings.output_retries,
+            self.settings.output_schema_name,
+        )
         earlier = resuming[0].usage if resuming else Usage()
         last: AssistantMessage | None = None
         steps = resuming[0].steps if resuming else 0
@@ -319,6 +342,13 @@ class Session:
                     usage += last.usage
                     self.transcript.append(last)
                     await self.events.emit(ModelStepFinished(self.session_id, steps, last))
+                    verdict = answer.review(last)  # a structured answer: validated, or again
+                    if isinstance(verdict, UserMessage):
+                        self.transcript.append(verdict)
+                        continue
+                    if verdict is not None:
+                        stop, reason = StopReason.ERROR, verdict
+                        break
                     calls = last.tool_calls
                     if last.stop_reason in _NOT_RUN:
                         stop = last.stop_reason
@@ -378,7 +408,7 @@ class Session:
             items=self.transcript[start:],
             usage=earlier + usage,
             steps=steps,
-            structured=last.structured if last else None,
+            structured=answer.value,
             last_message=last,
             pending=waiting,
         )
@@ -456,8 +486,13 @@ async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -
 
     Options are :class:`Session` fields (``instructions``, ``settings``, ``max_steps``,
     ``policy``, ``approver``, ``timeout``, ``result_hooks``, ``guard``, ``events``,
-    ``turn``, ``session_id``) plus ``signal`` (an :class:`AbortSignal`).
+    ``turn``, ``session_id``) plus ``signal`` (an :class:`AbortSignal`) and
+    ``output_type`` / ``output_retries`` (shorthands for those ``settings``).
     """
     signal = options.pop("signal", None)
+    if {"output_type", "output_retries"} & options.keys():
+        base: ModelSettings = options.get("settings") or ModelSettings()
+        kind = options.pop("output_type", base.output_spec and base.output_spec.source)
+        options["settings"] = base.expecting(kind, retries=options.pop("output_retries", None))
     session = Session(model, tools, **options)
     return await session.run(prompt, signal=signal)

@@ -3,14 +3,20 @@
 Given the transcript, the turn's tools and the settings, a model returns the next
 :class:`~tooldeck.transcript.AssistantMessage` (its tool calls and stop reason). Adapters
 may also stream: ``stream()`` yields :class:`ModelDelta` events and finally the message.
+
+:class:`ModelSettings` carries the request settings every adapter maps, among them the
+type of a structured final answer (``output_type``): the one place it is named, so the
+adapters (which send its schema), ``ScriptedModel`` and the loop (which validates the
+answer and asks again) all read the same :class:`~tooldeck.structured.OutputType`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from .structured import OutputType
 from .tool import Tool
 from .transcript import AssistantMessage, Item
 
@@ -21,15 +27,52 @@ ToolChoice: TypeAlias = Literal["auto", "none", "required"] | str  # a str = for
 
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
-    """Request settings, mapped per provider by each adapter."""
+    """Request settings, mapped per provider by each adapter.
+
+    A structured final answer: ``output_type`` is a Pydantic model class, a dataclass, a
+    TypedDict or a JSON Schema ``dict`` (``output_schema`` is its older name and accepts
+    the same; give one of them). Its JSON Schema is sent (strict where the provider's
+    strict subset loses nothing), the answer is validated into an instance of the type
+    (``RunResult.structured``), and an answer that does not validate is sent back to the
+    model with the validation message up to ``output_retries`` times. ``output_spec`` is
+    the resolved :class:`~tooldeck.structured.OutputType` (``None`` when none is asked).
+    """
 
     tool_choice: ToolChoice = "auto"
     parallel_tool_calls: bool = True
     max_output_tokens: int | None = None
     temperature: float | None = None
-    output_schema: Mapping[str, Any] | None = None  # a structured final answer
+    output_schema: Any = None  # the older name of output_type: a JSON Schema dict (or a type)
     output_schema_name: str = "final_answer"
     extra: Mapping[str, Any] = field(default_factory=dict)  # provider-specific passthrough
+    output_type: Any = None  # Pydantic model class, dataclass, TypedDict or JSON Schema dict
+    output_retries: int = 2  # answers sent back for a retry before the turn gives up
+    output_spec: OutputType | None = field(init=False, default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kind, legacy = self.output_type, self.output_schema
+        if kind is not None and legacy is not None and kind is not legacy and kind != legacy:
+            raise ValueError(
+                "ModelSettings: give output_type or output_schema (its older name), not both"
+            )
+        retries = self.output_retries
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise ValueError(
+                f"ModelSettings: output_retries must be a whole number >= 0, got {retries!r}"
+            )
+        source = kind if kind is not None else legacy
+        if source is not None:
+            spec = OutputType.of(source, self.output_schema_name)
+            object.__setattr__(self, "output_spec", spec)
+
+    def expecting(self, output_type: Any, *, retries: int | None = None) -> ModelSettings:
+        """These settings with ``output_type`` as the structured answer (``None``: none)."""
+        return replace(
+            self,
+            output_type=output_type,
+            output_schema=None,
+            output_retries=self.output_retries if retries is None else retries,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -800,10 +800,12 @@ def test_structured_output(fake: FakeProvider) -> None:
     # strict made "note" required-and-nullable; its null means "absent"
     assert message.structured == {"city": "Paris", "temp_c": 18}
     assert message.stop_reason is StopReason.END_TURN
-    # a bad answer ends the turn with ERROR and says why; nothing raises
+    # a bad answer ends the turn with ERROR and says why (no retry left); nothing raises
     fake.queue(ok(msg('{"city":"Paris"}')))
-    result = run(model, [get_weather], "Report.", settings=settings)
+    no_retry = ModelSettings(output_schema=SCHEMA, output_retries=0)
+    result = run(model, [get_weather], "Report.", settings=no_retry)
     assert result.stop_reason is StopReason.ERROR and result.structured is None
+    assert result.reason.startswith("structured output invalid after 0 retries")
     assert result.last_message is not None and result.last_message.provider_data is not None
     assert "temp_c" in result.last_message.provider_data["structured_error"]
     fake.queue(ok(msg("not json")))

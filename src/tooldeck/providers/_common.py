@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jsonschema_rs
 
 from .._nulls import drop_absent_nulls
-from .._strict import Dialect, convert
+from .._strict import Dialect
 from ..errors import SchemaError
+from ..structured import project_output
 from ..transcript import AssistantMessage, AssistantPart, OpaqueItem
 
 __all__ = [
@@ -19,6 +21,8 @@ __all__ = [
     "prepare_output_schema",
     "replay_parts",
 ]
+
+_log = logging.getLogger("tooldeck.providers")
 
 
 def replay_parts(
@@ -44,29 +48,41 @@ def same_origin(message: AssistantMessage, provider: str, adapter: str, model: s
 
 
 class StructuredOutput:
-    """A requested structured final answer: checked before any request, validated after."""
+    """A requested structured final answer: checked before any request, validated after.
+
+    ``wire_schema`` is what the provider is sent, ``strict`` whether it is sent strict,
+    ``reason`` why not (``None`` when strict).
+    """
 
     def __init__(
-        self, schema: Mapping[str, Any], name: str, strict: bool, wire_schema: Mapping[str, Any]
+        self,
+        schema: Mapping[str, Any],
+        name: str,
+        strict: bool,
+        wire_schema: Mapping[str, Any],
+        reason: str | None = None,
     ):
         self.schema = schema
         self.name = name
         self.strict = strict
         self.wire_schema = wire_schema
+        self.reason = reason
         self._validator = jsonschema_rs.validator_for(dict(schema))
 
     def parse(self, text: str) -> Any:
         """Parse and validate the model's answer; raises ``ValueError`` saying what is wrong."""
         try:
             value = json.loads(text)
+            if self.strict:  # optional properties were sent as required-nullable
+                value = drop_absent_nulls(value, self.schema, self.schema)
+            errors = [
+                f"{'/'.join(map(str, e.instance_path)) or '$'}: {e.message}"
+                for e in self._validator.iter_errors(value)
+            ]
+        except RecursionError:  # a hostile or broken answer: a retry, never a crash
+            raise ValueError("the structured answer is nested too deeply to read") from None
         except ValueError as exc:
             raise ValueError(f"the structured answer is not JSON: {exc}") from None
-        if self.strict:  # optional properties were sent as required-nullable
-            value = drop_absent_nulls(value, self.schema, self.schema)
-        errors = [
-            f"{'/'.join(map(str, e.instance_path)) or '$'}: {e.message}"
-            for e in self._validator.iter_errors(value)
-        ]
         if errors:
             raise ValueError(
                 "the structured answer does not match its schema: " + "; ".join(errors[:5])
@@ -80,8 +96,10 @@ def prepare_output_schema(
     """Check an output schema before the network call and decide strict.
 
     The root must be ``type: object`` (not a union) and the schema must be valid JSON
-    Schema, otherwise :class:`SchemaError`. Strict is used when the schema converts to
-    the provider's strict subset without losing anything.
+    Schema, otherwise :class:`SchemaError`. Strict is decided by
+    :func:`tooldeck.structured.project_output`; a non-strict schema is sent with the
+    reason logged and kept in ``StructuredOutput.reason``, except to Anthropic, whose
+    structured output is always constrained: there it is a :class:`SchemaError`.
     """
     problems: list[str] = []
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
@@ -94,10 +112,20 @@ def prepare_output_schema(
             problems.append(f"$: not a valid JSON Schema: {exc}")
     if problems:
         raise SchemaError(name, problems, provider=provider)
-    conversion = convert(schema, dialect)
-    strict = not conversion.incompatible and not conversion.lossy
-    wire = conversion.schema if strict and conversion.schema is not None else dict(schema)
-    return StructuredOutput(schema, name, strict, wire)
+    projection = project_output(schema, dialect, name)
+    if dialect == "anthropic" and not projection.strict:
+        # output_config.format has no non-strict mode: the API would refuse the schema
+        reason = projection.reason or "not strict-compatible"
+        raise SchemaError(
+            name,
+            [f"$: Anthropic structured output needs a strict-compatible schema ({reason})"],
+            provider=provider,
+        )
+    if projection.reason is not None:
+        _log.debug(
+            "output schema %r for %s is sent non-strict: %s", name, provider, projection.reason
+        )
+    return StructuredOutput(schema, name, projection.strict, projection.schema, projection.reason)
 
 
 _REFUSAL_WORDS = {

@@ -26,7 +26,9 @@ Responses
     keeps only its classified category (never the explanation or the refused text); calls
     from a truncated response are marked ``incomplete`` and never executed. A requested
     structured answer that does not parse or validate turns the stop reason into ``ERROR``
-    (why is in ``provider_data["structured_error"]``), so the loop ends the turn cleanly.
+    (why is in ``provider_data["structured_error"]``), so the loop can send it back for a
+    retry. ``output_config.format`` is always constrained, so an output schema Anthropic
+    cannot express is a :class:`~tooldeck.errors.SchemaError` before any request.
 
 Non-streaming responses are read as raw JSON (not through the SDK's typed models, which
 coerce unknown block types into known ones), so opaque blocks are kept exactly as sent.
@@ -384,9 +386,9 @@ class AnthropicModel:
         projected, _ = project_tools(request.tools, PROVIDER, deferred=request.deferred)
         tools = copy.deepcopy(projected)  # projections are shared and cached: never hand out
         structured = None
-        if settings.output_schema is not None:
+        if settings.output_spec is not None:
             structured = prepare_output_schema(
-                settings.output_schema, settings.output_schema_name, "anthropic", PROVIDER
+                settings.output_spec.schema, settings.output_schema_name, "anthropic", PROVIDER
             )
         body: dict[str, Any] = {
             "model": self.model,

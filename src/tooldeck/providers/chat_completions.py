@@ -252,9 +252,9 @@ class ChatCompletionsModel:
             if not glm:
                 body["parallel_tool_calls"] = settings.parallel_tool_calls
         structured: StructuredOutput | None = None
-        if settings.output_schema is not None:
+        if settings.output_spec is not None:
             structured, body["response_format"] = self._response_format(
-                settings.output_schema, settings.output_schema_name
+                settings.output_spec.schema, settings.output_schema_name
             )
         if settings.max_output_tokens is not None:
             body[self._spec.max_tokens_field] = settings.max_output_tokens

@@ -26,7 +26,7 @@ unknown item types), so opaque items are kept exactly as received.
 A refusal sets ``stop_reason=REFUSAL`` with a classified reason; the refusal's text is
 discarded. A requested structured answer that does not parse or validate turns the
 message's stop reason into ``ERROR`` (the reason is in ``provider_data["structured_error"]``)
-rather than raising, so the loop ends the turn cleanly.
+rather than raising, so the loop can send it back for a retry (:mod:`tooldeck.structured`).
 """
 
 from __future__ import annotations
@@ -214,9 +214,9 @@ class OpenAIResponsesModel:
         if reasoning:
             body["reasoning"] = reasoning
         structured: StructuredOutput | None = None
-        if settings.output_schema is not None:
+        if settings.output_spec is not None:
             structured = prepare_output_schema(
-                settings.output_schema, settings.output_schema_name, "openai", ADAPTER
+                settings.output_spec.schema, settings.output_schema_name, "openai", ADAPTER
             )
             body["text"] = {
                 "format": {

@@ -4,10 +4,17 @@ Use it for tests, demos and benchmarks, where a real model would be slow, costly
 nondeterministic. It never reads the network. Give it a list of turns (each an
 :class:`~tooldeck.transcript.AssistantMessage`, or built with :func:`call` and
 :func:`reply`), or a function of the request that returns the next turn.
+
+When the request asks for a structured final answer (``ModelSettings(output_type=...)``),
+a scripted final answer goes through the same check a real adapter makes: the schema is
+checked before the "request", the text is parsed and validated, and an answer that does
+not validate comes back with stop reason ``ERROR`` and ``provider_data["structured_error"]``,
+so the loop's retry path can be tested offline.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -16,6 +23,7 @@ from typing import Any
 from ..model import ModelDelta, ModelRequest
 from ..result import TextPart
 from ..transcript import AssistantMessage, AssistantPart, StopReason, ToolCall, Usage
+from ._common import StructuredOutput, prepare_output_schema
 
 __all__ = ["ScriptedModel", "call", "reply"]
 
@@ -82,16 +90,24 @@ class ScriptedModel:
         return self._name
 
     async def respond(self, request: ModelRequest) -> AssistantMessage:
+        spec = request.settings.output_spec
+        structured = (
+            None
+            if spec is None
+            else prepare_output_schema(
+                spec.schema, request.settings.output_schema_name, "openai", "scripted"
+            )
+        )
         self.requests.append(request)
         if self._fn is not None:
-            return self._fn(request)
+            return _answer(self._fn(request), structured)
         index = len(self.requests) - 1
         if index >= len(self._turns):
             raise RuntimeError(
                 f"ScriptedModel script exhausted after {len(self._turns)} turns "
                 f"(request {index + 1})"
             )
-        return self._turns[index]
+        return _answer(self._turns[index], structured)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | AssistantMessage]:
         message = await self.respond(request)
@@ -106,3 +122,20 @@ class ScriptedModel:
                 )
                 yield ModelDelta("tool_call", args, call_id=part.call_id, name=part.name)
         yield message
+
+
+def _answer(message: AssistantMessage, structured: StructuredOutput | None) -> AssistantMessage:
+    """``message`` with its structured answer checked, as a real adapter would."""
+    if (
+        structured is None
+        or message.stop_reason is not StopReason.END_TURN
+        or message.tool_calls
+        or message.structured is not None
+    ):
+        return message
+    try:
+        value = structured.parse(message.text)
+    except ValueError as exc:
+        data = {**(message.provider_data or {}), "structured_error": str(exc)}
+        return dataclasses.replace(message, stop_reason=StopReason.ERROR, provider_data=data)
+    return dataclasses.replace(message, structured=value)

@@ -4,14 +4,16 @@ The sub-agent's ``submit_result`` call has already been validated by the dispatc
 against the tool's schema, and a strict provider constrains it too. The control plane
 trusts neither: it loads the result schema *stored* for the task, validates the value
 against it with ``jsonschema_rs`` (formats included), and only then asks the store to
-accept it. A rejection is recorded with its reasons and counted as an attempt; it does
-not end the task turn unless the attempts are used up.
+accept it. A task declared with a Pydantic result type is also checked by that type
+(its validators may refuse more than the schema can say), so a stored result always
+loads as the type. A rejection is recorded with its reasons and counted as an attempt;
+it does not end the task turn unless the attempts are used up.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -138,12 +140,25 @@ class ControlPlane:
             for e in self._validator(schema).iter_errors(value)
         ]
 
-    async def submit(self, task_id: str, value: Any, *, submission_key: str) -> Submission:
-        """Validate ``value`` against the task's stored schema; store it or reject it."""
+    async def submit(
+        self,
+        task_id: str,
+        value: Any,
+        *,
+        submission_key: str,
+        check: Callable[[Any], list[str]] | None = None,
+    ) -> Submission:
+        """Validate ``value`` against the task's stored schema; store it or reject it.
+
+        ``check`` (the declared result type's :meth:`~tooldeck.workflows.Task.result_problems`)
+        runs on a value the schema accepts; what it finds rejects the value too.
+        """
         task = await self.store.get_task(task_id)
         if task is None:
             return Submission("unknown_task", task_id, state="unknown")
         problems = self.problems(task.result_schema, value)
+        if not problems and check is not None:
+            problems = check(value)
         if problems:
             return await self.reject(
                 task_id,

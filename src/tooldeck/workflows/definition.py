@@ -6,19 +6,29 @@ result schema limited to closed shapes (see :mod:`tooldeck.workflows.shapes`). E
 problem is found when the workflow is defined, never when it runs: a bad name, an
 unknown dependency, a cycle, an input the workflow does not declare, a result schema
 that is not closed.
+
+A task declared with a Pydantic result type (``result=Ticket``) gets its results back as
+``Ticket`` instances (:meth:`Task.load_result`, :meth:`Workflow.typed`): the store keeps
+JSON, which any process can read, and the type turns it back into the object the
+definition promised.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .shapes import ResultSchema, WorkflowDefinitionError, result_schema
+
+if TYPE_CHECKING:
+    from .store.base import WorkflowRecord
 
 __all__ = ["NAME_PATTERN", "Task", "Workflow"]
 
@@ -78,6 +88,50 @@ class Task:
                 object.__setattr__(self, "inputs", (self.inputs,))
             object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "schema", result_schema(self.result, f"task {self.name!r}"))
+
+    @property
+    def result_type(self) -> type[BaseModel] | None:
+        """The Pydantic model class the result was declared with, or ``None``."""
+        kind = self.result
+        return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+    def result_problems(self, value: Any) -> list[str]:
+        """What the declared result type refuses in ``value`` (JSON data; empty when valid).
+
+        Only a Pydantic result type can refuse more than the schema (its validators).
+        """
+        kind = self.result_type
+        if kind is None:
+            return []
+        try:
+            kind.model_validate_json(json.dumps(value))
+        except ValidationError as exc:
+            return [
+                "$"
+                + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"])
+                + f": {e['msg']}"
+                for e in exc.errors(include_url=False)
+            ]
+        except (TypeError, ValueError) as exc:
+            return [f"$: not JSON data ({exc})"]
+        return []
+
+    def load_result(self, value: Any) -> Any:
+        """A stored result as the declared type: a Pydantic instance, else ``value`` itself.
+
+        Raises ``ValueError`` when the stored JSON does not load as the type (the type
+        changed since it was stored, say).
+        """
+        kind = self.result_type
+        if kind is None:
+            return value
+        problems = self.result_problems(value)
+        if problems:
+            raise ValueError(
+                f"task {self.name!r}: the stored result does not load as {kind.__name__}: "
+                + "; ".join(problems[:5])
+            )
+        return kind.model_validate_json(json.dumps(value))
 
 
 def _input_schema(source: Mapping[str, Any] | type[BaseModel] | None, name: str) -> dict[str, Any]:
@@ -182,6 +236,17 @@ class Workflow:
             if t.name == name:
                 return t
         raise KeyError(name)
+
+    def typed(self, record: WorkflowRecord) -> WorkflowRecord:
+        """``record`` (a run of this workflow, read from a store) with typed results.
+
+        Its ``results`` then holds an instance of the task's Pydantic result type for
+        each task declared with one (``stored_results`` keeps the JSON).
+        """
+        if record.name != self.name:
+            raise ValueError(f"run {record.id} is of workflow {record.name!r}, not {self.name!r}")
+        loaders = {t.name: t.load_result for t in self.tasks if t.result_type is not None}
+        return dataclasses.replace(record, loaders=loaders)
 
     def input_problems(self, inputs: Any) -> list[str]:
         """What is wrong with ``inputs`` for this workflow (empty when they are valid)."""

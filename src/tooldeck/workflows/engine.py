@@ -214,6 +214,7 @@ class WorkflowEngine:
         self.control = ControlPlane(store)
         self._advance_locks: dict[str, asyncio.Lock] = {}
         self._finished: dict[str, asyncio.Event] = {}
+        self._started: dict[str, Workflow] = {}  # run id -> the workflow it was started as
         self.executor.start(self.run_task)
 
     # -- configuration --------------------------------------------------------------------------
@@ -276,6 +277,7 @@ class WorkflowEngine:
             for i, t in enumerate(workflow.tasks)
         ]
         await self.store.create_workflow(workflow_id, workflow.name, values, tasks)
+        self._started[workflow_id] = workflow
         self._finished[workflow_id] = asyncio.Event()
         await self.store.set_workflow_state(workflow_id, "running", expect=("pending",))
         await self._emit(WorkflowStateChanged(workflow_id, workflow.name, "running"))
@@ -294,16 +296,30 @@ class WorkflowEngine:
         workflow_id = await self.start(workflow, inputs)
         return await self.wait(workflow_id)
 
+    def _workflow_of(self, record: WorkflowRecord) -> Workflow | None:
+        """The definition of a stored run, when this engine knows it."""
+        known = self._started.get(record.id) or self.catalog.get(record.name)
+        return known if known is not None and known.name == record.name else None
+
+    def _typed(self, record: WorkflowRecord) -> WorkflowRecord:
+        """``record`` with results loaded as the declared types, when the workflow is known."""
+        workflow = self._workflow_of(record)
+        return workflow.typed(record) if workflow is not None else record
+
     async def get(self, workflow_id: str) -> WorkflowRecord:
-        """A run by id or unique id prefix; ``LookupError`` when there is none."""
+        """A run by id or unique id prefix; ``LookupError`` when there is none.
+
+        Results of tasks declared with a Pydantic result type are instances of it when
+        the run's workflow is known here (started here, or in the catalog).
+        """
         found = await self.store.get_workflow(workflow_id)
         if found is not None:
-            return found
+            return self._typed(found)
         ids = await self.store.find_workflows(workflow_id)
         if len(ids) == 1:
             again = await self.store.get_workflow(ids[0])
             if again is not None:
-                return again
+                return self._typed(again)
         if len(ids) > 1:
             raise LookupError(f"{workflow_id!r} matches several runs: {', '.join(ids)}")
         raise LookupError(f"no workflow run {workflow_id!r}")
@@ -313,6 +329,7 @@ class WorkflowEngine:
 
         The store is read again at least every ``poll_interval`` seconds, so a run
         finished by another process is seen too. Bound it with ``asyncio.timeout()``.
+        Results are typed as in :meth:`get`.
         """
         event = self._finished.setdefault(workflow_id, asyncio.Event())
         while True:
@@ -320,7 +337,7 @@ class WorkflowEngine:
             if wf is None:
                 raise WorkflowError(f"no workflow run {workflow_id!r}")
             if wf.terminal:
-                return wf
+                return self._typed(wf)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), self.poll_interval)
 
@@ -520,7 +537,12 @@ class WorkflowEngine:
             memory_enabled=self.memory_enabled,
             signal=signal,
         )
-        submit = submit_result_tool(task, self.control, schema=checked)
+        workflow = self._workflow_of(wf)
+        declared = (
+            next((t for t in workflow.tasks if t.name == task.name), None) if workflow else None
+        )
+        check = declared.result_problems if declared and declared.result_type else None
+        submit = submit_result_tool(task, self.control, schema=checked, check=check)
         registry = self.registry if (self.web_provider or self.memory_enabled) else None
         toolset = task_toolset(turn, submit, registry)
         session = Session(

@@ -59,13 +59,18 @@ _RESULT_PREVIEW = 600
 
 
 def submit_result_tool(
-    task: TaskRecord, control: ControlPlane, *, schema: ResultSchema | None = None
+    task: TaskRecord,
+    control: ControlPlane,
+    *,
+    schema: ResultSchema | None = None,
+    check: Callable[[Any], list[str]] | None = None,
 ) -> Tool:
     """``submit_result`` for ``task``: strict, with the stored result schema as parameters.
 
     A rejected value returns an error output and the turn goes on; an accepted value (or
     a task that no longer takes results) ends the turn. The submission key is the
-    session and call id, so the same call delivered twice is stored once.
+    session and call id, so the same call delivered twice is stored once. ``check``
+    (the declared result type's problems) is passed to :meth:`ControlPlane.submit`.
     """
     checked = schema or result_schema(task.result_schema, f"task {task.name!r}")
     wrapped = " Put the result in `value`." if checked.wrapped else " The arguments are the result."
@@ -73,7 +78,7 @@ def submit_result_tool(
     async def execute(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
         value = checked.unwrap(params)
         key = f"{ctx.session_id}:{ctx.call_id}"
-        submission = await control.submit(task.id, value, submission_key=key)
+        submission = await control.submit(task.id, value, submission_key=key, check=check)
         return submission.tool_result()
 
     return Tool.from_schema(

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Literal, TypeAlias, TypeVar
@@ -202,6 +202,10 @@ class WorkflowRecord:
     tasks: tuple[TaskRecord, ...] = ()
     task_count: int = 0
     submitted_count: int = 0
+    # task name -> stored JSON -> the declared type (set by Workflow.typed / the engine)
+    loaders: Mapping[str, Callable[[Any], Any]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def terminal(self) -> bool:
@@ -215,7 +219,21 @@ class WorkflowRecord:
 
     @property
     def results(self) -> dict[str, Any]:
-        """The accepted results, by task name."""
+        """The accepted results, by task name, as their tasks' declared types.
+
+        A task declared with a Pydantic result type gives an instance of it when this
+        record knows the workflow (records from ``WorkflowEngine.get`` / ``wait`` /
+        ``run``, or ``Workflow.typed(record)``); otherwise the stored JSON.
+        """
+        return {
+            t.name: self.loaders[t.name](t.result) if t.name in self.loaders else t.result
+            for t in self.tasks
+            if t.has_result
+        }
+
+    @property
+    def stored_results(self) -> dict[str, Any]:
+        """The accepted results, by task name, as the JSON the store keeps."""
         return {t.name: t.result for t in self.tasks if t.has_result}
 
 
