@@ -16,6 +16,7 @@ human's answers, never producing an output twice, then carries on with the loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
+from .continuation import ContinuePolicy
 from .dispatch import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -38,6 +40,7 @@ from .events import (
     ModelStepFinished,
     ModelStepStarted,
     OutputRecorded,
+    TurnContinued,
     TurnFinished,
     TurnStarted,
 )
@@ -45,10 +48,20 @@ from .model import Model, ModelRequest, ModelSettings
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .result import ToolResult
 from .result_guard import session_guard
+from .streaming import LiveTurn, TurnStream, stream_step
 from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
-__all__ = ["PendingCall", "PendingStep", "PendingStore", "RunResult", "Session", "run"]
+__all__ = [
+    "PendingCall",
+    "PendingStep",
+    "PendingStore",
+    "RunResult",
+    "Session",
+    "TurnStream",
+    "run",
+    "stream",
+]
 
 _log = logging.getLogger("tooldeck.loop")
 
@@ -147,7 +160,9 @@ class Session:
     under the turn's home, else guard only; see :mod:`tooldeck.result_guard`);
     ``guard=False`` turns that default off.
     ``pending_store`` keeps a step that waits for approval, so that another process can
-    :meth:`resume` it.
+    :meth:`resume` it. ``continue_on_max_tokens`` (a
+    :class:`~tooldeck.continuation.ContinuePolicy`, off by default) goes on with a larger
+    output limit after a response is cut off at its limit.
     """
 
     model: Model
@@ -167,6 +182,8 @@ class Session:
     pending_store: PendingStore | None = None
     pending: PendingStep | None = None
     guard: bool = True  # add the default size guard when no result hook is an offload store
+    continue_on_max_tokens: ContinuePolicy | None = None
+    _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
         source = self.tools
@@ -203,6 +220,30 @@ class Session:
         self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
     ) -> RunResult:
         """Run one turn for ``prompt`` and append everything to the transcript."""
+        start = await self._begin(prompt)
+        return await self._drive(prompt, start, signal, turn, None)
+
+    def stream(
+        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+    ) -> TurnStream[RunResult]:
+        """Run one turn for ``prompt`` as a stream of its events (see ``docs/loop.md``).
+
+        ``async for event in session.stream(prompt): ...``; the turn is the one
+        :meth:`run` runs (same dispatcher, outputs and transcript), its model steps
+        streamed. Leaving the iteration early cancels the turn; ``stream.result`` is the
+        :class:`RunResult` once the iteration has ended.
+        """
+
+        async def drive(live: LiveTurn[RunResult]) -> RunResult:
+            start = await self._begin(prompt, live)
+            return await self._drive(prompt, start, signal, turn, None, streaming=True)
+
+        return TurnStream(drive, self.events)
+
+    async def _begin(self, prompt: str, live: LiveTurn[RunResult] | None = None) -> int:
+        """Check that a turn may start, append its user message; where the turn starts."""
+        await self._settle_stream()
+        self._live = live
         if self.pending is not None or (
             self.pending_store is not None and self.pending_store.load(self.session_id)
         ):
@@ -211,7 +252,19 @@ class Session:
             )
         start = len(self.transcript)
         self.transcript.append(UserMessage(prompt))
-        return await self._drive(prompt, start, signal, turn, None)
+        return start
+
+    async def _settle_stream(self) -> None:
+        """A streamed turn its consumer left must have ended before another turn starts."""
+        live = self._live
+        if live is None or not live.running:
+            return
+        if not live.abandoned:
+            raise RuntimeError(
+                f"session {self.session_id}: a streamed turn is still running; iterate it "
+                "to its end or `await stream.aclose()` before starting another turn"
+            )
+        await live.stopped()
 
     async def resume(
         self,
@@ -228,6 +281,7 @@ class Session:
         kept by the ``pending_store`` is loaded from it (a fresh process can resume) and
         claimed, so it is finished at most once.
         """
+        await self._settle_stream()
         step = self.pending
         restored: list[Item] | None = None
         if step is None and self.pending_store is not None:
@@ -255,6 +309,8 @@ class Session:
         signal: AbortSignal | None,
         turn: TurnContext | None,
         resuming: tuple[PendingStep, dict[str, ApprovalAnswer]] | None,
+        *,
+        streaming: bool = False,
     ) -> RunResult:
         turn = turn or self.turn
         signal = signal or (turn.signal if turn else AbortSignal())
@@ -286,6 +342,7 @@ class Session:
         steps = resuming[0].steps if resuming else 0
         stop, reason = StopReason.END_TURN, "end_turn"
         waiting: PendingStep | None = None
+        settings, continued = self.settings, 0  # a continuation raises the output limit
         try:
             while True:
                 prior: Sequence[ToolOutput] = ()
@@ -311,13 +368,12 @@ class Session:
                     request = ModelRequest(
                         list(self.transcript),
                         plan.shown,
-                        self.settings,
+                        settings,
                         self.instructions,
                         deferred=plan.deferred,
                     )
-                    last = await self.model.respond(request)
+                    last = await self._ask(request, steps, streaming)
                     usage += last.usage
-                    self.transcript.append(last)
                     await self.events.emit(ModelStepFinished(self.session_id, steps, last))
                     calls = last.tool_calls
                     if last.stop_reason in _NOT_RUN:
@@ -326,6 +382,12 @@ class Session:
                         if calls:
                             reason += f"; {len(calls)} call(s) not executed"
                         await self._not_run(last, _NOT_RUN[stop])
+                        more = await self._continue(last, settings, continued, steps)
+                        if isinstance(more, ModelSettings):
+                            settings, continued = more, continued + 1
+                            continue
+                        if more:
+                            reason += f"; not continued: {more}"
                         break
                     if last.stop_reason is StopReason.PAUSE_TURN and not calls:
                         continue  # a provider paused a long server-side turn: send it back
@@ -417,6 +479,61 @@ class Session:
             if c.call_id not in answered
         )
 
+    async def _ask(self, request: ModelRequest, step: int, streaming: bool) -> AssistantMessage:
+        """One model step; its message is in the transcript once the response is complete.
+
+        Streamed, the message is recorded as soon as the provider's stream has ended, before
+        the step's ``ToolCallDone`` events, so a consumer that leaves then still finds it
+        (with a "not executed" output for each call).
+        """
+        if streaming:
+            return await stream_step(
+                self.model,
+                request,
+                self.events,
+                self.session_id,
+                step,
+                record=self.transcript.append,
+            )
+        message = await self.model.respond(request)
+        self.transcript.append(message)
+        return message
+
+    async def _continue(
+        self, message: AssistantMessage, settings: ModelSettings, used: int, step: int
+    ) -> ModelSettings | str:
+        """After a step that was cut off: the settings to go on with, or why the turn ends.
+
+        Only with a ``continue_on_max_tokens`` policy (else ``""``); the cut-off calls
+        already have their "not executed" outputs. A tooldeck note in the transcript tells
+        the model what happened, a :class:`TurnContinued` event tells listeners.
+        """
+        policy = self.continue_on_max_tokens
+        if policy is None or message.stop_reason is not StopReason.MAX_TOKENS:
+            return ""
+        decided = policy.decide(message, settings, used)
+        if isinstance(decided, str):
+            return decided
+        self.transcript.append(UserMessage(decided.note(message)))
+        _log.info(
+            "session %s: step %d was cut off at %d output tokens; continuing with %d",
+            self.session_id,
+            step,
+            decided.previous_limit,
+            decided.output_limit,
+        )
+        await self.events.emit(
+            TurnContinued(
+                self.session_id,
+                step,
+                decided.number,
+                decided.previous_limit,
+                decided.output_limit,
+                tuple(c.call_id for c in message.tool_calls),
+            )
+        )
+        return dataclasses.replace(settings, max_output_tokens=decided.output_limit)
+
     async def _not_run(self, message: AssistantMessage, why: str) -> None:
         for call in message.tool_calls:
             output = ToolOutput(call.call_id, call.name, ToolResult.error(f"Not executed: {why}."))
@@ -461,3 +578,15 @@ async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -
     signal = options.pop("signal", None)
     session = Session(model, tools, **options)
     return await session.run(prompt, signal=signal)
+
+
+def stream(
+    model: Model, tools: ToolsetSource, prompt: str, **options: Any
+) -> TurnStream[RunResult]:
+    """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
+
+    Takes the options of :func:`run`; see :meth:`Session.stream`.
+    """
+    signal = options.pop("signal", None)
+    session = Session(model, tools, **options)
+    return session.stream(prompt, signal=signal)
