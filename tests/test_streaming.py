@@ -560,3 +560,60 @@ def test_another_turn_while_a_stream_is_still_read_is_refused() -> None:
 
     asyncio.run(main())
     gc.collect()
+
+
+# -- the CLI's live view --------------------------------------------------------------------
+
+
+def test_turn_progress_shows_the_streamed_text_reasoning_and_calls_being_written() -> None:
+    import io
+
+    from rich.console import Console
+
+    from tooldeck.cli.progress import TurnProgress
+
+    thought = OpaqueItem("scripted", "scripted", "scripted", "reasoning", "First add, then mul.")
+    first = reply("Working it out.", call("add", {"a": 2, "b": 3}, call_id="c_add"))
+    model = ScriptedModel(
+        [AssistantMessage(parts=[thought, *first.parts]), reply("It is 5.")], stream_chunk=4
+    )
+    session = Session(model, [add])
+    console = Console(file=io.StringIO(), force_terminal=True, width=100)
+    progress = TurnProgress(console).attach(session.events)
+    frames: list[str] = []
+
+    def draw(event: Event) -> None:  # what the live display shows after each event
+        with console.capture() as capture:
+            console.print(progress.render())
+        frames.append(capture.get())
+
+    session.events.subscribe(draw)
+
+    async def main() -> None:
+        with progress:
+            await session.stream("2+3?").wait()
+
+    asyncio.run(main())
+    assert any("thinking: First add, then mul." in f for f in frames)
+    assert any("Working it" in f and "Working it out." not in f for f in frames)  # partial
+    assert any("writing a call to add" in f for f in frames)
+    assert "It is 5." in frames[-1] and "turn finished after 2 step(s)" in frames[-1]
+    assert "Working it out." not in frames[-1]  # each step shows its own text
+
+
+def test_turn_progress_prints_the_streamed_text_when_not_a_terminal() -> None:
+    import io
+
+    from rich.console import Console
+
+    from tooldeck.cli.progress import TurnProgress
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=False, width=100)
+    session = Session(two_steps(chunk=2), [add, mul])
+    with TurnProgress(console).attach(session.events):
+        asyncio.run(session.stream("go").wait())
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Working it out."
+    assert lines[-2:] == ["5 and 20.", "turn finished after 2 step(s): end_turn; 30 tokens"]
+    assert sum(line.startswith("✓") for line in lines) == 2

@@ -812,3 +812,32 @@ def test_continue_after_a_cut_off_with_a_larger_limit(
         StopReason.TOOL_CALLS,
         StopReason.END_TURN,
     ]
+
+
+# -- the CLI ------------------------------------------------------------------------------
+
+
+def test_demo_with_a_model_shows_the_text_as_it_streams(
+    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from tooldeck.cli import app
+
+    wire = Responses()
+    first = Step(
+        text="Reading the notes first.", calls=(("call_1", "read_document", {"path": "notes.md"}),)
+    )
+    fake_provider.queue(wire.sse(first, 1), wire.sse(Step(text="Two items are open."), 2))
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("TOOLDECK_BASE_URL", fake_provider.url + "/v1")
+    result = CliRunner().invoke(app, ["demo", "--model", "openai:gpt-5.4"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    # the streamed text, then the call's line, then the final step's text
+    spoken = lines.index("Reading the notes first.")
+    ran = next(i for i, line in enumerate(lines) if line.startswith("✓") and "notes.md" in line)
+    assert spoken < ran < lines.index("Two items are open.")
+    assert "final answer: Two items are open." in result.output
+    assert all(body["stream"] is True for body in fake_provider.bodies())
+    assert len(fake_provider.requests) == 2
