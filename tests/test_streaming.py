@@ -617,3 +617,100 @@ def test_turn_progress_prints_the_streamed_text_when_not_a_terminal() -> None:
     assert lines[0] == "Working it out."
     assert lines[-2:] == ["5 and 20.", "turn finished after 2 step(s): end_turn; 30 tokens"]
     assert sum(line.startswith("✓") for line in lines) == 2
+
+
+# -- leaving at every point -----------------------------------------------------------------
+
+
+def assert_valid(transcript: Sequence[object]) -> None:
+    """Every call of every message is answered exactly once, before the next message."""
+    open_calls: list[str] = []
+    for item in transcript:
+        if isinstance(item, AssistantMessage):
+            assert not open_calls, f"calls {open_calls} have no output"
+            open_calls = [c.call_id for c in item.tool_calls]
+        elif isinstance(item, ToolOutput):
+            assert item.call_id in open_calls, f"output for {item.call_id} answers no open call"
+            open_calls.remove(item.call_id)
+    assert not open_calls, f"calls {open_calls} have no output"
+
+
+def _leaving_script() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            reply(
+                "Two sums, then a note.",
+                call("add", {"a": 1, "b": 2}, call_id="p1"),
+                call("add", {"a": 3, "b": 4}, call_id="p2"),
+                call("note", {"text": "sums done"}, call_id="s1"),
+            ),
+            reply("All done."),
+            reply("After."),
+        ],
+        stream_chunk=6,
+    )
+
+
+@tool
+async def note(text: str) -> str:
+    """Write a note (sequential: it runs after the sums)."""
+    await asyncio.sleep(0)
+    RAN.append(f"note:{text}")
+    return "noted"
+
+
+@pytest.mark.parametrize("how", ["async with", "dropped", "cancelled"])
+def test_leaving_at_every_event_keeps_the_transcript_valid(how: str) -> None:
+    full = asyncio.run(collect(Session(_leaving_script(), [add, note]).stream("go")))
+    count = len(full)
+    assert count > 30
+    for stop_at in range(count):
+        RAN.clear()
+        session = Session(_leaving_script(), [add, note])
+
+        async def main(k: int = stop_at, s: Session = session) -> tuple[list[str], int]:
+            seen = 0
+            if how == "async with":
+                async with s.stream("go") as events:
+                    async for _ in events:
+                        seen += 1
+                        if seen > k:
+                            break
+            elif how == "dropped":
+                async for _ in s.stream("go"):
+                    seen += 1
+                    if seen > k:
+                        break
+                await s._settle_stream()  # what the next turn does first
+            else:
+                reached = asyncio.Event()
+
+                async def consume() -> None:
+                    nonlocal seen
+                    async for _ in s.stream("go"):
+                        seen += 1
+                        if seen > k:
+                            reached.set()
+                            await asyncio.Event().wait()  # cancelled here
+
+                task = asyncio.create_task(consume())
+                waiter = asyncio.create_task(reached.wait())
+                await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                waiter.cancel()
+            ran = list(RAN)
+            assert_valid(s.transcript)
+            before, after = list(s.transcript), ScriptedModel([reply("After.")])
+            s.model = after  # the next turn only answers: no tool of it may run
+            result = await s.run("next")
+            assert result.output == "After."
+            assert after.requests[0].transcript == [*before, UserMessage("next")]
+            return ran, seen
+
+        ran, _ = asyncio.run(main())
+        assert ran == RAN, f"a tool ran after the stream was left at event {stop_at}"
+        assert_valid(session.transcript)
+        finished_first = next(i for i, e in enumerate(full) if isinstance(e, ModelStepFinished))
+        if stop_at < finished_first:  # left before the first step's message was taken
+            assert ran == []

@@ -841,3 +841,37 @@ def test_demo_with_a_model_shows_the_text_as_it_streams(
     assert "final answer: Two items are open." in result.output
     assert all(body["stream"] is True for body in fake_provider.bodies())
     assert len(fake_provider.requests) == 2
+
+
+def test_a_provider_error_mid_stream_ends_the_turn_after_turn_finished(
+    fake_provider: FakeProvider,
+) -> None:
+    import anthropic
+
+    wire = Anthropic()
+    events = [*list(wire.sse(FIRST, 1).events)[:4]]  # start, a thinking block begun
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    fake_provider.queue(SSE([*events, ("error", overloaded)]), wire.reply(LAST, 2))
+
+    async def main() -> tuple[Session, list[Event]]:
+        model = wire.model(fake_provider)
+        session = Session(model, TOOLS)
+        seen: list[Event] = []
+        with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
+            async for event in session.stream("first"):
+                seen.append(event)
+        assert session.transcript == [UserMessage("first")]
+        assert (await session.run("second")).output == LAST.text
+        await model.client.close()  # type: ignore[attr-defined]
+        return session, seen
+
+    _, seen = asyncio.run(main())
+    assert collapsed(seen, lambda e: True) == [
+        "turn_started",
+        "model_step_started",
+        "reasoning_delta",
+        "turn_finished",
+    ]
+    finished = seen[-1]
+    assert isinstance(finished, TurnFinished) and finished.stop_reason is StopReason.ERROR
+    assert wire.history(fake_provider.bodies()[1]) == wire.users("first", "second")
