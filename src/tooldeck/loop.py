@@ -11,6 +11,10 @@ A step whose approver cannot answer now (it raises
 step has run, the result's ``pending`` holds the step (and a :class:`PendingStore`, if
 the session has one, keeps it on disk), and :meth:`Session.resume` finishes it with the
 human's answers, never producing an output twice, then carries on with the loop.
+
+:meth:`Session.stream` runs the same turn through the same driver, its model steps
+streamed (:mod:`tooldeck.streaming`); ``continue_on_max_tokens`` goes on after a cut-off
+response with a larger output limit (:mod:`tooldeck.continuation`).
 """
 
 from __future__ import annotations
@@ -573,7 +577,8 @@ async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -
 
     Options are :class:`Session` fields (``instructions``, ``settings``, ``max_steps``,
     ``policy``, ``approver``, ``timeout``, ``result_hooks``, ``guard``, ``events``,
-    ``turn``, ``session_id``) plus ``signal`` (an :class:`AbortSignal`).
+    ``turn``, ``session_id``, ``continue_on_max_tokens``) plus ``signal`` (an
+    :class:`AbortSignal`).
     """
     signal = options.pop("signal", None)
     session = Session(model, tools, **options)
