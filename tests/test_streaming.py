@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -714,3 +715,34 @@ def test_leaving_at_every_event_keeps_the_transcript_valid(how: str) -> None:
         finished_first = next(i for i, e in enumerate(full) if isinstance(e, ModelStepFinished))
         if stop_at < finished_first:  # left before the first step's message was taken
             assert ran == []
+
+
+def test_a_failed_turn_nobody_reads_to_the_end_leaves_no_unretrieved_task_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loop logs a failed turn; asyncio must not add "Task exception was never
+    retrieved" for a stream nobody read to its end."""
+
+    def broken(request: ModelRequest) -> AssistantMessage:
+        raise ConnectionError("down")
+
+    # a log record would keep the exception (and so the task) alive past this test
+    monkeypatch.setattr(logging.getLogger("tooldeck.loop"), "disabled", True)
+    reported: list[str] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda loop, context: reported.append(str(context.get("message")))
+        )
+        session = Session(ScriptedModel(broken), [])
+        stream = session.stream("go")
+        assert isinstance(await stream.__anext__(), TurnStarted)
+        await stream.__anext__()  # ModelStepStarted; the model fails right after
+        await stream._live.stopped()
+        assert stream.done
+        del stream, session
+        gc.collect()
+
+    asyncio.run(main())
+    gc.collect()
+    assert reported == []

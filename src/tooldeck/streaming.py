@@ -169,8 +169,13 @@ class LiveTurn(Generic[R]):
             finally:
                 unsubscribe()
 
+        def ended(task: asyncio.Task[R]) -> None:
+            queue.put_nowait(None)
+            if not task.cancelled():
+                task.exception()  # the loop logged a failure; a consumer gets it from next()
+
         self.task = loop.create_task(main())
-        self.task.add_done_callback(lambda _: queue.put_nowait(None))
+        self.task.add_done_callback(ended)
 
     async def _relay(self, event: Event) -> None:
         """The bus subscriber: queue ``event``; a model-side one waits until it is taken."""
