@@ -10,15 +10,17 @@ from . import schema
 from .arguments import ValidatedArguments, validate_arguments
 from .assembly import Toolset, TurnContext, assemble
 from .context import Aborted, AbortSignal, ToolContext
+from .continuation import ContinuePolicy
 from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
 from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
 from .events import EventBus
-from .loop import RunResult, Session, run
+from .loop import RunResult, Session, run, stream
 from .model import Model, ModelRequest, ModelSettings
 from .providers.scripted import ScriptedModel
 from .registry import Handlers, ToolRegistry
 from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
 from .schema import Projection, project, project_tools
+from .streaming import TurnStream
 from .tool import TOOL_NAME_PATTERN, ExecutionMode, Tool, tool
 from .transcript import (
     AssistantMessage,
@@ -41,6 +43,7 @@ __all__ = [
     "ArgumentError",
     "AssistantMessage",
     "ContentPart",
+    "ContinuePolicy",
     "Dispatcher",
     "EventBus",
     "ExecutionMode",
@@ -69,6 +72,7 @@ __all__ = [
     "TooldeckError",
     "Toolset",
     "TurnContext",
+    "TurnStream",
     "Usage",
     "UserMessage",
     "ValidatedArguments",
@@ -78,6 +82,7 @@ __all__ = [
     "project_tools",
     "run",
     "schema",
+    "stream",
     "tool",
     "validate_arguments",
 ]

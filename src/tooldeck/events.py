@@ -27,7 +27,13 @@ __all__ = [
     "ModelStepFinished",
     "ModelStepStarted",
     "OutputRecorded",
+    "ReasoningDelta",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolCallDone",
+    "ToolCallStarted",
     "ToolEvent",
+    "TurnContinued",
     "TurnFinished",
     "TurnStarted",
 ]
@@ -59,6 +65,92 @@ class ModelStepFinished(Event):
     type: ClassVar[str] = "model_step_finished"
     step: int
     message: AssistantMessage
+
+    @property
+    def usage(self) -> Usage:
+        return self.message.usage
+
+    @property
+    def stop_reason(self) -> StopReason:
+        return self.message.stop_reason
+
+
+# -- what a streamed step adds (only ``Session.stream`` turns emit these) ----------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta(Event):
+    """A piece of the text the model is writing in ``step``."""
+
+    type: ClassVar[str] = "text_delta"
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta(Event):
+    """A piece of a reasoning summary (or thinking text) the provider shows."""
+
+    type: ClassVar[str] = "reasoning_delta"
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted(Event):
+    """The model began writing a tool call: ``index`` is its place among the step's calls.
+
+    ``call_id`` and ``name`` are what the provider streamed (either may be ``""`` until
+    the call is done); match later events by ``index``.
+    """
+
+    type: ClassVar[str] = "tool_call_started"
+    step: int
+    index: int
+    call_id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta(Event):
+    """A fragment of the arguments of call ``index`` (JSON text, as it is written)."""
+
+    type: ClassVar[str] = "tool_call_delta"
+    step: int
+    index: int
+    call_id: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDone(Event):
+    """The model's message is complete and ``call`` is as the transcript keeps it.
+
+    Emitted for every call of the step, in order, once the response has ended (its
+    final call id, its whole arguments; ``call.incomplete`` when the response was cut
+    off, and then it never runs). Calls start running only after these events.
+    """
+
+    type: ClassVar[str] = "tool_call_done"
+    step: int
+    index: int
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContinued(Event):
+    """A step hit its output limit and the turn goes on with a larger one.
+
+    ``not_executed`` lists the cut-off step's calls (each got a "not executed" output);
+    ``continuation`` counts from 1 within the turn.
+    """
+
+    type: ClassVar[str] = "turn_continued"
+    step: int
+    continuation: int
+    previous_limit: int
+    output_limit: int
+    not_executed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,16 @@ A step whose approver cannot answer now (it raises
 step has run, the result's ``pending`` holds the step (and a :class:`PendingStore`, if
 the session has one, keeps it on disk), and :meth:`Session.resume` finishes it with the
 human's answers, never producing an output twice, then carries on with the loop.
+
+:meth:`Session.stream` runs the same turn through the same driver, its model steps
+streamed (:mod:`tooldeck.streaming`); ``continue_on_max_tokens`` goes on after a cut-off
+response with a larger output limit (:mod:`tooldeck.continuation`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
+from .continuation import ContinuePolicy
 from .dispatch import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -40,6 +46,7 @@ from .events import (
     ModelStepFinished,
     ModelStepStarted,
     OutputRecorded,
+    TurnContinued,
     TurnFinished,
     TurnStarted,
 )
@@ -47,11 +54,21 @@ from .model import Model, ModelRequest, ModelSettings
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .result import ToolResult
 from .result_guard import session_guard
+from .streaming import LiveTurn, TurnStream, stream_step
 from .structured import AnswerCheck, OutputType
 from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
-__all__ = ["PendingCall", "PendingStep", "PendingStore", "RunResult", "Session", "run"]
+__all__ = [
+    "PendingCall",
+    "PendingStep",
+    "PendingStore",
+    "RunResult",
+    "Session",
+    "TurnStream",
+    "run",
+    "stream",
+]
 
 _log = logging.getLogger("tooldeck.loop")
 
@@ -165,7 +182,9 @@ class Session:
     under the turn's home, else guard only; see :mod:`tooldeck.result_guard`);
     ``guard=False`` turns that default off.
     ``pending_store`` keeps a step that waits for approval, so that another process can
-    :meth:`resume` it.
+    :meth:`resume` it. ``continue_on_max_tokens`` (a
+    :class:`~tooldeck.continuation.ContinuePolicy`, off by default) goes on with a larger
+    output limit after a response is cut off at its limit.
     """
 
     model: Model
@@ -185,6 +204,8 @@ class Session:
     pending_store: PendingStore | None = None
     pending: PendingStep | None = None
     guard: bool = True  # add the default size guard when no result hook is an offload store
+    continue_on_max_tokens: ContinuePolicy | None = None
+    _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
         source = self.tools
@@ -221,6 +242,30 @@ class Session:
         self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
     ) -> RunResult:
         """Run one turn for ``prompt`` and append everything to the transcript."""
+        start = await self._begin(prompt)
+        return await self._drive(prompt, start, signal, turn, None)
+
+    def stream(
+        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+    ) -> TurnStream[RunResult]:
+        """Run one turn for ``prompt`` as a stream of its events (see ``docs/loop.md``).
+
+        ``async for event in session.stream(prompt): ...``; the turn is the one
+        :meth:`run` runs (same dispatcher, outputs and transcript), its model steps
+        streamed. Leaving the iteration early cancels the turn; ``stream.result`` is the
+        :class:`RunResult` once the iteration has ended.
+        """
+
+        async def drive(live: LiveTurn[RunResult]) -> RunResult:
+            start = await self._begin(prompt, live)
+            return await self._drive(prompt, start, signal, turn, None, streaming=True)
+
+        return TurnStream(drive, self.events)
+
+    async def _begin(self, prompt: str, live: LiveTurn[RunResult] | None = None) -> int:
+        """Check that a turn may start, append its user message; where the turn starts."""
+        await self._settle_stream()
+        self._live = live
         if self.pending is not None or (
             self.pending_store is not None and self.pending_store.load(self.session_id)
         ):
@@ -229,7 +274,19 @@ class Session:
             )
         start = len(self.transcript)
         self.transcript.append(UserMessage(prompt))
-        return await self._drive(prompt, start, signal, turn, None)
+        return start
+
+    async def _settle_stream(self) -> None:
+        """A streamed turn its consumer left must have ended before another turn starts."""
+        live = self._live
+        if live is None or not live.running:
+            return
+        if not live.abandoned:
+            raise RuntimeError(
+                f"session {self.session_id}: a streamed turn is still running; iterate it "
+                "to its end or `await stream.aclose()` before starting another turn"
+            )
+        await live.stopped()
 
     async def resume(
         self,
@@ -246,6 +303,7 @@ class Session:
         kept by the ``pending_store`` is loaded from it (a fresh process can resume) and
         claimed, so it is finished at most once.
         """
+        await self._settle_stream()
         step = self.pending
         restored: list[Item] | None = None
         if step is None and self.pending_store is not None:
@@ -273,6 +331,8 @@ class Session:
         signal: AbortSignal | None,
         turn: TurnContext | None,
         resuming: tuple[PendingStep, dict[str, ApprovalAnswer]] | None,
+        *,
+        streaming: bool = False,
     ) -> RunResult:
         turn = turn or self.turn
         signal = signal or (turn.signal if turn else AbortSignal())
@@ -309,6 +369,7 @@ class Session:
         steps = resuming[0].steps if resuming else 0
         stop, reason = StopReason.END_TURN, "end_turn"
         waiting: PendingStep | None = None
+        settings, continued = self.settings, 0  # a continuation raises the output limit
         try:
             while True:
                 prior: Sequence[ToolOutput] = ()
@@ -334,13 +395,12 @@ class Session:
                     request = ModelRequest(
                         list(self.transcript),
                         plan.shown,
-                        self.settings,
+                        settings,
                         self.instructions,
                         deferred=plan.deferred,
                     )
-                    last = await self.model.respond(request)
+                    last = await self._ask(request, steps, streaming)
                     usage += last.usage
-                    self.transcript.append(last)
                     await self.events.emit(ModelStepFinished(self.session_id, steps, last))
                     verdict = answer.review(last)  # a structured answer: validated, or again
                     if isinstance(verdict, UserMessage):
@@ -356,6 +416,12 @@ class Session:
                         if calls:
                             reason += f"; {len(calls)} call(s) not executed"
                         await self._not_run(last, _NOT_RUN[stop])
+                        more = await self._continue(last, settings, continued, steps)
+                        if isinstance(more, ModelSettings):
+                            settings, continued = more, continued + 1
+                            continue
+                        if more:
+                            reason += f"; not continued: {more}"
                         break
                     if last.stop_reason is StopReason.PAUSE_TURN and not calls:
                         continue  # a provider paused a long server-side turn: send it back
@@ -447,6 +513,61 @@ class Session:
             if c.call_id not in answered
         )
 
+    async def _ask(self, request: ModelRequest, step: int, streaming: bool) -> AssistantMessage:
+        """One model step; its message is in the transcript once the response is complete.
+
+        Streamed, the message is recorded as soon as the provider's stream has ended, before
+        the step's ``ToolCallDone`` events, so a consumer that leaves then still finds it
+        (with a "not executed" output for each call).
+        """
+        if streaming:
+            return await stream_step(
+                self.model,
+                request,
+                self.events,
+                self.session_id,
+                step,
+                record=self.transcript.append,
+            )
+        message = await self.model.respond(request)
+        self.transcript.append(message)
+        return message
+
+    async def _continue(
+        self, message: AssistantMessage, settings: ModelSettings, used: int, step: int
+    ) -> ModelSettings | str:
+        """After a step that was cut off: the settings to go on with, or why the turn ends.
+
+        Only with a ``continue_on_max_tokens`` policy (else ``""``); the cut-off calls
+        already have their "not executed" outputs. A tooldeck note in the transcript tells
+        the model what happened, a :class:`TurnContinued` event tells listeners.
+        """
+        policy = self.continue_on_max_tokens
+        if policy is None or message.stop_reason is not StopReason.MAX_TOKENS:
+            return ""
+        decided = policy.decide(message, settings, used)
+        if isinstance(decided, str):
+            return decided
+        self.transcript.append(UserMessage(decided.note(message)))
+        _log.info(
+            "session %s: step %d was cut off at %d output tokens; continuing with %d",
+            self.session_id,
+            step,
+            decided.previous_limit,
+            decided.output_limit,
+        )
+        await self.events.emit(
+            TurnContinued(
+                self.session_id,
+                step,
+                decided.number,
+                decided.previous_limit,
+                decided.output_limit,
+                tuple(c.call_id for c in message.tool_calls),
+            )
+        )
+        return dataclasses.replace(settings, max_output_tokens=decided.output_limit)
+
     async def _not_run(self, message: AssistantMessage, why: str) -> None:
         for call in message.tool_calls:
             output = ToolOutput(call.call_id, call.name, ToolResult.error(f"Not executed: {why}."))
@@ -486,13 +607,31 @@ async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -
 
     Options are :class:`Session` fields (``instructions``, ``settings``, ``max_steps``,
     ``policy``, ``approver``, ``timeout``, ``result_hooks``, ``guard``, ``events``,
-    ``turn``, ``session_id``) plus ``signal`` (an :class:`AbortSignal`) and
-    ``output_type`` / ``output_retries`` (shorthands for those ``settings``).
+    ``turn``, ``session_id``, ``continue_on_max_tokens``) plus ``signal`` (an
+    :class:`AbortSignal`) and ``output_type`` / ``output_retries`` (shorthands for those
+    ``settings``).
     """
     signal = options.pop("signal", None)
+    session = Session(model, tools, **_typed_options(options))
+    return await session.run(prompt, signal=signal)
+
+
+def _typed_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``output_type`` / ``output_retries`` folded into ``settings`` (run and stream)."""
     if {"output_type", "output_retries"} & options.keys():
         base: ModelSettings = options.get("settings") or ModelSettings()
         kind = options.pop("output_type", base.output_spec and base.output_spec.source)
         options["settings"] = base.expecting(kind, retries=options.pop("output_retries", None))
-    session = Session(model, tools, **options)
-    return await session.run(prompt, signal=signal)
+    return options
+
+
+def stream(
+    model: Model, tools: ToolsetSource, prompt: str, **options: Any
+) -> TurnStream[RunResult]:
+    """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
+
+    Takes the options of :func:`run`; see :meth:`Session.stream`.
+    """
+    signal = options.pop("signal", None)
+    session = Session(model, tools, **_typed_options(options))
+    return session.stream(prompt, signal=signal)

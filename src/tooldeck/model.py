@@ -2,7 +2,9 @@
 
 Given the transcript, the turn's tools and the settings, a model returns the next
 :class:`~tooldeck.transcript.AssistantMessage` (its tool calls and stop reason). Adapters
-may also stream: ``stream()`` yields :class:`ModelDelta` events and finally the message.
+also stream: ``stream()`` yields :class:`ModelDelta` fragments and finally the same message
+``respond()`` would return (the request body differs only by the provider's streaming
+flag).
 
 :class:`ModelSettings` carries the request settings every adapter maps, among them the
 type of a structured final answer (``output_type``): the one place it is named, so the
@@ -86,12 +88,27 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class ModelDelta:
-    """A streamed fragment: text, or a piece of a tool call's arguments."""
+    """A streamed fragment of the message a model is writing.
 
-    kind: Literal["text", "tool_call", "reasoning"]
+    ``kind`` is one of:
+
+    - ``"text"``: a piece of visible text (``text``);
+    - ``"reasoning"``: a piece of a reasoning summary or thinking text the provider shows
+      (never encrypted or omitted reasoning);
+    - ``"tool_call_start"``: the model began a tool call (``call_id`` and ``name`` as the
+      provider sent them, either may still be missing);
+    - ``"tool_call"``: a fragment of that call's arguments (``text``, JSON text).
+
+    ``index`` is the call's position among the message's tool calls (0 for its first
+    call), the same in the start, every fragment and the final message's
+    ``tool_calls``; provider-run calls (server-side tools) are not counted.
+    """
+
+    kind: Literal["text", "reasoning", "tool_call_start", "tool_call"]
     text: str = ""
     call_id: str | None = None
     name: str | None = None
+    index: int | None = None
 
 
 @runtime_checkable

@@ -30,10 +30,16 @@ class Reply:
 
 @dataclass
 class SSE:
-    """A streamed reply: ``events`` are ``(event_name_or_None, data)`` pairs."""
+    """A streamed reply: ``events`` are ``(event_name_or_None, data)`` pairs.
+
+    With ``hold=True`` the stream stays open after its events until the client closes the
+    connection, and then ``closed`` is set (a test sees that the client really closed it).
+    """
 
     events: Iterable[tuple[str | None, Any]]
     status: int = 200
+    hold: bool = False
+    closed: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -91,6 +97,15 @@ class FakeProvider:
                         chunk += f"data: {payload}\n\n"
                         self.wfile.write(chunk.encode())
                         self.wfile.flush()
+                    if reply.hold:  # until the client hangs up (bounded, not to hang a test)
+                        self.connection.settimeout(30)
+                        try:
+                            while self.connection.recv(4096):
+                                pass
+                        except OSError:
+                            pass
+                        else:
+                            reply.closed.set()
                     self.close_connection = True
                     return
                 payload = json.dumps(reply.body).encode()

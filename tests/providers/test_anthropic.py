@@ -1096,16 +1096,16 @@ def test_stream_interleaved_tool_calls(fake_provider: FakeProvider) -> None:
     )
     request = ModelRequest([UserMessage("Paris and London?")], [get_weather])
     deltas = _same_as_non_streaming(fake_provider, stream, full, request)
-    calls = [(d.call_id, d.text) for d in deltas if d.kind == "tool_call"]
+    calls = [(d.kind, d.index, d.call_id, d.text) for d in deltas if d.kind != "text"]
     assert calls == [
-        ("toolu_01", ""),
-        ("toolu_02", ""),
-        ("toolu_01", '{"city": '),
-        ("toolu_02", '{"ci'),
-        ("toolu_02", 'ty": "London"}'),
-        ("toolu_01", '"Paris"}'),
+        ("tool_call_start", 0, "toolu_01", ""),
+        ("tool_call_start", 1, "toolu_02", ""),
+        ("tool_call", 0, "toolu_01", '{"city": '),
+        ("tool_call", 1, "toolu_02", '{"ci'),
+        ("tool_call", 1, "toolu_02", 'ty": "London"}'),
+        ("tool_call", 0, "toolu_01", '"Paris"}'),
     ]
-    assert all(d.name == "get_weather" for d in deltas if d.kind == "tool_call")
+    assert all(d.name == "get_weather" for d in deltas if d.kind != "text")
     assert_golden("anthropic/stream_tools", fake_provider.bodies()[0])
 
 

@@ -1032,14 +1032,14 @@ def test_stream_interleaved_parallel_calls(fake_provider: FakeProvider) -> None:
         )
     )
     deltas, message = stream(fake_provider, request_of(UserMessage("x"), tools=[get_weather, add]))
-    assert [(d.call_id, d.name, d.text) for d in deltas] == [
-        ("call_a", "get_weather", ""),
-        ("call_b", "add", '{"a":'),
-        ("call_a", "get_weather", '{"city":'),
-        ("call_b", "add", '2,"b":3}'),
-        ("call_a", "get_weather", '"Oslo","unit":null}'),
+    assert [(d.kind, d.index, d.call_id, d.name, d.text) for d in deltas] == [
+        ("tool_call_start", 0, "call_a", "get_weather", ""),
+        ("tool_call_start", 1, "call_b", "add", ""),
+        ("tool_call", 1, "call_b", "add", '{"a":'),
+        ("tool_call", 0, "call_a", "get_weather", '{"city":'),
+        ("tool_call", 1, "call_b", "add", '2,"b":3}'),
+        ("tool_call", 0, "call_a", "get_weather", '"Oslo","unit":null}'),
     ]
-    assert all(d.kind == "tool_call" for d in deltas)
     assert message.tool_calls == [
         ToolCall("call_a", "get_weather", '{"city":"Oslo","unit":null}'),
         ToolCall("call_b", "add", '{"a":2,"b":3}'),
@@ -1084,6 +1084,7 @@ def test_stream_glm_reasoning_deltas(fake_provider: FakeProvider) -> None:
     assert [(d.kind, d.text) for d in deltas] == [
         ("reasoning", "The user wants"),
         ("reasoning", " weather in Beijing."),
+        ("tool_call_start", ""),
         ("tool_call", '{"city":"Beijing"}'),
     ]
     assert message.opaque == [

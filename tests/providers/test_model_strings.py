@@ -13,7 +13,7 @@ from tooldeck.providers import (
     model_from_string,
 )
 
-from .fake_server import FakeProvider, Reply
+from .fake_server import SSE, FakeProvider, Reply
 
 
 def test_model_strings_pick_the_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,12 +56,30 @@ def chat(message: dict[str, object], finish: str) -> Reply:
     )
 
 
+def chat_stream(message: dict[str, object], finish: str) -> SSE:
+    """The reply of ``chat(message, finish)`` as a Chat Completions stream (the demo streams)."""
+    body = chat(message, finish).body
+    top = {k: body[k] for k in ("id", "created", "model")}
+    delta = {k: v for k, v in body["choices"][0]["message"].items() if v is not None}
+    if "tool_calls" in delta:
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(delta["tool_calls"])]
+    chunks = [
+        {**top, "object": "chat.completion.chunk", "choices": [c]}
+        for c in (
+            {"index": 0, "delta": delta, "finish_reason": None},
+            {"index": 0, "delta": {}, "finish_reason": finish},
+        )
+    ]
+    chunks.append({**top, "object": "chat.completion.chunk", "choices": [], "usage": body["usage"]})
+    return SSE([*((None, c) for c in chunks), (None, "[DONE]")])
+
+
 def test_demo_runs_a_live_turn_against_a_compatible_server(
     fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TOOLDECK_BASE_URL", fake_provider.url + "/v1")
     fake_provider.queue(
-        chat(
+        chat_stream(
             {
                 "content": None,
                 "tool_calls": [
@@ -74,7 +92,7 @@ def test_demo_runs_a_live_turn_against_a_compatible_server(
             },
             "tool_calls",
         ),
-        chat({"content": "There are two open TODO items."}, "stop"),
+        chat_stream({"content": "There are two open TODO items."}, "stop"),
     )
     result = CliRunner().invoke(
         app, ["demo", "--model", "compatible:local-model"], env={"COLUMNS": "160"}

@@ -843,9 +843,10 @@ def test_streaming_text_and_a_tool_call(fake: FakeProvider) -> None:
     assert text == "Checking the weather."
     assert [d.text for d in deltas if d.kind == "reasoning"] == ["Need the weather tool."]
     assert args == '{"city":"Paris","unit":null}'
-    assert {(d.call_id, d.name) for d in deltas if d.kind == "tool_call"} == {
-        ("call_1", "get_weather")
+    assert {(d.call_id, d.name, d.index) for d in deltas if d.kind.startswith("tool_call")} == {
+        ("call_1", "get_weather", 0)
     }
+    assert next(d.kind for d in deltas if d.kind.startswith("tool_call")) == "tool_call_start"
     assert isinstance(message, AssistantMessage)
     assert message == model.parse_response(final)
     assert message.opaque[0].data["encrypted_content"] == "gAAAAB-encrypted-1"

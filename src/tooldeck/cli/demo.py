@@ -248,8 +248,8 @@ async def _live_turn(console: Console, home: Path, spec: str) -> RunResult:
     toolset = load_builtin_registry().toolset(turn)
     session = Session(model, toolset, session_id="demo-live", turn=turn, max_steps=8)
     console.rule(f"A live agent turn with {spec}")
-    with TurnProgress(console).attach(session.events):
-        result = await session.run(LIVE_PROMPT)
+    with TurnProgress(console).attach(session.events):  # text shows as it streams
+        result = await session.stream(LIVE_PROMPT).wait()
     console.print(f"[bold]final answer:[/bold] {result.output}")
     console.print(
         f"stop reason: {result.stop_reason.value} ({result.reason}); "

@@ -15,7 +15,11 @@ from ..events import (
     CallFinished,
     CallStarted,
     Event,
+    ModelStepFinished,
     ModelStepStarted,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallStarted,
     TurnFinished,
 )
 from ..live import LiveView
@@ -34,17 +38,28 @@ class TurnProgress(LiveView):
     """Subscribe to a bus and show each call's activity label, live.
 
     ``with TurnProgress(console).attach(bus): await session.run(...)``. When the console
-    is not a terminal, finished lines are printed instead of a live display.
+    is not a terminal, finished lines are printed instead of a live display. In a streamed
+    turn (``session.stream(...)``) the model's text shows as it arrives (printed as it
+    comes when the console is not a terminal), with the tail of its reasoning summary and
+    the calls it is writing.
     """
 
     rows: dict[str, _Row] = field(default_factory=dict)
     step: int = 0
     footer: str = ""
+    text: str = ""  # the current step's text, as streamed
+    thinking: str = ""  # the current step's reasoning summary, as streamed
+    writing: dict[int, str] = field(default_factory=dict)  # calls being written, by index
+    _open_line: bool = field(default=False, repr=False)
     refresh_per_second: ClassVar[float] = 12
 
     def on_event(self, event: Event) -> None:
-        if isinstance(event, ModelStepStarted):
+        if isinstance(event, (TextDelta, ReasoningDelta, ToolCallStarted, ModelStepFinished)):
+            self._on_stream(event)
+        elif isinstance(event, ModelStepStarted):
             self.step = event.step
+            self.text, self.thinking = "", ""
+            self.writing.clear()
         elif isinstance(event, CallStarted):
             self.rows[event.call.call_id] = _Row(event.label, repairs=event.repairs)
         elif isinstance(event, CallFinished):
@@ -57,6 +72,7 @@ class TurnProgress(LiveView):
             names = ", ".join(c.name for c in event.calls)
             self.console.print(f"[yellow]approval requested[/yellow] for {names}")
         elif isinstance(event, TurnFinished):
+            self._end_line()
             self.footer = (
                 f"turn finished after {event.steps} step(s): {event.reason}; "
                 f"{event.usage.total_tokens} tokens"
@@ -64,6 +80,26 @@ class TurnProgress(LiveView):
             if not self.is_live:
                 self.console.print(self.footer)
         self.refresh()
+
+    def _on_stream(self, event: Event) -> None:
+        if isinstance(event, TextDelta):
+            self.text += event.text
+            if not self.is_live:
+                self.console.print(event.text, end="", markup=False, highlight=False)
+                self._open_line = True
+        elif isinstance(event, ReasoningDelta):
+            self.thinking += event.text
+        elif isinstance(event, ToolCallStarted):
+            self.writing[event.index] = event.name or "a tool"
+        elif isinstance(event, ModelStepFinished):
+            self.writing.clear()
+            self.text = event.message.text  # what the transcript keeps (none after a refusal)
+            self._end_line()
+
+    def _end_line(self) -> None:
+        if self._open_line:
+            self.console.print()
+            self._open_line = False
 
     def _line(self, row: _Row) -> Text:
         mark = {"ok": "[green]✓[/green]", "error": "[red]✗[/red]"}.get(row.state, "…")
@@ -77,7 +113,15 @@ class TurnProgress(LiveView):
                 table.add_row(Spinner("dots"), Text(row.label))
             else:
                 table.add_row(self._line(row))
-        parts: list[RenderableType] = [Text(f"step {self.step}", style="bold"), table]
+        for name in self.writing.values():
+            table.add_row(Spinner("dots"), Text(f"writing a call to {name}", style="dim"))
+        parts: list[RenderableType] = [Text(f"step {self.step}", style="bold")]
+        if self.thinking:
+            tail = " ".join(self.thinking.split())[-160:]
+            parts.append(Text(f"thinking: {tail}", style="dim italic"))
+        if self.text:
+            parts.append(Text("\n".join(self.text.splitlines()[-12:])))
+        parts.append(table)
         if self.footer:
             parts.append(Text(self.footer, style="dim"))
         return Group(*parts)

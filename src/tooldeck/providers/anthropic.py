@@ -592,6 +592,7 @@ class _StreamAssembler:
         self._message: dict[str, Any] = {"content": [], "usage": {}}
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, list[str]] = {}
+        self._calls: dict[int, int] = {}  # block index -> the call's index among the calls
         self.partial_inputs: dict[str, str] = {}
 
     def feed(self, event: Mapping[str, Any]) -> list[ModelDelta]:
@@ -631,7 +632,8 @@ class _StreamAssembler:
         self._blocks[index] = copy.deepcopy(dict(block))
         if block.get("type") == "tool_use":
             name, call_id = block.get("name"), block.get("id")
-            return [ModelDelta("tool_call", "", call_id=call_id, name=name)]
+            call = self._calls.setdefault(index, len(self._calls))
+            return [ModelDelta("tool_call_start", call_id=call_id, name=name, index=call)]
         return []
 
     def _delta(self, event: Mapping[str, Any]) -> list[ModelDelta]:
@@ -647,9 +649,15 @@ class _StreamAssembler:
         if kind == "input_json_delta":
             piece = str(delta.get("partial_json", ""))
             self._json.setdefault(index, []).append(piece)
-            if block.get("type") == "tool_use" and piece:
+            if block.get("type") == "tool_use" and piece and index in self._calls:
                 return [
-                    ModelDelta("tool_call", piece, call_id=block.get("id"), name=block.get("name"))
+                    ModelDelta(
+                        "tool_call",
+                        piece,
+                        call_id=block.get("id"),
+                        name=block.get("name"),
+                        index=self._calls[index],
+                    )
                 ]
             return []
         if kind == "thinking_delta":

@@ -636,6 +636,7 @@ class _StreamState:
         self.details: list[dict[str, Any]] = []
         self.detail_at: dict[tuple[Any, Any], dict[str, Any]] = {}
         self.calls: dict[int, dict[str, Any]] = {}
+        self.announced: dict[int, int] = {}  # wire index -> index among the function calls
         self.usage: Any = None
 
     def add(self, chunk: Mapping[str, Any]) -> list[ModelDelta]:
@@ -729,7 +730,22 @@ class _StreamState:
             fragment = _dumps(fragment)
         if slot.get("type", "function") != "function":
             return []
-        return [ModelDelta("tool_call", fragment or "", call_id=slot.get("id"), name=held["name"])]
+        out: list[ModelDelta] = []
+        call_id, name = slot.get("id"), held["name"]
+        if index not in self.announced:
+            self.announced[index] = len(self.announced)
+            out.append(
+                ModelDelta(
+                    "tool_call_start", call_id=call_id, name=name, index=self.announced[index]
+                )
+            )
+        if fragment:
+            out.append(
+                ModelDelta(
+                    "tool_call", fragment, call_id=call_id, name=name, index=self.announced[index]
+                )
+            )
+        return out
 
     def completion(self) -> dict[str, Any]:
         message: dict[str, Any] = {

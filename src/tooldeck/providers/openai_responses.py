@@ -412,7 +412,8 @@ class OpenAIResponsesModel:
         raw = await self._send(prepared, stream=True)
         # Events parsed as plain JSON: the typed event union coerces unknown types.
         events = raw.parse(to=AsyncStream[object])
-        calls: dict[str, tuple[str | None, str | None]] = {}  # item id -> (call_id, name)
+        # item id -> (call_id, name, the call's index among the message's calls)
+        calls: dict[str, tuple[str | None, str | None, int]] = {}
         done: dict[int, Mapping[str, Any]] = {}
         final: Mapping[str, Any] | None = None
         try:
@@ -427,12 +428,21 @@ class OpenAIResponsesModel:
                 elif kind == "response.output_item.added":
                     item = event.get("item")
                     if isinstance(item, Mapping) and item.get("type") == "function_call":
-                        calls[str(item.get("id"))] = (item.get("call_id"), item.get("name"))
+                        call_id, name, number = item.get("call_id"), item.get("name"), len(calls)
+                        calls[str(item.get("id"))] = (call_id, name, number)
+                        yield ModelDelta(
+                            "tool_call_start", call_id=call_id, name=name, index=number
+                        )
                 elif kind == "response.function_call_arguments.delta":
-                    call_id, name = calls.get(str(event.get("item_id")), (None, None))
-                    yield ModelDelta(
-                        "tool_call", str(event.get("delta") or ""), call_id=call_id, name=name
-                    )
+                    known = calls.get(str(event.get("item_id")))
+                    if known is not None:  # a fragment of no announced call is not shown
+                        yield ModelDelta(
+                            "tool_call",
+                            str(event.get("delta") or ""),
+                            call_id=known[0],
+                            name=known[1],
+                            index=known[2],
+                        )
                 elif kind == "response.output_item.done":
                     item = event.get("item")
                     index = event.get("output_index")

@@ -73,10 +73,24 @@ class ScriptedModel:
     first request with a tool call and the second with text. When the script runs out
     it raises ``RuntimeError`` so a test never loops silently. ``requests`` keeps every
     request it received, for assertions.
+
+    :meth:`stream` plays each turn as a provider streams one: a ``tool_call_start`` per
+    call, then the text and the arguments in pieces of ``stream_chunk`` characters (whole
+    when ``None``); an :class:`~tooldeck.transcript.OpaqueItem` of kind ``"reasoning"``
+    whose data is a string streams as reasoning.
     """
 
-    def __init__(self, script: Iterable[AssistantMessage] | Script, *, name: str = "scripted"):
+    def __init__(
+        self,
+        script: Iterable[AssistantMessage] | Script,
+        *,
+        name: str = "scripted",
+        stream_chunk: int | None = None,
+    ):
+        if stream_chunk is not None and stream_chunk < 1:
+            raise ValueError("stream_chunk must be a positive number of characters")
         self._name = name
+        self._chunk = stream_chunk
         self.requests: list[ModelRequest] = []
         if callable(script):
             self._fn: Script | None = script
@@ -111,17 +125,35 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | AssistantMessage]:
         message = await self.respond(request)
+        index = 0
         for part in message.parts:
             if isinstance(part, TextPart):
-                yield ModelDelta("text", part.text)
+                for piece in self._pieces(part.text):
+                    yield ModelDelta("text", piece)
             elif isinstance(part, ToolCall):
                 args = (
                     part.arguments
                     if isinstance(part.arguments, str)
                     else json.dumps(part.arguments)
                 )
-                yield ModelDelta("tool_call", args, call_id=part.call_id, name=part.name)
+                yield ModelDelta(
+                    "tool_call_start", call_id=part.call_id, name=part.name, index=index
+                )
+                for piece in self._pieces(args):
+                    yield ModelDelta(
+                        "tool_call", piece, call_id=part.call_id, name=part.name, index=index
+                    )
+                index += 1
+            elif part.kind == "reasoning" and isinstance(part.data, str):
+                for piece in self._pieces(part.data):
+                    yield ModelDelta("reasoning", piece)
         yield message
+
+    def _pieces(self, text: str) -> list[str]:
+        if not text:
+            return []
+        size = self._chunk or len(text)
+        return [text[at : at + size] for at in range(0, len(text), size)]
 
 
 def _answer(message: AssistantMessage, structured: StructuredOutput | None) -> AssistantMessage:
