@@ -13,7 +13,7 @@ from .context import Aborted, AbortSignal, ToolContext
 from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
 from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
 from .events import EventBus
-from .loop import RunResult, Session, run
+from .loop import RunResult, Session, run, run_sync
 from .model import Model, ModelRequest, ModelSettings
 from .providers.scripted import ScriptedModel
 from .registry import Handlers, ToolRegistry
@@ -77,6 +77,7 @@ __all__ = [
     "project",
     "project_tools",
     "run",
+    "run_sync",
     "schema",
     "tool",
     "validate_arguments",

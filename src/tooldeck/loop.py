@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ._sync import run_sync as _run_sync
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
 from .dispatch import (
@@ -48,7 +49,7 @@ from .result_guard import session_guard
 from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
-__all__ = ["PendingCall", "PendingStep", "PendingStore", "RunResult", "Session", "run"]
+__all__ = ["PendingCall", "PendingStep", "PendingStore", "RunResult", "Session", "run", "run_sync"]
 
 _log = logging.getLogger("tooldeck.loop")
 
@@ -148,6 +149,11 @@ class Session:
     ``guard=False`` turns that default off.
     ``pending_store`` keeps a step that waits for approval, so that another process can
     :meth:`resume` it.
+
+    ``async with Session(...)`` / :meth:`aclose` close only what the session was told
+    to own: the model when ``owns_model=True`` (default ``False``: a model passed in
+    belongs to the caller, who may share it between sessions). :meth:`run_sync` runs a
+    turn from synchronous code.
     """
 
     model: Model
@@ -167,6 +173,7 @@ class Session:
     pending_store: PendingStore | None = None
     pending: PendingStep | None = None
     guard: bool = True  # add the default size guard when no result hook is an offload store
+    owns_model: bool = False  # aclose() / async with also close the model
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
         source = self.tools
@@ -423,6 +430,30 @@ class Session:
             self.transcript.append(output)
             await self.events.emit(OutputRecorded(self.session_id, output))
 
+    async def aclose(self) -> None:
+        """Close what this session owns: the model, when ``owns_model`` is set."""
+        close = getattr(self.model, "aclose", None) if self.owns_model else None
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def run_sync(
+        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+    ) -> RunResult:
+        """:meth:`run` from synchronous code; refuses inside a running event loop.
+
+        Every call of a thread runs on that thread's one event loop, so the model keeps
+        its connections between calls (see :mod:`tooldeck._sync`).
+        """
+        return _run_sync(
+            self.run(prompt, signal=signal, turn=turn), instead="await session.run(...)"
+        )
+
 
 def _answers_by_id(
     step: PendingStep, answers: Mapping[str, ApprovalAnswer] | Sequence[ApprovalAnswer]
@@ -461,3 +492,13 @@ async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -
     signal = options.pop("signal", None)
     session = Session(model, tools, **options)
     return await session.run(prompt, signal=signal)
+
+
+def run_sync(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
+    """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
+
+    Refuses inside a running event loop (Jupyter, async code): ``await tooldeck.run(...)``
+    there. Calls of one thread share one event loop, so a model is reused with its
+    connections.
+    """
+    return _run_sync(run(model, tools, prompt, **options), instead="await tooldeck.run(...)")
