@@ -20,6 +20,8 @@ import anthropic
 import openai
 import pytest
 import trustme
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tooldeck import ModelRequest, UserMessage
 from tooldeck.errors import (
@@ -736,3 +738,59 @@ def test_a_connection_dropped_during_the_answer(kind: str, stream: bool, cut_sho
     assert str(info.value).startswith(f"{LABEL[kind]}: the connection to {cut_short}")
     assert " dropped during the answer (" in str(info.value)
     assert not isinstance(info.value, (TLSFailure, ProviderTimeout))
+
+
+# -- any answer at all: one line, the right family -----------------------------------------
+
+_text = st.text(max_size=400)
+_code = st.one_of(st.none(), st.integers(-5, 2000), _text)
+_inner = st.fixed_dictionaries(
+    {},
+    optional={"message": st.one_of(_text, st.integers()), "code": _code, "type": _code},
+)
+_bodies = st.one_of(
+    st.none(),
+    _text,
+    _inner,
+    st.builds(lambda e: {"error": e}, st.one_of(_inner, _text)),
+    st.builds(lambda e: {"type": "error", "error": e}, _inner),
+)
+
+
+@given(
+    status=st.integers(400, 599),
+    body=_bodies,
+    retry_after=st.one_of(
+        st.none(),
+        st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
+        st.floats(allow_nan=True).map(str),
+    ),
+    sdk=st.sampled_from(["openai", "anthropic"]),
+    provider=st.sampled_from(["openai", "anthropic", "openrouter", "glm", "compatible"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_any_error_answer_becomes_one_line(
+    status: int, body: Any, retry_after: str | None, sdk: str, provider: str
+) -> None:
+    import httpx2
+
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/x")
+    headers = {"retry-after": retry_after} if retry_after is not None else {}
+    response = httpx2.Response(status, request=request, headers=headers)
+    module = openai if sdk == "openai" else anthropic
+    exc = module.APIStatusError(f"Error code: {status}", response=response, body=body)
+    target = Target(provider, "m\nx", "http://127.0.0.1:9/v1")  # a hostile model name
+    error = provider_error(exc, target)
+    assert isinstance(error, ProviderError)
+    text = str(error)
+    assert "\n" not in text and "\r" not in text
+    assert text.startswith(target.label + ": ")
+    assert len(text) < 700
+    assert error.status is not None and 400 <= error.status < 600
+    if isinstance(error, RateLimited):
+        assert error.retry_after is None or error.retry_after >= 0
+    family = {401: AuthenticationFailed, 403: AuthenticationFailed, 404: ModelNotFound}
+    if status in family and not isinstance(error, (ContextTooLong, QuotaExceeded)):
+        assert isinstance(error, family[status]) or provider == "glm"
+    if status >= 500 and not isinstance(error, (ContextTooLong, QuotaExceeded)):
+        assert isinstance(error, ProviderUnavailable) or provider == "glm"

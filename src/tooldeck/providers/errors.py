@@ -251,7 +251,7 @@ def _from_answer(
     retries = _retries(exc)
     text = message.lower()
     shown = str(effective if effective is not None else status or "")
-    tag = code or kind
+    tag = _one_line(code or kind or "")[:60]  # a code is provider text too: one short line
     detail = " ".join(p for p in (shown, tag if tag != shown else "") if p)
     if message:
         detail = f"{detail}: {_one_line(message)}" if detail else _one_line(message)
