@@ -14,7 +14,7 @@ from .continuation import ContinuePolicy
 from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
 from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
 from .events import EventBus
-from .loop import RunResult, Session, run, stream
+from .loop import RunResult, Session, run, run_sync, stream
 from .model import Model, ModelRequest, ModelSettings
 from .providers.scripted import ScriptedModel
 from .registry import Handlers, ToolRegistry
@@ -81,6 +81,7 @@ __all__ = [
     "project",
     "project_tools",
     "run",
+    "run_sync",
     "schema",
     "stream",
     "tool",

@@ -2,19 +2,40 @@
 
 Every error a user can meet derives from :class:`TooldeckError`, so a caller can catch
 the whole family with one clause and still tell definition problems (raised at import or
-build time) from model-output problems (raised per call).
+build time) from model-output problems (raised per call) from provider problems (a model
+that cannot be built or reached: :class:`ProviderError` and its kinds).
+
+Provider errors live here, not next to the adapters, so that code catching them (the CLI,
+a caller's ``except``) never has to import a provider SDK. They are made from the SDKs'
+own exceptions in one place, :mod:`tooldeck.providers.errors`, and keep the SDK's
+exception as ``__cause__``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "ArgumentError",
+    "AuthenticationFailed",
+    "ContextTooLong",
+    "MissingCredentials",
+    "ModelConfigError",
+    "ModelNotFound",
+    "ProviderError",
+    "ProviderTimeout",
+    "ProviderUnavailable",
+    "ProviderUnreachable",
+    "QuotaExceeded",
+    "RateLimited",
+    "RequestRejected",
     "ResultEncodingError",
     "SchemaError",
+    "TLSFailure",
     "ToolDefinitionError",
     "TooldeckError",
+    "UnknownModel",
 ]
 
 
@@ -76,3 +97,96 @@ class ResultEncodingError(TooldeckError, TypeError):
     Raised where the result is made; the dispatcher turns it into that call's error
     output ("ran, but its result cannot be recorded: ..."), so the session stays usable.
     """
+
+
+class ProviderError(TooldeckError):
+    """A model provider could not be used; the message is one line saying what to do.
+
+    ``provider`` and ``model`` name the target (``provider`` is the model-string kind:
+    ``openai``, ``anthropic``, ``openrouter``, ``glm``, ``compatible``...). When the
+    provider answered, ``status`` is the HTTP status, ``code`` the provider's error code
+    or type and ``request_id`` its request id; ``retries`` is how many times the SDK
+    retried before giving up. The SDK's own exception is ``__cause__``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        status: int | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+        retries: int = 0,
+    ):
+        self.provider = provider
+        self.model = model
+        self.status = status
+        self.code = code
+        self.request_id = request_id
+        self.retries = retries
+        super().__init__(message)
+
+
+class ModelConfigError(ProviderError, ValueError):
+    """The model cannot be built as asked; raised before any request is sent."""
+
+
+class UnknownModel(ModelConfigError):
+    """A model string that names no known provider kind, or names no model."""
+
+
+class MissingCredentials(ModelConfigError):
+    """No API key for the provider; ``env`` names the variables that would supply one."""
+
+    def __init__(self, message: str, *, env: Sequence[str] = (), **kw: Any):
+        self.env = tuple(env)
+        super().__init__(message, **kw)
+
+
+class ProviderUnreachable(ProviderError):
+    """No answer from the provider's address: refused, unresolvable, dropped."""
+
+
+class TLSFailure(ProviderUnreachable):
+    """The TLS handshake failed (for example a certificate that cannot be verified)."""
+
+
+class ProviderTimeout(ProviderUnreachable):
+    """The provider did not answer within the timeout (after the SDK's retries)."""
+
+
+class AuthenticationFailed(ProviderError):
+    """The provider refused the credentials (401) or their access to this model (403)."""
+
+
+class ModelNotFound(ProviderError):
+    """The provider has no such model (or the address is not the provider's API)."""
+
+
+class RateLimited(ProviderError):
+    """Too many requests (429) even after the SDK's retries.
+
+    ``retry_after`` is the wait in seconds the provider asked for, when it said.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any):
+        self.retry_after = retry_after
+        super().__init__(message, **kw)
+
+
+class QuotaExceeded(ProviderError):
+    """The account's quota or credit is spent: retrying will not help, billing will."""
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider failed or is overloaded (5xx, 529) even after the SDK's retries."""
+
+
+class ContextTooLong(ProviderError):
+    """The request is longer than the model's context window."""
+
+
+class RequestRejected(ProviderError):
+    """The provider rejected the request itself (another 4xx); retrying will not help."""

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from ._sync import run_sync as _run_sync
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
 from .continuation import ContinuePolicy
@@ -67,6 +68,7 @@ __all__ = [
     "Session",
     "TurnStream",
     "run",
+    "run_sync",
     "stream",
 ]
 
@@ -185,6 +187,11 @@ class Session:
     :meth:`resume` it. ``continue_on_max_tokens`` (a
     :class:`~tooldeck.continuation.ContinuePolicy`, off by default) goes on with a larger
     output limit after a response is cut off at its limit.
+
+    ``async with Session(...)`` / :meth:`aclose` close only what the session was told
+    to own: the model when ``owns_model=True`` (default ``False``: a model passed in
+    belongs to the caller, who may share it between sessions). :meth:`run_sync` runs a
+    turn from synchronous code.
     """
 
     model: Model
@@ -205,6 +212,7 @@ class Session:
     pending: PendingStep | None = None
     guard: bool = True  # add the default size guard when no result hook is an offload store
     continue_on_max_tokens: ContinuePolicy | None = None
+    owns_model: bool = False  # aclose() / async with also close the model
     _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
@@ -574,6 +582,30 @@ class Session:
             self.transcript.append(output)
             await self.events.emit(OutputRecorded(self.session_id, output))
 
+    async def aclose(self) -> None:
+        """Close what this session owns: the model, when ``owns_model`` is set."""
+        close = getattr(self.model, "aclose", None) if self.owns_model else None
+        if close is not None:
+            await close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def run_sync(
+        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+    ) -> RunResult:
+        """:meth:`run` from synchronous code; refuses inside a running event loop.
+
+        Every call of a thread runs on that thread's one event loop, so the model keeps
+        its connections between calls (see :mod:`tooldeck._sync`).
+        """
+        return _run_sync(
+            self.run(prompt, signal=signal, turn=turn), instead="await session.run(...)"
+        )
+
 
 def _answers_by_id(
     step: PendingStep, answers: Mapping[str, ApprovalAnswer] | Sequence[ApprovalAnswer]
@@ -635,3 +667,13 @@ def stream(
     signal = options.pop("signal", None)
     session = Session(model, tools, **_typed_options(options))
     return session.stream(prompt, signal=signal)
+
+
+def run_sync(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
+    """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
+
+    Refuses inside a running event loop (Jupyter, async code): ``await tooldeck.run(...)``
+    there. Calls of one thread share one event loop, so a model is reused with its
+    connections.
+    """
+    return _run_sync(run(model, tools, prompt, **options), instead="await tooldeck.run(...)")

@@ -32,6 +32,7 @@ from tooldeck import (
     ToolResult,
     tool,
 )
+from tooldeck.errors import ProviderUnavailable
 from tooldeck.model import ModelDelta
 from tooldeck.providers.anthropic import ADAPTER, PROVIDER, AnthropicModel
 from tooldeck.transcript import (
@@ -900,12 +901,13 @@ def test_500_raises_after_retries_and_propagates_through_run(fake_provider: Fake
     fake_provider.queue(
         *[Reply(error, status=500, headers={"retry-after-ms": "10"}) for _ in range(2)]
     )
-    with pytest.raises(anthropic.InternalServerError):
+    with pytest.raises(ProviderUnavailable, match="after 1 retry") as info:
         respond(model(fake_provider, max_retries=1), ModelRequest([UserMessage("hi")], []))
+    assert isinstance(info.value.__cause__, anthropic.InternalServerError)
     assert len(fake_provider.requests) == 2
 
     fake_provider.queue(Reply(error, status=500, headers={"retry-after-ms": "10"}))
-    with pytest.raises(anthropic.InternalServerError):
+    with pytest.raises(ProviderUnavailable):
         run(model(fake_provider, max_retries=0), [add], "hi")
     assert RAN == []
 
@@ -913,9 +915,10 @@ def test_500_raises_after_retries_and_propagates_through_run(fake_provider: Fake
 def test_error_event_in_a_stream_raises(fake_provider: FakeProvider) -> None:
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     fake_provider.queue(SSE([("message_start", _start()), ("error", overloaded)]))
-    with pytest.raises(anthropic.APIStatusError) as info:
+    with pytest.raises(ProviderUnavailable, match="529 overloaded_error: Overloaded") as info:
         collect(model(fake_provider), ModelRequest([UserMessage("hi")], []))
-    assert info.value.body == overloaded
+    cause = info.value.__cause__
+    assert isinstance(cause, anthropic.APIStatusError) and cause.body == overloaded
 
 
 # -- structured output -----------------------------------------------------------------------

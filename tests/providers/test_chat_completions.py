@@ -40,6 +40,7 @@ from tooldeck import (
     UserMessage,
     tool,
 )
+from tooldeck.errors import ProviderUnavailable
 from tooldeck.model import ModelDelta
 from tooldeck.providers.chat_completions import ChatCompletionsModel
 from tooldeck.result import ContentPart
@@ -782,14 +783,15 @@ def _server_errors(n: int) -> list[Reply]:
 
 def test_500_raises_after_retries(fake_provider: FakeProvider) -> None:
     fake_provider.queue(*_server_errors(3))
-    with pytest.raises(openai.InternalServerError):
+    with pytest.raises(ProviderUnavailable, match="after 2 retries") as info:
         respond(fake_provider, request_of(UserMessage("x")), max_retries=2)
+    assert isinstance(info.value.__cause__, openai.InternalServerError)
     assert len(fake_provider.requests) == 3
 
 
 def test_500_propagates_through_run(fake_provider: FakeProvider) -> None:
     fake_provider.queue(*_server_errors(2))
-    with pytest.raises(openai.InternalServerError):
+    with pytest.raises(ProviderUnavailable):
         run_turn(fake_provider, model_kwargs={"max_retries": 1})
     assert RAN == []
     assert len(fake_provider.requests) == 2

@@ -35,6 +35,7 @@ from tooldeck import (
     UserMessage,
     tool,
 )
+from tooldeck.errors import ProviderError, ProviderUnavailable
 from tooldeck.events import Event, EventBus, TurnFinished
 from tooldeck.model import Model, ModelDelta, ModelRequest, ModelSettings
 from tooldeck.providers.openai_responses import OpenAIResponsesModel
@@ -763,18 +764,19 @@ def test_500_raises_after_retries_and_the_turn_finishes_with_error(fake: FakePro
         return Reply(body, 500, {"retry-after-ms": "1"})
 
     fake.queue(server_error(), server_error())
-    with pytest.raises(openai.InternalServerError):
+    with pytest.raises(ProviderUnavailable) as info:
         respond(make(fake, max_retries=1), ask(UserMessage("hi")))
+    assert isinstance(info.value.__cause__, openai.InternalServerError)
     assert len(fake.requests) == 2
     bus = EventBus()
     seen: list[Event] = []
     bus.subscribe(seen.append)
     fake.queue(server_error())
-    with pytest.raises(openai.InternalServerError):
+    with pytest.raises(ProviderUnavailable):
         run(make(fake), [get_weather], "hi", events=bus)
     finished = [e for e in seen if isinstance(e, TurnFinished)]
     assert len(finished) == 1 and finished[0].stop_reason is StopReason.ERROR
-    assert "InternalServerError" in finished[0].reason
+    assert "ProviderUnavailable" in finished[0].reason
     assert len(fake.requests) == 3
 
 
@@ -883,12 +885,14 @@ def test_streaming_truncated_call_and_errors(fake: FakeProvider) -> None:
     }
     check_spec("ResponseStreamEvent", error)
     fake.queue(SSE([("error", error)]))
-    with pytest.raises(openai.APIError, match="stream broke"):
+    with pytest.raises(ProviderUnavailable, match="stream broke") as info:
         stream(make(fake), ask(UserMessage("x")))
+    assert isinstance(info.value.__cause__, openai.APIError)
     cut = list(sse_for(response(msg("Hello"))).events)[:-1]
     fake.queue(SSE(cut))
-    with pytest.raises(openai.APIError, match="before a terminal"):
+    with pytest.raises(ProviderError, match="before a terminal") as info:
         stream(make(fake), ask(UserMessage("x")))
+    assert isinstance(info.value.__cause__, openai.APIError)
 
 
 def test_full_multi_step_loop(fake: FakeProvider) -> None:
@@ -935,8 +939,9 @@ def test_one_model_across_two_event_loops(fake: FakeProvider) -> None:
 
 def test_a_body_that_is_not_json_raises(fake: FakeProvider) -> None:
     fake.queue(Reply("<html>bad gateway</html>"))
-    with pytest.raises(openai.APIError, match="not a JSON object"):
+    with pytest.raises(ProviderError, match="not a JSON object") as info:
         respond(make(fake), ask(UserMessage("x")))
+    assert isinstance(info.value.__cause__, openai.APIError)
 
 
 def test_client_options(fake: FakeProvider, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -42,6 +42,7 @@ from tooldeck import (
     tool,
 )
 from tooldeck.dispatch import PendingApproval, PolicyDecision
+from tooldeck.errors import ProviderError
 from tooldeck.model import ModelRequest, ModelSettings
 from tooldeck.policy import PendingFiles
 from tooldeck.providers._responses_chain import STORED_CONTEXT, rejected_previous
@@ -309,18 +310,21 @@ def test_other_errors_are_never_retried(fake: FakeProvider) -> None:
     ):
         before = len(fake.requests)
         fake.queue(Reply({"error": error}, status))
-        with pytest.raises(raised or openai.InternalServerError):
+        with pytest.raises(ProviderError) as caught:  # tooldeck's kind, the SDK's as cause
             aio(model.respond(chained))
+        assert isinstance(caught.value.__cause__, raised or openai.InternalServerError)
         assert len(fake.requests) - before == 1
     # the replay itself failing is the caller's error (one fallback, never a loop)
     fake.queue(not_found(), not_found())
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(ProviderError) as caught:
         aio(model.respond(chained))
+    assert isinstance(caught.value.__cause__, openai.NotFoundError)
     assert "previous_response_id" not in fake.bodies()[-1]
     # an unchained request is never retried, whatever the error says
     fake.queue(not_found())
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(ProviderError) as caught:
         aio(model.respond(ModelRequest([UserMessage("fresh")], [get_weather])))
+    assert isinstance(caught.value.__cause__, openai.NotFoundError)
     assert len(fake.requests) == 7
 
 

@@ -31,6 +31,7 @@ from tooldeck import (
     UserMessage,
     tool,
 )
+from tooldeck.errors import ProviderUnavailable
 from tooldeck.events import (
     CallStarted,
     Event,
@@ -710,7 +711,7 @@ def test_break_after_the_first_text_delta_closes_the_sdk_stream(
         assert session.transcript == [UserMessage("first")]  # nothing of the cut-short step
         result = await session.run("second")
         assert result.output == LAST.text
-        await model.client.close()  # type: ignore[attr-defined]
+        await model.aclose()
         return session, seen
 
     _, seen = asyncio.run(main())
@@ -857,12 +858,13 @@ def test_a_provider_error_mid_stream_ends_the_turn_after_turn_finished(
         model = wire.model(fake_provider)
         session = Session(model, TOOLS)
         seen: list[Event] = []
-        with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
+        with pytest.raises(ProviderUnavailable, match="Overloaded") as caught:
             async for event in session.stream("first"):
                 seen.append(event)
+        assert isinstance(caught.value.__cause__, anthropic.APIStatusError)
         assert session.transcript == [UserMessage("first")]
         assert (await session.run("second")).output == LAST.text
-        await model.client.close()  # type: ignore[attr-defined]
+        await model.aclose()
         return session, seen
 
     _, seen = asyncio.run(main())

@@ -1,6 +1,12 @@
-"""The ``tooldeck`` command line (typer + rich)."""
+"""The ``tooldeck`` command line (typer + rich).
+
+``tooldeck -v COMMAND`` (or ``TOOLDECK_VERBOSE=1``) shows tracebacks and debug logs;
+without it an error is one line (see :mod:`tooldeck.cli.report`).
+"""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
@@ -8,6 +14,7 @@ from .approve import approve_command
 from .demo import demo_command
 from .mcp import app as mcp_app
 from .policy import policy_app
+from .report import HANDLER_KEY, VERBOSE_KEY, CliGroup, cli_logging
 from .search import search_command
 from .toolkits import agents_app, toolkits_app
 from .tools import app as tools_app
@@ -19,8 +26,31 @@ app = typer.Typer(
     help="tooldeck: the tool runtime for LLM agents.",
     no_args_is_help=True,
     add_completion=False,
+    cls=CliGroup,
 )
-app.command("demo", help="Run the offline demo (no API keys, no network).")(demo_command)
+
+
+@app.callback()
+def _options(
+    ctx: typer.Context,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            envvar="TOOLDECK_VERBOSE",
+            help="Show tracebacks and debug logs (errors are one line without it).",
+        ),
+    ] = False,
+) -> None:
+    ctx.meta[VERBOSE_KEY] = verbose
+    ctx.meta[HANDLER_KEY] = ctx.with_resource(cli_logging(verbose))
+
+
+app.command(
+    "demo",
+    help="Run the offline demo (no API keys, no network), or with --model one live turn.",
+)(demo_command)
 app.add_typer(tools_app, name="tools")
 app.add_typer(toolkits_app, name="toolkits")
 app.add_typer(agents_app, name="agents")

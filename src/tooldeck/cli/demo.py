@@ -3,6 +3,11 @@
 Shows a few tools projected for each provider with the strict decision and its reason,
 then feeds malformed argument strings (the kind models really produce) through
 ``validate_arguments`` and prints which repair rungs fixed each and which were refused.
+
+``tooldeck demo --model KIND:MODEL`` runs one live turn instead of the offline tour. The
+model is built first, so a bad model string or a missing key fails at once with one line
+(exit 2) before anything runs; a provider that fails during the turn is one line too
+(exit 1). The offline tour never needs a key.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from ..builtin import load_builtin_registry
 from ..context import ToolContext
 from ..errors import ArgumentError, SchemaError
 from ..loop import RunResult, Session
-from ..model import ModelRequest
+from ..model import Model, ModelRequest
 from ..plan import ToolPlanner
 from ..providers import model_from_string
 from ..providers.scripted import ScriptedModel, call, reply
@@ -238,18 +243,20 @@ LIVE_PROMPT = (
 )
 
 
-async def _live_turn(console: Console, home: Path, spec: str) -> RunResult:
-    """The same turn against a real provider (needs its API key in the environment)."""
+async def _live_turn(console: Console, home: Path, spec: str, model: Model) -> RunResult:
+    """The same turn against a real provider (``model`` is built from ``spec`` already)."""
     for name, text in SEED.items():
         (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text(text)
-    model = model_from_string(spec)
     turn = TurnContext(session_id="demo-live", home=home)
     toolset = load_builtin_registry().toolset(turn)
-    session = Session(model, toolset, session_id="demo-live", turn=turn, max_steps=8)
+    session = Session(
+        model, toolset, session_id="demo-live", turn=turn, max_steps=8, owns_model=True
+    )
     console.rule(f"A live agent turn with {spec}")
-    with TurnProgress(console).attach(session.events):  # text shows as it streams
-        result = await session.stream(LIVE_PROMPT).wait()
+    async with session:
+        with TurnProgress(console).attach(session.events):  # text shows as it streams
+            result = await session.stream(LIVE_PROMPT).wait()
     console.print(f"[bold]final answer:[/bold] {result.output}")
     console.print(
         f"stop reason: {result.stop_reason.value} ({result.reason}); "
@@ -311,7 +318,7 @@ def demo_command(
         typer.Option(
             "--model",
             "-m",
-            help="Also run a live turn, e.g. openai:gpt-5.4 (needs that provider's API key).",
+            help="Run one live turn instead, e.g. openai:gpt-5.4 (needs that provider's API key).",
         ),
     ] = None,
     mcp: Annotated[
@@ -321,8 +328,9 @@ def demo_command(
 ) -> None:
     console = Console()
     if model is not None:
+        live = model_from_string(model)  # a bad spec or a missing key: one line, now
         with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
-            asyncio.run(_live_turn(console, Path(home), model))
+            asyncio.run(_live_turn(console, Path(home), model, live))
         return
     console.rule("[bold]tooldeck demo[/bold] (offline, no API keys)")
     _projection_table(console)

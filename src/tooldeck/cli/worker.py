@@ -3,6 +3,8 @@
 ``tooldeck worker --dsn DSN [--model KIND:MODEL | --script FILE] [--id ID] [-c N]`` runs
 until SIGINT or SIGTERM. Start any number, on any machines that reach the database;
 ``tooldeck workflows run FILE --dsn DSN --workers`` hands a run's task turns to them.
+``--model`` is built before the worker starts: a bad model string or a missing key is one
+line (exit 2). Logs are one line each (``tooldeck -v worker ...`` adds tracebacks).
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from rich.console import Console
 from ..workflows.script import load_script
 from ..workflows.shapes import WorkflowDefinitionError
 from ..workflows.store import DEFAULT_SCHEMA, StoreError, redact_dsn
+from .report import set_log_format
 from .workflows import _fail, _model_factory
 
 __all__ = ["worker_command"]
 
 
 def worker_command(
+    ctx: typer.Context,
     dsn: Annotated[
         str | None,
         typer.Option("--dsn", help="The PostgreSQL database (or TOOLDECK_WORKFLOWS_DSN)."),
@@ -91,7 +95,7 @@ def worker_command(
         raise _fail(
             console, f"the worker needs DBOS: pip install 'tooldeck[dbos]' ({exc})"
         ) from exc
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    set_log_format(ctx, "%(asctime)s %(levelname)s %(message)s", logging.INFO)
     worker = Worker(
         dsn,
         factory,

@@ -8,6 +8,10 @@
 - ``tooldeck workflows list`` lists runs, newest first.
 - ``tooldeck workflows show ID`` shows a run's tasks, states, attempts and results.
 
+``--model`` is built once before anything runs, so a bad model string or a missing key
+is one line (exit 2); a provider error during a task turn fails that task, with the
+error's one line as its reason in the run's table.
+
 The store is SQLite by default (``~/.tooldeck/workflows.sqlite3``), or ``--db PATH``,
 or PostgreSQL with ``--dsn`` (also ``TOOLDECK_WORKFLOWS_DSN``).
 """
@@ -25,6 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..errors import ProviderError
 from ..workflows.durable import DbosUnavailable
 from ..workflows.engine import ModelFactory, TaskRun, WorkflowEngine, WorkflowError
 from ..workflows.executor import TaskExecutor
@@ -32,6 +37,7 @@ from ..workflows.render import WorkflowProgress, runs_table, workflow_table
 from ..workflows.script import load_script
 from ..workflows.shapes import WorkflowDefinitionError
 from ..workflows.store import PostgresStore, StoreError, WorkflowStore, open_store
+from .report import exit_code
 
 __all__ = ["workflows_app"]
 
@@ -55,7 +61,7 @@ SchemaOption = Annotated[
 
 
 def _fail(console: Console, message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {escape(message)}")
+    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -94,9 +100,9 @@ def _model_factory(console: Console, spec: str | None, scripted: ModelFactory | 
     from ..providers import model_from_string
 
     try:
-        model_from_string(spec)  # fail now on a bad spec, not in every task
-    except ValueError as exc:
-        raise _fail(console, str(exc)) from exc
+        model_from_string(spec)  # fail now on a bad spec or a missing key, not in every task
+    except ProviderError as exc:
+        raise _fail(console, str(exc), exit_code(exc)) from exc
 
     def factory(run: TaskRun) -> Any:
         return model_from_string(spec)

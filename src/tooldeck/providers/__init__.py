@@ -13,15 +13,24 @@
 ===================  ===========================================================
 
 ``base_url`` overrides the provider's address for every kind (also read from
-``TOOLDECK_BASE_URL`` when not given).
+``TOOLDECK_BASE_URL`` when not given). ``max_retries`` (default 2, or
+``TOOLDECK_MAX_RETRIES``) is the SDK's own retry budget for connection errors, timeouts,
+408, 409, 429 and 5xx (it honours ``retry-after``); ``timeout`` (seconds per attempt, or
+``TOOLDECK_TIMEOUT``; default the SDK's 600 s). tooldeck adds no retry loop of its own.
+
+A string that names no kind raises :class:`~tooldeck.errors.UnknownModel`, a provider
+whose key is not set :class:`~tooldeck.errors.MissingCredentials` (naming the variable),
+both before any request; what goes wrong later is one of the
+:class:`~tooldeck.errors.ProviderError` kinds (:mod:`tooldeck.providers.errors`).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..errors import ModelConfigError, UnknownModel
 from ..model import Model
 from .scripted import ScriptedModel, call, reply
 
@@ -57,15 +66,42 @@ __all__ = [
 KINDS = ("openai", "openai-chat", "openrouter", "glm", "compatible", "anthropic")
 
 
-def model_from_string(spec: str, *, base_url: str | None = None, **options: Any) -> Model:
-    """Build a model adapter from ``kind:model`` (see the module docstring)."""
-    kind, sep, name = spec.partition(":")
+def model_from_string(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    max_retries: int | None = None,
+    timeout: float | None = None,
+    **options: Any,
+) -> Model:
+    """Build a model adapter from ``kind:model`` (see the module docstring).
+
+    Other ``options`` go to the adapter (``api_key``, ``store``, ``thinking``...).
+    """
+    kind, sep, name = spec.strip().partition(":")
     if not sep or not name or kind not in KINDS:
-        raise ValueError(
-            f"model spec {spec!r} should look like KIND:MODEL with KIND one of "
-            f"{', '.join(KINDS)} (e.g. openai:gpt-5.4, anthropic:claude-sonnet-4-6)"
+        what = f"unknown provider {kind!r} in" if sep and name else "unknown model string"
+        raise UnknownModel(
+            f"{what} {spec!r}: use KIND:MODEL with KIND one of {', '.join(KINDS)} "
+            "(e.g. openai:gpt-5.4, anthropic:claude-sonnet-4-6)",
+            provider=kind if sep and kind in KINDS else None,
+            model=name or None,
         )
     base_url = base_url or os.environ.get("TOOLDECK_BASE_URL") or None
+    options["max_retries"] = _env_number(
+        "TOOLDECK_MAX_RETRIES", max_retries, int, default=2, minimum=0
+    )
+    chosen_timeout = _env_number("TOOLDECK_TIMEOUT", timeout, float, default=None, minimum=0)
+    if chosen_timeout is not None:
+        options["timeout"] = chosen_timeout
+    flavour = "openai" if kind == "openai-chat" else kind
+    if flavour == "compatible" and base_url is None:
+        raise ModelConfigError(
+            f"compatible server model {name!r}: no address; pass base_url= or set "
+            "TOOLDECK_BASE_URL (e.g. http://localhost:8000/v1)",
+            provider=kind,
+            model=name,
+        )
     from .anthropic import AnthropicModel
     from .chat_completions import ChatCompletionsModel
     from .openai_responses import OpenAIResponsesModel
@@ -74,7 +110,25 @@ def model_from_string(spec: str, *, base_url: str | None = None, **options: Any)
         return OpenAIResponsesModel(name, base_url=base_url, **options)
     if kind == "anthropic":
         return AnthropicModel(name, base_url=base_url, **options)
-    flavour = "openai" if kind == "openai-chat" else kind
-    if flavour == "compatible" and base_url is None:
-        raise ValueError("compatible:MODEL needs a base_url (or TOOLDECK_BASE_URL)")
     return ChatCompletionsModel(name, flavour, base_url=base_url, **options)  # type: ignore[arg-type]
+
+
+N = TypeVar("N", int, float)
+
+
+def _env_number(
+    name: str, given: N | None, kind: type[N], *, default: N | None, minimum: N
+) -> N | None:
+    """``given``, else the environment variable ``name``, else ``default``."""
+    if given is not None:
+        return given
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ModelConfigError(f"{name}={raw!r} is not a {kind.__name__} >= {minimum}")
+    return value

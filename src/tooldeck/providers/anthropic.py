@@ -30,6 +30,12 @@ Responses
     retry. ``output_config.format`` is always constrained, so an output schema Anthropic
     cannot express is a :class:`~tooldeck.errors.SchemaError` before any request.
 
+Errors
+    SDK exceptions (after the SDK's own retries) are raised as
+    :class:`~tooldeck.errors.ProviderError` kinds, the SDK's exception as ``__cause__``
+    (:mod:`tooldeck.providers.errors`); a missing key raises
+    :class:`~tooldeck.errors.MissingCredentials` when the model is made.
+
 Non-streaming responses are read as raw JSON (not through the SDK's typed models, which
 coerce unknown block types into known ones), so opaque blocks are kept exactly as sent.
 Streaming reads the raw server-sent events and assembles the same message, so
@@ -64,7 +70,9 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
+from ._clients import LoopClient
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
+from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
 
 __all__ = ["ADAPTER", "DEFAULT_MAX_TOKENS", "PROVIDER", "AnthropicModel"]
 
@@ -273,11 +281,16 @@ class AnthropicModel:
     request); ``thinking`` is sent as is on every request (e.g. ``{"type": "adaptive"}``
     or ``{"type": "enabled", "budget_tokens": 2048}``); ``server_tools`` (e.g. web search
     or a tool-search tool) are appended after the projected tools. Pass ``client`` to
-    reuse a configured :class:`anthropic.AsyncAnthropic`.
+    reuse a configured :class:`anthropic.AsyncAnthropic` (left open by :meth:`aclose`).
+    ``max_retries`` is the SDK's retry budget; ``timeout`` is seconds per attempt
+    (``None``: the SDK's default, 600 s). Without any credential the SDK would find (a
+    key, ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, a profile) it raises
+    :class:`~tooldeck.errors.MissingCredentials` here, before any request.
     """
 
     provider = PROVIDER
     adapter = ADAPTER
+    key_env = ("ANTHROPIC_API_KEY",)
 
     def __init__(
         self,
@@ -296,18 +309,19 @@ class AnthropicModel:
         self.max_tokens = max_tokens
         self.thinking = dict(thinking) if thinking is not None else None
         self.server_tools = [dict(t) for t in server_tools]
-        owns_client = client is None
-        if client is None:
-            options: dict[str, Any] = {"max_retries": max_retries}
-            if api_key is not None:
-                options["api_key"] = api_key
-            if base_url is not None:
-                options["base_url"] = base_url
-            if timeout is not None:
-                options["timeout"] = timeout
-            client = AsyncAnthropic(**options)
-        self.client = client
-        self._owns_client = owns_client
+        options: dict[str, Any] = {"max_retries": max_retries}
+        if api_key is not None:
+            options["api_key"] = api_key
+        if base_url is not None:
+            options["base_url"] = base_url
+        if timeout is not None:
+            options["timeout"] = timeout
+        self._custom_url = base_url is not None
+        self._clients = LoopClient(lambda: AsyncAnthropic(**options), client)
+        made = self._clients.current
+        found = (made.api_key, made.auth_token, getattr(made, "credentials", None))
+        if client is None and found == (None, None, None):
+            raise missing_credentials(Target(PROVIDER, model, key_env=self.key_env))
 
     @property
     def name(self) -> str:
@@ -316,14 +330,30 @@ class AnthropicModel:
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model!r})"
 
+    @property
+    def client(self) -> AsyncAnthropic:
+        """The SDK client (the one of the loop last used)."""
+        return self._clients.current
+
     async def aclose(self) -> None:
         """Close the HTTP client this model created (a client passed in is left open).
 
         The SDK's connections belong to the event loop that opened them: close the model
-        on that loop when done (or use ``async with AnthropicModel(...) as model``).
+        on that loop when done (or use ``async with AnthropicModel(...) as model``). The
+        model stays usable: the next request opens a new client.
         """
-        if self._owns_client:
-            await self.client.close()
+        await self._clients.aclose()
+
+    def _error_target(self) -> Target:
+        client = self._clients.current
+        return Target(
+            PROVIDER,
+            self.model,
+            str(client.base_url),
+            self.key_env,
+            timeout_seconds(client.timeout),
+            self._custom_url,
+        )
 
     async def __aenter__(self) -> AnthropicModel:
         return self
@@ -332,11 +362,12 @@ class AnthropicModel:
         await self.aclose()
 
     # -- the Model protocol ---------------------------------------------------------------
+    @translated
     async def respond(self, request: ModelRequest) -> AssistantMessage:
         """One non-streaming request; the response is read as raw JSON."""
         body, structured = self.build_request(request)
         kwargs, extra = self._split(body)
-        response = await self.client.messages.with_raw_response.create(
+        response = await self._clients.get().messages.with_raw_response.create(
             **kwargs, extra_body=extra or None
         )
         raw = await response.json()
@@ -348,12 +379,13 @@ class AnthropicModel:
             )
         return self.parse_message(raw, structured)
 
+    @translated_stream
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | AssistantMessage]:
         """Stream over server-sent events: deltas, then the same message as :meth:`respond`."""
         body, structured = self.build_request(request)
         kwargs, extra = self._split(body)
         assembler = _StreamAssembler()
-        async with self.client.messages.with_streaming_response.create(
+        async with self._clients.get().messages.with_streaming_response.create(
             **kwargs, stream=True, extra_body=extra or None
         ) as response:
             http = response.http_response

@@ -35,8 +35,8 @@ and for "compatible" servers (vLLM, Ollama, llama.cpp all accept it; not all acc
 Chat Completions has no deferred loading: ``ModelRequest.deferred`` is ignored and every
 tool is sent in full. Tool messages carry text only, so images in a tool result are
 described in text. Errors from the service (after the SDK's retries, which honour
-``retry-after-ms`` / ``retry-after``) propagate as the SDK's exceptions
-(``openai.APIStatusError`` and its subclasses, ``openai.APIConnectionError``...).
+``retry-after-ms`` / ``retry-after``) are raised as :class:`~tooldeck.errors.ProviderError`
+kinds with the SDK's exception as ``__cause__`` (:mod:`tooldeck.providers.errors`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
+from ._clients import LoopClient
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
+from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
 
 __all__ = ["ADAPTER", "ChatCompletionsModel", "Flavour"]
 
@@ -138,7 +140,10 @@ class ChatCompletionsModel:
     after it, per request); both override what the adapter would send. ``referer`` and
     ``title`` become OpenRouter's ``HTTP-Referer`` and ``X-OpenRouter-Title`` headers.
     ``client`` replaces the SDK client the adapter would build (``api_key``,
-    ``base_url``, ``max_retries`` and ``timeout`` are then ignored).
+    ``base_url``, ``max_retries`` and ``timeout`` are then ignored, and :meth:`aclose`
+    leaves it open). ``max_retries`` is the SDK's retry budget; ``timeout`` is seconds per
+    attempt (``None``: the SDK's default, 600 s). A missing key raises
+    :class:`~tooldeck.errors.MissingCredentials` here, before any request.
     """
 
     def __init__(
@@ -149,7 +154,7 @@ class ChatCompletionsModel:
         api_key: str | None = None,
         base_url: str | None = None,
         max_retries: int = 2,
-        timeout: float | None = 600.0,
+        timeout: float | None = None,
         client: AsyncOpenAI | None = None,
         extra_body: Mapping[str, Any] | None = None,
         referer: str | None = None,
@@ -173,6 +178,8 @@ class ChatCompletionsModel:
             headers["HTTP-Referer"] = referer
         if title:
             headers["X-OpenRouter-Title"] = title
+        self._custom_url = base_url is not None
+        make = None
         if client is None:
             key = api_key
             for name in spec.key_env:
@@ -181,24 +188,28 @@ class ChatCompletionsModel:
                 key = "unused"  # the SDK insists on a key; the header is omitted below
                 headers["Authorization"] = omit
             elif not key:
-                raise ValueError(
-                    f"no API key for {flavour}: pass api_key= or set " + " or ".join(spec.key_env)
-                )
+                raise missing_credentials(Target(flavour, model, key_env=spec.key_env))
             url = base_url
             if url is None and flavour == "openai":
                 url = os.environ.get("OPENAI_BASE_URL") or None
+                self._custom_url = url is not None
             url = url or spec.base_url
             if url is None:
                 raise ValueError("the compatible flavour needs base_url= (e.g. a vLLM server)")
-            client = AsyncOpenAI(
-                api_key=key, base_url=url, max_retries=max_retries, timeout=timeout
-            )
-            if flavour != "openai":
-                # The SDK reads OPENAI_ORG_ID / OPENAI_PROJECT_ID from the environment;
-                # they are OpenAI's and must not be sent to another service.
-                client.organization = None
-                client.project = None
-        self._client = client
+            options: dict[str, Any] = {"api_key": key, "base_url": url, "max_retries": max_retries}
+            if timeout is not None:
+                options["timeout"] = timeout
+
+            def make() -> AsyncOpenAI:
+                made = AsyncOpenAI(**options)
+                if flavour != "openai":
+                    # The SDK reads OPENAI_ORG_ID / OPENAI_PROJECT_ID from the environment;
+                    # they are OpenAI's and must not be sent to another service.
+                    made.organization = None
+                    made.project = None
+                return made
+
+        self._clients = LoopClient(make, client)
         self._headers = headers
 
     @property
@@ -219,10 +230,30 @@ class ChatCompletionsModel:
 
     @property
     def client(self) -> AsyncOpenAI:
-        return self._client
+        """The SDK client (the one of the loop last used)."""
+        return self._clients.current
+
+    @property
+    def key_env(self) -> tuple[str, ...]:
+        return self._spec.key_env
 
     async def aclose(self) -> None:
-        await self._client.close()
+        """Close the connections of the client this model made (``client=`` stays open).
+
+        The model stays usable: the next request opens a new client.
+        """
+        await self._clients.aclose()
+
+    def _error_target(self) -> Target:
+        client = self._clients.current
+        return Target(
+            self._flavour,
+            self._model,
+            str(client.base_url),
+            self._spec.key_env,
+            timeout_seconds(client.timeout),
+            self._custom_url,
+        )
 
     async def __aenter__(self) -> ChatCompletionsModel:
         return self
@@ -383,10 +414,11 @@ class ChatCompletionsModel:
 
     # -- responses ------------------------------------------------------------------
 
+    @translated
     async def respond(self, request: ModelRequest) -> AssistantMessage:
         body, structured, notes = self.build_request(request)
         model, messages = body.pop("model"), body.pop("messages")
-        completion = await self._client.chat.completions.create(
+        completion = await self._clients.get().chat.completions.create(
             model=model,
             messages=messages,
             extra_body=body,
@@ -394,12 +426,13 @@ class ChatCompletionsModel:
         )
         return self.parse_response(completion.to_dict(warnings=False), structured, notes)
 
+    @translated_stream
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | AssistantMessage]:
         """Yield text, reasoning and tool-call fragments, then the same message as respond()."""
         body, structured, notes = self.build_request(request, stream=True)
         model, messages = body.pop("model"), body.pop("messages")
         body.pop("stream", None)
-        chunks = await self._client.chat.completions.create(
+        chunks = await self._clients.get().chat.completions.create(
             model=model,
             messages=messages,
             stream=True,

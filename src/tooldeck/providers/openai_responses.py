@@ -31,9 +31,9 @@ rather than raising, so the loop can send it back for a retry (:mod:`tooldeck.st
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
@@ -54,6 +54,7 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
+from ._clients import LoopClient
 from ._common import (
     StructuredOutput,
     classify_refusal,
@@ -62,6 +63,7 @@ from ._common import (
     same_origin,
 )
 from ._responses_chain import STORED_CONTEXT, Context, find_chain, rejected_previous
+from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
 
 __all__ = ["ADAPTER", "PROVIDER", "OpenAIResponsesModel"]
 
@@ -82,9 +84,16 @@ def _dumps(value: Any) -> str:
 class OpenAIResponsesModel:
     """A model behind the OpenAI Responses API.
 
-    ``OpenAIResponsesModel("gpt-5.4")`` reads ``OPENAI_API_KEY``; pass ``client=`` to use
-    a prebuilt ``AsyncOpenAI`` (then ``api_key``, ``base_url``, ``max_retries`` and
-    ``timeout`` are ignored). ``timeout=None`` keeps the SDK's default.
+    ``OpenAIResponsesModel("gpt-5.4")`` reads ``OPENAI_API_KEY`` (missing, it raises
+    :class:`~tooldeck.errors.MissingCredentials` at once); pass ``client=`` to use a
+    prebuilt ``AsyncOpenAI`` (then ``api_key``, ``base_url``, ``max_retries`` and
+    ``timeout`` are ignored, and :meth:`aclose` leaves it open). ``max_retries`` is the
+    SDK's own retry budget (connection errors, 408, 409, 429, 5xx, honouring
+    ``retry-after``); ``timeout`` is seconds per attempt, ``None`` keeping the SDK's
+    default (600 s). Errors after those retries are raised as
+    :class:`~tooldeck.errors.ProviderError` kinds (:mod:`tooldeck.providers.errors`).
+    ``async with OpenAIResponsesModel(...) as model:`` or ``await model.aclose()``
+    closes its connections; the model stays usable (it reconnects).
 
     ``store=False`` (default) keeps every request stateless. ``stateful=True`` chains
     requests with ``previous_response_id`` and sends only the new items (it implies
@@ -98,6 +107,7 @@ class OpenAIResponsesModel:
 
     provider = PROVIDER
     adapter = ADAPTER
+    key_env = ("OPENAI_API_KEY",)
 
     def __init__(
         self,
@@ -131,26 +141,44 @@ class OpenAIResponsesModel:
             "max_retries": max_retries,
             "timeout": NOT_GIVEN if timeout is None else timeout,
         }
-        self._own_client = client is None
-        self.client = client if client is not None else AsyncOpenAI(**self._client_options)
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._custom_url = base_url is not None or bool(os.environ.get("OPENAI_BASE_URL"))
+        if client is None and not (api_key or os.environ.get("OPENAI_API_KEY")):
+            raise missing_credentials(Target(PROVIDER, model, key_env=self.key_env))
+        self._clients = LoopClient(lambda: AsyncOpenAI(**self._client_options), client)
 
     @property
     def name(self) -> str:
         return f"{ADAPTER}:{self.model}"
 
-    def _client(self) -> AsyncOpenAI:
-        """The client for the running event loop.
+    @property
+    def client(self) -> AsyncOpenAI:
+        """The SDK client (the one of the loop last used)."""
+        return self._clients.current
 
-        An ``AsyncOpenAI`` keeps a connection pool bound to the loop it first ran on, so a
-        model used from a second loop (two ``asyncio.run`` calls) makes itself a fresh
-        client. A client passed in as ``client=`` is always used as it is.
-        """
-        loop = asyncio.get_running_loop()
-        if self._own_client and self._client_loop not in (None, loop):
-            self.client = AsyncOpenAI(**self._client_options)
-        self._client_loop = loop
-        return self.client
+    def _client(self) -> AsyncOpenAI:
+        """The client for the running event loop (see :mod:`tooldeck.providers._clients`)."""
+        return self._clients.get()
+
+    async def aclose(self) -> None:
+        """Close the connections of the client this model made (``client=`` stays open)."""
+        await self._clients.aclose()
+
+    async def __aenter__(self) -> OpenAIResponsesModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _error_target(self) -> Target:
+        client = self._clients.current
+        return Target(
+            PROVIDER,
+            self.model,
+            str(client.base_url),
+            self.key_env,
+            timeout_seconds(client.timeout),
+            self._custom_url,
+        )
 
     # -- requests -------------------------------------------------------------------
 
@@ -391,6 +419,7 @@ class OpenAIResponsesModel:
 
     # -- the Model protocol ---------------------------------------------------------
 
+    @translated
     async def respond(self, request: ModelRequest) -> AssistantMessage:
         prepared = self._prepare(request)
         raw = await self._send(prepared)
@@ -406,6 +435,7 @@ class OpenAIResponsesModel:
             )
         return self._finish(self.parse_response(data, prepared.structured), prepared)
 
+    @translated_stream
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | AssistantMessage]:
         """Stream deltas over SSE, then yield the same message :meth:`respond` returns."""
         prepared = self._prepare(request)
