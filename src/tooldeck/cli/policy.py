@@ -175,6 +175,10 @@ def grants_command(
 ) -> None:
     """List a session's approve-always grants."""
     console = Console()
+    if not store.is_file():
+        what = "is a folder" if store.is_dir() else "does not exist"
+        console.print(f"[red]error:[/red] {store} {what}; give a session's <id>.grants.json")
+        raise typer.Exit(2)
     found = GrantStore(store).grants
     if not found:
         console.print("No grants.")

@@ -86,6 +86,10 @@ def show_command(name: str, manifest: ManifestOption = None) -> None:
 def check_command(directory: Path, manifest: ManifestOption = None) -> None:
     """Load every agent definition in DIRECTORY and show how its tools resolve."""
     console = Console()
+    if not directory.is_dir():
+        what = "is a file, not a folder" if directory.exists() else "does not exist"
+        console.print(f"[red]error:[/red] {directory} {what}; give a folder of agent definitions")
+        raise typer.Exit(2)
     m = _manifest(console, manifest)
     agents, problems = load_agents(directory)
     known = _known_tools()

@@ -37,6 +37,7 @@ from ..workflows.render import WorkflowProgress, runs_table, workflow_table
 from ..workflows.script import load_script
 from ..workflows.shapes import WorkflowDefinitionError
 from ..workflows.store import PostgresStore, StoreError, WorkflowStore, open_store
+from ..workflows.store.base import WORKFLOW_STATES
 from .report import exit_code
 
 __all__ = ["workflows_app"]
@@ -70,6 +71,27 @@ def _store(console: Console, db: Path | None, dsn: str | None, schema: str | Non
         return open_store(db=db, dsn=dsn, schema=schema)
     except StoreError as exc:
         raise _fail(console, str(exc)) from exc
+
+
+def _existing_store(
+    console: Console, db: Path | None, dsn: str | None, schema: str | None
+) -> WorkflowStore | None:
+    """The store a read command reads; ``None`` when its default file does not exist yet.
+
+    A read never creates anything: a ``--db`` (or ``TOOLDECK_WORKFLOWS_DB``) file that
+    does not exist is an error naming it; a default file that does not exist means
+    nothing has run on this machine yet.
+    """
+    store = _store(console, db, dsn, schema)
+    if isinstance(store, PostgresStore):
+        return store
+    path = Path(str(store.location))
+    if path.is_file():
+        return store
+    if db is not None or os.environ.get("TOOLDECK_WORKFLOWS_DB"):
+        where = "is a folder, not a SQLite file" if path.is_dir() else "does not exist"
+        raise _fail(console, f"{path} {where}; give --db an existing workflow database")
+    return None
 
 
 def _inputs(console: Console, text: str) -> dict[str, Any]:
@@ -229,12 +251,20 @@ def list_command(
     db: DbOption = None,
     dsn: DsnOption = None,
     pg_schema: SchemaOption = None,
-    state: Annotated[str | None, typer.Option("--state", help="Only runs in this state.")] = None,
+    state: Annotated[
+        str | None,
+        typer.Option("--state", help=f"Only runs in this state: {', '.join(WORKFLOW_STATES)}."),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 20,
 ) -> None:
     """List workflow runs, newest first."""
     console = Console()
-    store = _store(console, db, dsn, pg_schema)
+    if state is not None and state not in WORKFLOW_STATES:
+        raise _fail(console, f"--state {state!r} is not one of {', '.join(WORKFLOW_STATES)}")
+    store = _existing_store(console, db, dsn, pg_schema)
+    if store is None:
+        console.print("No workflow runs yet (no workflow database on this machine).")
+        return
 
     async def main() -> Table | None:
         async with store:
@@ -264,7 +294,9 @@ def show_command(
 ) -> None:
     """Show one run: a table of its tasks, states, attempts and results."""
     console = Console()
-    store = _store(console, db, dsn, pg_schema)
+    store = _existing_store(console, db, dsn, pg_schema)
+    if store is None:
+        raise _fail(console, f"no run {workflow_id!r}: nothing has run on this machine yet", 1)
 
     async def main() -> None:
         async with store:
