@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO, cast
@@ -107,6 +108,47 @@ def _stale_session(exc: BaseException) -> bool:
     return "session" in message and any(
         word in message for word in ("terminated", "not found", "expired", "unknown")
     )
+
+
+NETWORK_VARIABLES = (
+    # certificate bundles (a corporate CA), for Python, curl, Node, pip and uv
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "PIP_CERT",
+    "UV_NATIVE_TLS",
+    # proxies, both spellings
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    # package indexes a launcher (uvx, npx, pipx) installs the server from
+    "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "NPM_CONFIG_REGISTRY",
+    "npm_config_registry",
+)
+"""Passed to a stdio server on top of the MCP SDK's minimal set (HOME, PATH, USER...).
+
+A server started with the minimal set cannot reach the network behind a corporate CA or
+proxy (``uvx`` fails with "invalid peer certificate"). Only these variables are added;
+everything else (API keys, tokens) reaches a server only through its own ``env``.
+"""
+
+
+def network_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The :data:`NETWORK_VARIABLES` that are set (in ``environ``, default the process's)."""
+    source = os.environ if environ is None else environ
+    return {name: source[name] for name in NETWORK_VARIABLES if source.get(name)}
 
 
 @asynccontextmanager
@@ -276,8 +318,9 @@ class Connection:
         cfg = self.config
         if cfg.transport == "stdio":
             assert cfg.command is not None and errlog is not None
+            env = {**network_environment(), **cfg.env}  # the server's own env wins
             params = StdioServerParameters(
-                command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None, cwd=cfg.cwd
+                command=cfg.command, args=list(cfg.args), env=env or None, cwd=cfg.cwd
             )
             return _watched(stdio_client(params, errlog=errlog), on_lost)
         assert cfg.url is not None
