@@ -17,7 +17,7 @@ ENV = {"COLUMNS": "200"}
 def test_tools_check_builtin_binds_handlers() -> None:
     result = RUN.invoke(app, ["tools", "check", str(DEFINITIONS_PATH)], env=ENV)
     assert result.exit_code == 0, result.output
-    assert "ok" in result.output and "10 tools" in result.output
+    assert "ok" in result.output and "11 tools" in result.output
     assert "handlers not checked" not in result.output
 
 
