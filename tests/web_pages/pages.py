@@ -190,6 +190,37 @@ PAGES: tuple[Page, ...] = (
     ),
 )
 
+# Written after the plain converter's rules were fixed, to see how both converters do
+# on a page neither was adjusted to (a WordPress post, with its own class names).
+HELD_OUT = Page(
+    "blog_post.html",
+    "/2026/10/sourdough-high-altitude/",
+    "text/html; charset=UTF-8",
+    "Sourdough at high altitude: what I changed – Crumb & Crust",
+    keep={
+        "first paragraph": r"my usual loaf collapsed three weekends in a row",
+        "h2 heading": r"^## The three changes that fixed it$",
+        "ordered list": r"^1\. +Cut the levain from 20% to 12%",
+        "table header": r"^\|? *Ingredient *\| *Sea level *\| *2,300 m *\|?",
+        "table row": r"^\|? *Water *\| *78% *\| *72% *\|?",
+        "external link": (
+            r"\[guide to high-altitude baking\]\("
+            r"https://www\.kingarthurbaking\.example/learn/resources/high-altitude-baking\)"
+        ),
+        "relative link made absolute": r"\[my levain schedule\]\({origin}/2026/09/levain-schedule/\)",
+    },
+    drop=(
+        "Shop my tools",
+        "Bread, mostly",
+        "Share this",
+        "Pinterest",
+        "Rye without tears",
+        "saved my weekend bake",
+        "Recent Posts",
+        "Proudly powered by WordPress",
+    ),
+)
+
 PDF = Page(
     "report.pdf",
     "/documents/harbor-street-traffic-study.pdf",

@@ -172,8 +172,14 @@ def status_error(
     code: str | None = None,
     auth: bool = False,
     quota: bool = False,
+    secrets: Sequence[str] = (),
 ) -> WebSearchError:
-    """The error for an HTTP status a service answered with (``auth``/``quota``: forced)."""
+    """The error for an HTTP status a service answered with (``auth``/``quota``: forced).
+
+    ``message`` is usually the service's own words, which may echo what it was sent:
+    every secret is removed from it.
+    """
+    message = redact(message, secrets)
     retry = _retry_after(headers)
     if auth or status in (401, 403):
         kind: Any = "auth"

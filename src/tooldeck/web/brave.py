@@ -117,6 +117,7 @@ class BraveSearch:
                 code=code,
                 auth=code in _AUTH_CODES,
                 quota=code in _QUOTA_CODES,
+                secrets=(self._key,),
             )
         web = mapping(mapping(data).get("web"))
         raw = web.get("results", [])

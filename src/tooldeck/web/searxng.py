@@ -117,7 +117,9 @@ class SearxngSearch:
             )
         if status != 200:
             message = clean_text(data if isinstance(data, str) else f"HTTP {status}", 300)
-            raise status_error(self.name, status, headers, message or f"HTTP {status}")
+            raise status_error(
+                self.name, status, headers, message or f"HTTP {status}", secrets=self._secrets
+            )
         raw = mapping(data).get("results", [])
         if not isinstance(raw, list):
             raise WebSearchError(self.name, "bad_response", "'results' is not a list")

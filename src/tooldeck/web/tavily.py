@@ -102,7 +102,14 @@ class TavilySearch:
             detail = mapping(data).get("detail")
             error = mapping(detail).get("error") if isinstance(detail, dict) else detail
             message = clean_text(error or data or f"HTTP {status}", 300) or f"HTTP {status}"
-            raise status_error(self.name, status, headers, message, quota=status in (432, 433))
+            raise status_error(
+                self.name,
+                status,
+                headers,
+                message,
+                quota=status in (432, 433),
+                secrets=(self._key,),
+            )
         raw = mapping(data).get("results", [])
         if not isinstance(raw, list):
             raise WebSearchError(self.name, "bad_response", "'results' is not a list")

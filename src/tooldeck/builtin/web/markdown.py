@@ -226,7 +226,7 @@ _BOILERPLATE = re.compile(
     r"(^|[\s_-])(cookie|consent|banner|share|sharing|social|newsletter|related|comments?|"
     r"sidebar|breadcrumbs?|menu|navbar|nav|footer|advert|ads?|ad-slot|promo|subscribe|"
     r"skip-link|popup|modal|signup|login|toc|announcement|sitenotice|catlinks|editsection|"
-    r"headerlink|post-controls|topic-map|version-switcher|prev-next)([\s_-]|$)",
+    r"headerlink)([\s_-]|$)",
     re.I,
 )
 _BOILER_ROLES = frozenset(
