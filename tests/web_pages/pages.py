@@ -207,7 +207,9 @@ HELD_OUT = Page(
             r"\[guide to high-altitude baking\]\("
             r"https://www\.kingarthurbaking\.example/learn/resources/high-altitude-baking\)"
         ),
-        "relative link made absolute": r"\[my levain schedule\]\({origin}/2026/09/levain-schedule/\)",
+        "relative link made absolute": (
+            r"\[my levain schedule\]\({origin}/2026/09/levain-schedule/\)"
+        ),
     },
     drop=(
         "Shop my tools",

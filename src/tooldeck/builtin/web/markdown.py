@@ -115,13 +115,19 @@ def absolute_links(markdown: str, base: str) -> str:
     return "\n".join(out)
 
 
+_INLINE_TAGS = re.compile(r"</?(?:sup|sub|span|u|ins|del|mark|small|abbr|cite|font)\b[^>]*>", re.I)
+
+
 def _tidy(markdown: str) -> str:
+    """Trailing spaces and inline HTML tags (``<sup>``...) gone, outside code blocks."""
     lines: list[str] = []
     in_code = False
     for line in markdown.split("\n"):
         if _FENCE.match(line):
             in_code = not in_code
-        lines.append(line if in_code else line.rstrip())
+            lines.append(line)
+            continue
+        lines.append(line if in_code else _INLINE_TAGS.sub("", line).rstrip())
     text = "\n".join(lines)
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
@@ -324,8 +330,9 @@ class _Fallback(HTMLParser):
             self.emit("\n\n---\n\n")
         elif tag in ("ul", "ol"):
             start = attrs.get("start", "1")
+            if not self.lists:
+                self.emit("\n\n")
             self.lists.append([tag, int(start) - 1 if start.isdigit() else 0])
-            self.emit("\n")
         elif tag == "li":
             indent = "  " * max(0, len(self.lists) - 1)
             if self.lists and self.lists[-1][0] == "ol":
