@@ -337,6 +337,7 @@ class Session:
                         self.settings,
                         self.instructions,
                         deferred=plan.deferred,
+                        hosted=plan.hosted,
                     )
                     last = await self.model.respond(request)
                     usage += last.usage
