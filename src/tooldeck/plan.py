@@ -55,6 +55,7 @@ DEFAULT_CORE: tuple[str, ...] = (
     "notes",
     "todo",
     "status",
+    "web_search",
     "web_fetch",
     "recall_tool_result",
     "use_skill",
