@@ -346,3 +346,78 @@ def test_a_model_without_hosted_search_keeps_the_local_tool(tmp_path: Path) -> N
 
 def _names(tools: Sequence[Any]) -> list[str]:
     return [t.name for t in tools]
+
+
+def test_anthropic_streamed_citations_are_kept_and_replayed(
+    fake_provider: FakeProvider, tmp_path: Path
+) -> None:
+    from anthropic.types import RawMessageStreamEvent
+    from pydantic import TypeAdapter
+
+    from tooldeck.model import ModelRequest
+    from tooldeck.transcript import UserMessage
+
+    from .fake_server import SSE
+
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_s1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-6",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 2100, "output_tokens": 1},
+        },
+    }
+    events: list[dict[str, Any]] = [
+        start,
+        {"type": "content_block_start", "index": 0, "content_block": SERVER_USE},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": RESULTS},
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {"type": "text", "text": "", "citations": None},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "citations_delta", "citation": CITED["citations"][0]},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "text_delta", "text": CITED["text"]},
+        },
+        {"type": "content_block_stop", "index": 2},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 90},
+        },
+        {"type": "message_stop"},
+    ]
+    adapter: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
+    for event in events:
+        adapter.validate_python(event)
+    fake_provider.queue(SSE([(e["type"], e) for e in events]))
+    model = anthropic_model(fake_provider)
+
+    async def main() -> AssistantMessage:
+        try:
+            last = None
+            async for item in model.stream(ModelRequest([UserMessage("What is new?")], [])):
+                last = item
+            assert isinstance(last, AssistantMessage)
+            return last
+        finally:
+            await model.aclose()
+
+    message = asyncio.run(main())
+    assert message.text == CITED["text"]
+    replayed = model.build_messages([message])[0]["content"]
+    assert replayed == [SERVER_USE, RESULTS, CITED]

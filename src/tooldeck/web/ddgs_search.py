@@ -14,6 +14,7 @@ results found." is an empty answer, not an error.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,12 +39,11 @@ _log = logging.getLogger("tooldeck.web")
 
 
 def ddgs_available() -> bool:
-    """Whether the ``ddgs`` library can be imported."""
+    """Whether the ``ddgs`` library is installed (found, not imported: that is slow)."""
     try:
-        import ddgs  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("ddgs") is not None
+    except (ImportError, ValueError):
         return False
-    return True
 
 
 class DdgsSearch:

@@ -30,7 +30,7 @@ __all__ = ["LOCAL_NAME", "apply_web_mode", "hosted_entry"]
 
 LOCAL_NAME = "local_web_search"
 _log = logging.getLogger("tooldeck.web")
-_RENAMED: dict[int, Tool] = {}
+_COPY = "_tooldeck_local_web_search"  # where a tool keeps its renamed copy
 
 
 def hosted_entry(model: Any, options: HostedSearch | None = None) -> dict[str, Any] | None:
@@ -44,8 +44,8 @@ def hosted_entry(model: Any, options: HostedSearch | None = None) -> dict[str, A
 
 def _renamed(tool: Tool) -> Tool:
     """``tool`` offered as ``local_web_search`` (one copy per tool, so plans stay stable)."""
-    made = _RENAMED.get(id(tool))
-    if made is not None and made.description.startswith(tool.description):
+    made = tool.__dict__.get(_COPY)
+    if isinstance(made, Tool):
         return made
 
     async def run(params: Any, ctx: Any) -> Any:
@@ -66,7 +66,7 @@ def _renamed(tool: Tool) -> Tool:
         describe_activity=tool.describe_activity,
         describe_completed_activity=tool.describe_completed_activity,
     )
-    _RENAMED[id(tool)] = made
+    tool.__dict__[_COPY] = made
     return made
 
 
