@@ -259,6 +259,7 @@ class _Fallback(HTMLParser):
     def __init__(self, main_only: bool) -> None:
         super().__init__(convert_charrefs=True)
         self.stack: list[str] = []  # open elements
+        self.open: dict[str, int] = {}  # how many of each are open (no O(depth) scans)
         self.skip_at: int | None = None  # depth where a skipped subtree started
         self.main_only = main_only
         self.main_at: int | None = None
@@ -300,12 +301,13 @@ class _Fallback(HTMLParser):
     # -- events --------------------------------------------------------------------------
     def handle_starttag(self, tag: str, attrs_list: list[tuple[str, str | None]]) -> None:
         attrs = {k: (v or "") for k, v in attrs_list}
+        inside_story = bool(self.open.get("article") or self.open.get("main"))
         if tag not in _VOID:
             self.stack.append(tag)
+            self.open[tag] = self.open.get(tag, 0) + 1
         depth = len(self.stack)
         if self.skip_at is not None:
             return
-        inside_story = any(t in ("article", "main") for t in self.stack[:-1])
         if _boilerplate(tag, attrs) and not (tag == "header" and inside_story):
             if tag not in _VOID:
                 self.skip_at = depth
@@ -373,11 +375,12 @@ class _Fallback(HTMLParser):
         # <svg/>, <div/>: opens nothing
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in _VOID or tag not in self.stack:
+        if tag in _VOID or not self.open.get(tag):
             return
         while self.stack:
             depth = len(self.stack)
             top = self.stack.pop()
+            self.open[top] -= 1
             if self.skip_at is not None:
                 if depth == self.skip_at:
                     self.skip_at = None
