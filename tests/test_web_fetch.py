@@ -299,6 +299,21 @@ def test_a_providers_own_fetch_is_used_and_its_final_url_judged(tmp_path: Path) 
     assert refused.is_error and "which the policy denies" in refused.text()
 
 
+def test_a_providers_own_fetch_gets_the_same_byte_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Huge(OwnFetch):
+        async def fetch(self, url: str, *, timeout: float) -> Fetched:  # noqa: ASYNC109
+            return Fetched(url, 200, "OK", "text/plain", b"z" * 5000)
+
+    monkeypatch.setattr(fetch, "MAX_BYTES", 1000)
+    result = invoke(
+        TurnContext("s", tmp_path, web_provider=Huge("")), {"url": "https://a.example/"}
+    )
+    assert result.details["bytes_read"] == 1000 and result.details["capped"]
+    assert "[Download stopped at the byte limit" in result.text()
+
+
 def test_links_are_made_absolute_outside_code_only() -> None:
     md = "[a](/x) ![i](img.png) [j](javascript:alert(1)) [m](mailto:a@b.c)\n```\n[c](/y)\n```"
     out = markdown.absolute_links(md, "https://h.example/dir/page")

@@ -22,7 +22,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -246,6 +246,9 @@ async def _whole(
             fetched = await own_fetch(url, timeout=timeout)
             if not isinstance(fetched, Fetched):
                 raise TypeError(f"the web provider's fetch returned {type(fetched).__name__}")
+            limit = MAX_PDF_BYTES if fetched.body.startswith(b"%PDF-") else MAX_BYTES
+            if len(fetched.body) > limit:  # the same cap as a fetch of our own
+                fetched = replace(fetched, body=fetched.body[:limit], capped=True)
             final = (urlsplit(fetched.url).hostname or "") if fetched.url != url else ""
             if final:
                 verdict = await _verdict(ctx, params, fetched.url)
