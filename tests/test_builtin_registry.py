@@ -24,6 +24,15 @@ EXPECTED: dict[str, tuple[str, str, bool, bool, str, tuple[str, ...], bool]] = {
     "write_file": ("files", "WRITE", False, True, "sequential", (), False),
     "edit_file": ("files", "WRITE", False, True, "sequential", (), False),
     "run_bash": ("shell", "DANGEROUS", False, True, "sequential", (), True),
+    "web_search": (
+        "web",
+        "STANDARD",
+        True,
+        False,
+        "parallel",
+        ("web_provider", "web_search"),
+        True,
+    ),
     "web_fetch": ("web", "STANDARD", True, False, "parallel", ("web_provider",), True),
     "todo": ("session", "WRITE", False, False, "sequential", (), False),
     "status": ("session", "STANDARD", True, False, "parallel", (), True),
@@ -101,7 +110,8 @@ def test_activity_labels() -> None:
     assert tools["grep_files"].describe_activity({"pattern": "TODO"}) == "Searching files for TODO"
     long = "echo " + "x" * 200
     assert tools["run_bash"].describe_activity({"command": long}) == f"Running {long[:80]}"
-    assert tools["web_fetch"].describe_activity({"url": "https://a.b/"}) == "Fetching https://a.b/"
+    assert tools["web_fetch"].describe_activity({"url": "https://a.b/c"}) == "Reading a.b/c"
+    assert tools["web_search"].describe_activity({"query": "q"}) == "Searching the web for q"
     assert tools["todo"].describe_activity({"action": "add"}) == "Updating the todo list (add)"
     assert tools["list_files"].describe_activity({}) == "Listing files"
     from tooldeck import ToolResult
@@ -110,16 +120,28 @@ def test_activity_labels() -> None:
     assert done == "Wrote x.txt"
 
 
+class StubSearch:
+    """A search provider object (the assembly only checks that one is bound)."""
+
+    name = "stub"
+
+    async def search(self, query: str, **_: Any) -> Any:
+        raise AssertionError("not called by assembly")
+
+
 def test_assembly_follows_the_turn_facts(tmp_path: Path) -> None:
     registry = load_builtin_registry()
     plain = registry.toolset(TurnContext(session_id="s", home=tmp_path))
-    assert list(plain) == [n for n in EXPECTED if n != "web_fetch"]
-    full = registry.toolset(TurnContext(session_id="s", home=tmp_path, web_provider="p"))
+    assert list(plain) == [n for n in EXPECTED if n not in ("web_search", "web_fetch")]
+    # A name that is no search provider (the bare flag of earlier versions): fetch only.
+    fetch_only = registry.toolset(TurnContext(session_id="s", home=tmp_path, web_provider="p"))
+    assert list(fetch_only) == [n for n in EXPECTED if n != "web_search"]
+    full = registry.toolset(TurnContext(session_id="s", home=tmp_path, web_provider=StubSearch()))
     assert list(full) == list(EXPECTED)
     bare = registry.toolset(
         TurnContext(session_id="s", home=tmp_path, memory_enabled=False, turn_kind="workflow_task")
     )
-    assert list(bare) == [n for n in EXPECTED if n not in ("web_fetch", "notes")]
+    assert list(bare) == [n for n in EXPECTED if n not in ("web_search", "web_fetch", "notes")]
     assert full.origin("run_bash") == "registry:shell"
 
 

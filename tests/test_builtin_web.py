@@ -164,15 +164,15 @@ def test_web_fetch_reduces_html_to_readable_text(
     text = result.text()
     assert not result.is_error
     assert text.startswith(
-        f"URL: {server}/page\nStatus: 200 OK\nContent-Type: text/html; charset=utf-8\n"
-        "Title: The Test Page\n\n"
+        f"Title: The Test Page\nURL: {server}/page\nStatus: 200 OK\n"
+        "Content-Type: text/html; charset=utf-8\n\n"
     )
     body = text.split("\n\n", 1)[1]
     assert "# Main heading" in body
-    assert "First paragraph with bold and an & entity." in body
+    assert "First paragraph with **bold** and an & entity." in body
     assert "- one\n- two" in body
-    assert "keep   spacing" in body
-    for hidden in ("secret", "color: red", "enable javascript", "<p>", "The Test Page"):
+    assert "```\nkeep   spacing\n```" in body
+    for hidden in ("secret", "color: red", "enable javascript", "<p>", "The Test Page", "Home"):
         assert hidden not in body
 
 
@@ -184,7 +184,7 @@ def test_web_fetch_text_json_redirect_status_and_binary(
     data = fetch(toolset, turn, {"url": f"{server}/json"})
     assert data.text().endswith('\n\n{"answer": 42}')
     moved = fetch(toolset, turn, {"url": f"{server}/redirect"})
-    assert moved.text().startswith(f"URL: {server}/page\nStatus: 200 OK")
+    assert moved.text().startswith(f"Title: The Test Page\nURL: {server}/page\nStatus: 200 OK")
     missing = fetch(toolset, turn, {"url": f"{server}/missing"})
     assert not missing.is_error and "Status: 404 Not Found" in missing.text()
     assert missing.text().endswith("nothing here")
@@ -208,13 +208,13 @@ def test_web_fetch_stops_reading_at_the_size_limit(
     monkeypatch: pytest.MonkeyPatch,
     allow_local: None,
 ) -> None:
-    monkeypatch.setattr(web, "MAX_BYTES", 100_000)
+    monkeypatch.setattr(web.fetch, "MAX_BYTES", 100_000)
     started = time.monotonic()
     result = fetch(toolset, turn, {"url": f"{server}/endless", "timeout": 10})
     assert time.monotonic() - started < 5  # an endless body: it returned because it stopped
     assert not result.is_error
     assert result.details["bytes_read"] == 100_000 and result.details["capped"]
-    assert "[Download stopped at the 100000-byte limit" in result.text()
+    assert "[Download stopped at the byte limit" in result.text()
 
 
 def test_web_fetch_time_limit(

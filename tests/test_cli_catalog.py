@@ -17,7 +17,7 @@ ENV = {"COLUMNS": "200"}
 def test_tools_check_builtin_binds_handlers() -> None:
     result = RUN.invoke(app, ["tools", "check", str(DEFINITIONS_PATH)], env=ENV)
     assert result.exit_code == 0, result.output
-    assert "ok" in result.output and "10 tools" in result.output
+    assert "ok" in result.output and "11 tools" in result.output
     assert "handlers not checked" not in result.output
 
 
@@ -94,7 +94,9 @@ def test_toolkits_and_agents(tmp_path: Path) -> None:
     assert listed.exit_code == 0 and "general_purpose" in listed.output
     shown = RUN.invoke(app, ["toolkits", "show", "web_research"], env=ENV)
     assert shown.exit_code == 0 and "common_read" in shown.output
-    assert "tools: read_document, grep_files, list_files, web_fetch, notes" in shown.output
+    assert (
+        "tools: read_document, grep_files, list_files, web_search, web_fetch, notes" in shown.output
+    )
     (tmp_path / "ok.md").write_text("---\nname: ok\ntoolkit: common_read\n---\nRead.")
     (tmp_path / "typo.md").write_text("---\nname: typo\ntoolkit: comon_write\n---\n")
     checked = RUN.invoke(app, ["agents", "check", str(tmp_path)], env=ENV)

@@ -113,6 +113,7 @@ AVAILABLE = [
     "list_files",
     "write_file",
     "edit_file",
+    "web_search",
     "web_fetch",
     "notes",
 ]

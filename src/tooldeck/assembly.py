@@ -21,6 +21,7 @@ from .tool import Tool
 
 if TYPE_CHECKING:
     from .netguard import NetPolicy
+    from .web import WebProvider
 
 __all__ = [
     "AssemblyError",
@@ -42,7 +43,12 @@ class TurnContext:
     - ``session_id``: the session this turn belongs to;
     - ``home``: the agent's home directory (file tools cannot leave it);
     - ``env``: environment variables for tools that start processes;
-    - ``web_provider``: the bound web search/fetch provider, or ``None`` (no web tools);
+    - ``web_provider``: the turn's web binding, ``None`` for no web tools: a
+      :class:`~tooldeck.web.WebProvider` (``web_search`` and ``web_fetch``), a provider
+      name (``"brave"``, ``"tavily"``, ``"searxng"``, ``"ddgs"``, or ``"auto"`` for the
+      configured one) resolved from the environment and config file, or any other
+      string, which gives ``web_fetch`` only (the bare flag of earlier versions; see
+      :func:`tooldeck.web.search_provider` and docs/web.md);
     - ``web_access``: where the web tools may connect (a :class:`~tooldeck.netguard.NetPolicy`;
       ``None``: public addresses plus ``TOOLDECK_WEB_ALLOW`` / ``TOOLDECK_WEB_PROXY``);
     - ``can_create_jobs``: whether this turn may create background jobs;
@@ -57,7 +63,7 @@ class TurnContext:
     session_id: str
     home: Path
     env: Mapping[str, str] = field(default_factory=dict)
-    web_provider: str | None = None
+    web_provider: WebProvider | str | None = None
     web_access: NetPolicy | None = None
     can_create_jobs: bool = False
     turn_kind: TurnKind = "text"

@@ -406,6 +406,7 @@ class Session:
                         settings,
                         self.instructions,
                         deferred=plan.deferred,
+                        hosted=plan.hosted,
                     )
                     last = await self._ask(request, steps, streaming)
                     usage += last.usage

@@ -84,6 +84,9 @@ class ModelRequest:
     settings: ModelSettings = field(default_factory=ModelSettings)
     instructions: str | None = None
     deferred: frozenset[str] = frozenset()  # tool names sent with defer_loading
+    # Provider-hosted tools the plan chose (wire entries made by this model's adapter, e.g.
+    # its web search), sent after the function tools; never executed locally.
+    hosted: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

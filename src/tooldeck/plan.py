@@ -14,7 +14,11 @@ model step it assembles the turn's tools, filters them through the permission po
   ``defer_loading`` and the provider searches (``search == "hosted"``);
 - everywhere else a local ``tool_search`` tool (:class:`tooldeck.search.ToolIndex`) finds
   deferred tools; what it returns becomes callable from the next step and stays loaded
-  for the rest of the session, and the plan records when and why.
+  for the rest of the session, and the plan records when and why;
+- on a turn with a web binding, ``web_search`` (``"local"`` / ``"hosted"`` / ``"both"``;
+  default: the configured ``TOOLDECK_WEB_SEARCH_MODE`` / ``[web] mode``) decides whether
+  the model provider's own web search replaces or joins the local ``web_search`` tool
+  (:mod:`tooldeck.web.hosted`); its entry goes in ``ToolPlan.hosted``.
 
 Invariant: a tool the model can call is always executable, and a tool that cannot
 execute (denied, or not part of the turn) is never shown.
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias
 
@@ -51,6 +55,7 @@ DEFAULT_CORE: tuple[str, ...] = (
     "notes",
     "todo",
     "status",
+    "web_search",
     "web_fetch",
     "recall_tool_result",
     "use_skill",
@@ -78,6 +83,7 @@ class ToolPlan:
     denied: tuple[str, ...] = ()
     provider: Provider = "openai-chat"
     planned: tuple[Tool, ...] = ()  # every allowed tool, eager or deferred
+    hosted: tuple[Mapping[str, Any], ...] = ()  # provider-hosted tools (e.g. web search)
 
     @classmethod
     def eager(cls, toolset: Toolset) -> ToolPlan:
@@ -163,12 +169,14 @@ class ToolPlanner:
     search: SearchMode = "auto"
     visible: Callable[[Tool], bool] | None = None
     semantic: bool | Literal["auto"] = "auto"
+    web_search: Literal["local", "hosted", "both"] | None = None  # None: the configured mode
     loaded: dict[str, str] = field(default_factory=dict)
     _index_key: tuple[str, ...] = ()
     _search: Tool | None = None
     _cache_key: tuple[Any, ...] = ()
     _step: int = 0
     _last: ToolPlan | None = None
+    _web_config: Any = None
 
     def _assemble(self, turn: TurnContext | None) -> Toolset:
         source = self.source
@@ -195,6 +203,7 @@ class ToolPlanner:
             else:
                 denied.append(t.name)
         provider = _provider_of(self.model)
+        allowed, hosted = self._web(allowed, turn)
         if len(allowed) <= self.threshold or self.search == "none":
             why = (
                 f"{len(allowed)} tools, at most the threshold of {self.threshold}"
@@ -208,6 +217,7 @@ class ToolPlanner:
                 denied=tuple(denied),
                 provider=provider,
                 planned=tuple(allowed),
+                hosted=hosted,
             )
             self._last = plan
             return plan
@@ -237,10 +247,10 @@ class ToolPlanner:
                 entries.append(PlanEntry(t.name, True, why))
                 deferred.append(t)
 
-        hosted = hosted_search_for(self.model) if self.search in ("auto", "hosted") else None
-        if self.search == "hosted" and hosted is None:
+        hosted_search = hosted_search_for(self.model) if self.search in ("auto", "hosted") else None
+        if self.search == "hosted" and hosted_search is None:
             raise ValueError(f"hosted tool search is not supported for {self.model!r}")
-        if hosted is not None and eager:
+        if hosted_search is not None and eager:
             everything = Toolset(allowed)
             plan = ToolPlan(
                 everything,
@@ -249,8 +259,9 @@ class ToolPlanner:
                 tuple(entries),
                 "hosted",
                 tuple(denied),
-                hosted,
+                hosted_search,
                 tuple(allowed),
+                hosted,
             )
         else:
             search_tool = self._search_tool(deferred)
@@ -265,9 +276,24 @@ class ToolPlanner:
                 tuple(denied),
                 provider,
                 tuple(allowed),
+                hosted,
             )
         self._last = plan
         return plan
+
+    def _web(
+        self, allowed: list[Tool], turn: TurnContext | None
+    ) -> tuple[list[Tool], tuple[Mapping[str, Any], ...]]:
+        """The user's web search mode applied to this step (only on a turn with web)."""
+        if turn is None or turn.web_provider is None:
+            return allowed, ()
+        from .web.config import WebConfig
+        from .web.hosted import apply_web_mode
+
+        if self._web_config is None:
+            self._web_config = WebConfig.load()  # read once per planner
+        mode = self.web_search or self._web_config.mode
+        return apply_web_mode(allowed, self.model, mode, self._web_config.hosted)
 
     def _search_tool(self, deferred: Sequence[Tool]) -> Tool | None:
         """The local ``tool_search`` over the deferred tools (rebuilt when they change)."""

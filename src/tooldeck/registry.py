@@ -204,6 +204,12 @@ class _Template(string.Formatter):
     def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
         return kwargs.get(key, "") if isinstance(key, str) else ""
 
+    def convert_field(self, value: Any, conversion: str | None) -> Any:
+        if conversion == "u":  # a URL as people say it: "example.com/path", no scheme
+            text = str(value)
+            return text.split("://", 1)[1] if "://" in text else text
+        return super().convert_field(value, conversion)
+
 
 _FORMATTER = _Template()
 
@@ -271,9 +277,19 @@ def unbound_tool(definition: Definition) -> Tool:
     return _bind(definition, _not_bound)
 
 
+def _has_search(ctx: TurnContext) -> bool:
+    """Whether the turn's web binding names a search provider (a misconfigured one
+    raises :class:`~tooldeck.web.WebConfigError`, so assembly names the problem)."""
+    from .web.config import search_provider
+
+    return search_provider(ctx.web_provider, net=ctx.web_access) is not None
+
+
 def _available(definition: Definition, ctx: TurnContext) -> bool:
     for need in definition.requires:
         if need == "web_provider" and ctx.web_provider is None:
+            return False
+        if need == "web_search" and not _has_search(ctx):
             return False
         if need == "background_jobs" and not ctx.can_create_jobs:
             return False

@@ -7,8 +7,9 @@ category, each with a module-level ``handlers = Handlers("<category>")`` table.
 the file, the names and every handler's signature against its schema.
 
 Categories (in order): ``files`` (read_document, grep_files, list_files, write_file,
-edit_file), ``shell`` (run_bash), ``web`` (web_fetch; needs a bound web provider),
-``session`` (todo, status) and ``memory`` (notes; needs memory enabled).
+edit_file), ``shell`` (run_bash), ``web`` (web_search, web_fetch; they need a bound web
+provider, see docs/web.md), ``session`` (todo, status) and ``memory`` (notes; needs
+memory enabled).
 """
 
 from __future__ import annotations

@@ -74,7 +74,11 @@ def worker_command(
         Path | None, typer.Option("--home", help="The task turns' home directory.")
     ] = None,
     web_provider: Annotated[
-        str | None, typer.Option("--web-provider", help="Bind a web provider (web tools).")
+        str | None,
+        typer.Option(
+            "--web-provider",
+            help="Bind a web provider: brave, tavily, searxng, ddgs or auto (docs/web.md).",
+        ),
     ] = None,
 ) -> None:
     """Run workflow task turns queued in PostgreSQL (DBOS) until interrupted."""

@@ -160,7 +160,11 @@ def run_command(
         Path | None, typer.Option("--home", help="The task turns' home directory.")
     ] = None,
     web_provider: Annotated[
-        str | None, typer.Option("--web-provider", help="Bind a web provider (web tools).")
+        str | None,
+        typer.Option(
+            "--web-provider",
+            help="Bind a web provider: brave, tavily, searxng, ddgs or auto (docs/web.md).",
+        ),
     ] = None,
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="Give up waiting after this many seconds.")

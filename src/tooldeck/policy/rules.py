@@ -17,6 +17,10 @@ string:
   a search of it reaches inside), are uncertain. Without a home (no ``home`` in the
   context) the path is judged as text: absolute paths and paths that climb out with
   ``..`` are uncertain, and links are not seen;
+- ``domain = ["example.com"]``: the host of a URL (or a bare host name, or every one of
+  a list of them) is one of these domains or a subdomain of one; a value with no host
+  is uncertain. ``web_fetch`` judges every redirect hop with the rules on its ``url``,
+  so a domain rule holds for the host the page finally comes from;
 - ``program = ["git", "ls"]``: every command of a bash command line runs one of these
   programs (:mod:`._shell` reads the line as bash does, and calls anything it cannot
   read plainly uncertain: quoting or expansion in a command word, substitutions,
@@ -38,6 +42,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeAlias
+from urllib.parse import urlsplit
 
 from .._paths import PathRefused, home_path, home_text, resolve_home, resolve_in_home
 from ..tool import TIERS, Tier
@@ -254,6 +259,7 @@ class ArgPredicate:
     one_of: tuple[Any, ...] | None = None
     prefix: str | None = None
     programs: frozenset[str] | None = None
+    domains: tuple[str, ...] | None = None
 
     def lookup(self, args: Mapping[str, Any]) -> Any:
         value: Any = args
@@ -277,6 +283,8 @@ class ArgPredicate:
             results.append(self._prefix(value, home))
         if self.programs is not None:
             results.append(self._programs(value))
+        if self.domains is not None:
+            results.append(_on_domains(value, self.domains))
         return all_of(results)
 
     def _prefix(self, value: Any, home: Path | None) -> Tri:
@@ -299,6 +307,8 @@ class ArgPredicate:
             tests.append(f"under {self.prefix!r}")
         if self.programs is not None:
             tests.append(f"runs {' or '.join(sorted(self.programs))}")
+        if self.domains is not None:
+            tests.append(f"on {' or '.join(self.domains)}")
         return f"{self.path} " + " and ".join(tests)
 
     def samples(self) -> Iterator[Any]:
@@ -318,6 +328,48 @@ class ArgPredicate:
             yield from words
             yield from (f"{a}; {b}" for a in words for b in words if a < b)
             yield "$(tooldeck-sample)"  # uncertain for every program list
+        if self.domains is not None:
+            for name in self.domains:
+                yield f"https://{name}/"
+                yield f"https://tooldeck-sample.{name}/"
+            yield "https://tooldeck-sample.invalid/"
+            yield "not a url"  # uncertain
+
+
+def _host_of(value: str) -> str | None:
+    text = value.strip()
+    if "://" in text:
+        try:
+            host = urlsplit(text).hostname
+        except ValueError:
+            return None
+    else:
+        host = text.split("/", 1)[0].rsplit("@", 1)[-1].split(":", 1)[0]
+    if not host or any(c.isspace() for c in host):
+        return None
+    try:
+        return host.encode("idna").decode("ascii").lower().rstrip(".")
+    except UnicodeError:
+        return host.lower().rstrip(".")
+
+
+def _on_domains(value: Any, domains: tuple[str, ...]) -> Tri:
+    """True / False / uncertain: ``value``'s host(s) among ``domains`` or their subdomains."""
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(isinstance(v, str) for v in values):
+        return None
+    answers: list[Tri] = []
+    for item in values:
+        host = _host_of(item)
+        if host is None:
+            answers.append(None)
+        else:
+            answers.append(any(host == d or host.endswith("." + d) for d in domains))
+    if all(a is True for a in answers):
+        return True
+    if all(a is False for a in answers):
+        return False
+    return None
 
 
 def _ancestors(path: str) -> Iterator[str]:
@@ -344,7 +396,7 @@ def all_of(results: Iterable[Tri]) -> Tri:
     return True
 
 
-_OPS = {"equals", "in", "prefix", "program"}
+_OPS = {"equals", "in", "prefix", "program", "domain"}
 
 
 def parse_args(value: Any, where: str, problems: list[str]) -> tuple[ArgPredicate, ...]:
@@ -389,6 +441,16 @@ def parse_args(value: Any, where: str, problems: list[str]) -> tuple[ArgPredicat
         ):
             problems.append(f"{here}: 'program' must be a command name or a list of them")
             continue
+        domain = tests.get("domain")
+        if isinstance(domain, str):
+            domain = [domain]
+        names: tuple[str, ...] | None = None
+        if domain is not None:
+            hosts = [_host_of(d.removeprefix("*.")) if isinstance(d, str) else None for d in domain]
+            if not isinstance(domain, list) or not domain or any(h is None for h in hosts):
+                problems.append(f"{here}: 'domain' must be a domain name or a list of them")
+                continue
+            names = tuple(h for h in hosts if h is not None)
         predicates.append(
             ArgPredicate(
                 path,
@@ -396,6 +458,7 @@ def parse_args(value: Any, where: str, problems: list[str]) -> tuple[ArgPredicat
                 tuple(one_of) if one_of is not None else None,
                 prefix,
                 frozenset(posixpath.basename(p) or p for p in program) if program else None,
+                names,
             )
         )
     return tuple(predicates)

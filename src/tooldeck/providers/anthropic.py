@@ -327,6 +327,26 @@ class AnthropicModel:
     def name(self) -> str:
         return f"{ADAPTER}:{self.model}"
 
+    def hosted_web_search(self, options: Any = None) -> dict[str, Any]:
+        """Anthropic's web search server tool (``web_search_20250305``) as a tools entry.
+
+        ``options`` (a :class:`tooldeck.web.HostedSearch`) may set ``max_uses`` and one of
+        ``allowed_domains`` / ``blocked_domains``. Its ``server_tool_use`` and
+        ``web_search_tool_result`` blocks, and the ``citations`` of the text blocks that
+        cite them, are kept and replayed as they came.
+        """
+        entry: dict[str, Any] = {"type": "web_search_20250305", "name": "web_search"}
+        max_uses = getattr(options, "max_uses", None)
+        if max_uses:
+            entry["max_uses"] = max_uses
+        allowed = list(getattr(options, "allowed_domains", ()) or ())
+        blocked = list(getattr(options, "blocked_domains", ()) or ())
+        if allowed:
+            entry["allowed_domains"] = allowed
+        elif blocked:
+            entry["blocked_domains"] = blocked
+        return entry
+
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model!r})"
 
@@ -429,7 +449,8 @@ class AnthropicModel:
         }
         if request.instructions:
             body["system"] = request.instructions
-        all_tools = [*tools, *copy.deepcopy(self.server_tools)]
+        hosted = [copy.deepcopy(dict(t)) for t in request.hosted]
+        all_tools = [*tools, *copy.deepcopy(self.server_tools), *hosted]
         deferred = {t["name"] for t in tools if t.get("defer_loading")}
         if deferred:
             if len(deferred) == len(tools):
@@ -490,9 +511,22 @@ class AnthropicModel:
     def _assistant_blocks(self, message: AssistantMessage) -> list[dict[str, Any]]:
         ours = (message.provider, message.adapter) == (PROVIDER, ADAPTER)
         blocks: list[dict[str, Any]] = []
-        for part in replay_parts(message, PROVIDER, ADAPTER, self.model):
+        # Text that cites web search results goes back with its citations, as received;
+        # the results it cites are server blocks, replayed to this adapter too.
+        cited = {
+            int(c["index"]): c["block"]
+            for c in ((message.provider_data or {}).get("cited_text") or ())
+            if ours and isinstance(c, Mapping)
+        }
+        kept = {id(p) for p in replay_parts(message, PROVIDER, ADAPTER, self.model)}
+        for index, part in enumerate(message.parts):
+            if id(part) not in kept:
+                continue
             if isinstance(part, TextPart):
-                if part.text:  # the API rejects empty text blocks
+                original = cited.get(index)
+                if isinstance(original, Mapping) and original.get("text") == part.text:
+                    blocks.append(copy.deepcopy(dict(original)))
+                elif part.text:  # the API rejects empty text blocks
                     blocks.append({"type": "text", "text": part.text})
             elif isinstance(part, ToolCall):
                 original = (part.provider_data or {}).get("block") if ours else None
@@ -539,13 +573,18 @@ class AnthropicModel:
         truncated = stop is StopReason.MAX_TOKENS or raw_stop is None
         refused = stop is StopReason.REFUSAL
         parts: list[AssistantPart] = []
+        cited: list[dict[str, Any]] = []  # text blocks with citations, kept to replay
         for block in raw.get("content") or []:
             part = self._part(block, truncated, partial_inputs)
             if part is None or (refused and isinstance(part, TextPart)):
                 continue  # a refusal keeps no free text
+            if isinstance(part, TextPart) and isinstance(block, Mapping) and block.get("citations"):
+                cited.append({"index": len(parts), "block": copy.deepcopy(dict(block))})
             parts.append(part)
 
         provider_data: dict[str, Any] = {"stop_reason": raw_stop}
+        if cited:
+            provider_data["cited_text"] = cited
         if raw.get("stop_sequence") is not None:
             provider_data["stop_sequence"] = raw["stop_sequence"]
         if raw.get("model") is not None and raw.get("model") != self.model:

@@ -31,6 +31,7 @@ rather than raising, so the loop can send it back for a retry (:mod:`tooldeck.st
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -155,6 +156,23 @@ class OpenAIResponsesModel:
         """The SDK client (the one of the loop last used)."""
         return self._clients.current
 
+    def hosted_web_search(self, options: Any = None) -> dict[str, Any]:
+        """The Responses API's own web search, as a tools-array entry.
+
+        ``options`` (a :class:`tooldeck.web.HostedSearch`) may restrict it to
+        ``allowed_domains`` (``filters``) and set ``search_context_size``; OpenAI has no
+        blocked-domain filter. Its ``web_search_call`` items and the ``url_citation``
+        annotations of the answer are kept and replayed as they came.
+        """
+        entry: dict[str, Any] = {"type": "web_search"}
+        allowed = list(getattr(options, "allowed_domains", ()) or ())
+        if allowed:
+            entry["filters"] = {"allowed_domains": allowed}
+        size = getattr(options, "search_context_size", None)
+        if size:
+            entry["search_context_size"] = size
+        return entry
+
     def _client(self) -> AsyncOpenAI:
         """The client for the running event loop (see :mod:`tooldeck.providers._clients`)."""
         return self._clients.get()
@@ -226,6 +244,7 @@ class OpenAIResponsesModel:
         if names & set(request.deferred):
             tools.append({"type": "tool_search"})
         tools.extend(self.hosted_tools)
+        tools.extend(copy.deepcopy(dict(t)) for t in request.hosted)
         if tools:
             body["tools"] = tools
             body["tool_choice"] = _tool_choice(settings.tool_choice, names)

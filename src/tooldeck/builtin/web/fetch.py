@@ -1,0 +1,325 @@
+"""``web_fetch``: GET one http(s) URL and give the model readable Markdown.
+
+The URL comes from a model and the tool runs without approval, so every connection goes
+through :mod:`tooldeck.netguard`: only public addresses are reached, redirect hops
+included, unless a user allows a host or range (``TurnContext.web_access``, else
+``TOOLDECK_WEB_ALLOW``). Every redirect hop is also judged by the session's policy as a
+``web_fetch`` of that URL, so a rule on ``url`` (``domain = [...]``) holds for the host
+the page finally comes from, not only for the URL the model wrote. The body is streamed
+and reading stops at :data:`MAX_BYTES` (:data:`MAX_PDF_BYTES` for a PDF); the whole call
+(connect, redirects, body, conversion) has one deadline.
+
+What comes back: the title, the final URL, the status and the content type on top, then
+the page as Markdown (:mod:`.markdown`: main content, headings, lists, tables, code and
+absolute links; ``raw=true`` gives the body as received instead), PDFs as text page by
+page, text types as they are, binary types as a one-line note. Large pages are returned
+whole (up to ``max_chars``) so that the session's offload keeps them recallable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from ...context import ToolContext
+from ...netguard import NetPolicy, Refused, guarded_client
+from ...result import ToolResult
+from ...transcript import ToolCall
+from .._common import looks_binary
+from ._handlers import handlers
+from .documents import content_type, decode, is_html, is_text, pdf_to_text
+from .markdown import extract_title, html_to_markdown
+
+__all__ = ["MAX_BYTES", "MAX_PDF_BYTES", "MAX_REDIRECTS", "Fetched", "web_fetch"]
+
+MAX_BYTES = 2_000_000  # bytes of body read, at most; the rest is never downloaded
+MAX_PDF_BYTES = 10_000_000  # a PDF cut short cannot be read at all, so it may be larger
+MAX_REDIRECTS = 5
+USER_AGENT = "Mozilla/5.0 (compatible; tooldeck-web_fetch/0.1)"
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A fetched response: what a provider's own ``fetch`` returns too."""
+
+    url: str  # the final URL, after redirects
+    status: int
+    reason: str
+    content_type: str
+    body: bytes
+    capped: bool = False  # reading stopped at the byte limit
+
+
+class HopRefused(Exception):
+    """A redirect hop the session's policy does not allow."""
+
+    def __init__(self, url: str, action: str, reason: str) -> None:
+        super().__init__(url)
+        self.url, self.action, self.reason = url, action, reason
+
+
+async def _verdict(ctx: ToolContext, params: dict[str, Any], url: str) -> tuple[str, str] | None:
+    """``(action, reason)`` when the session's policy would not let ``web_fetch`` get ``url``."""
+    protection = ctx.protection
+    tool = ctx.toolset.get(ctx.tool_name) if ctx.toolset is not None else None
+    if protection is None or tool is None:
+        return None
+    args = {**params, "url": url}
+    decide = getattr(protection.policy, "decide", None)
+    if callable(decide) and len(inspect.signature(decide).parameters) >= 2:
+        decision: Any = decide(tool, args)  # a policy session: judged without an audit line
+    else:
+        decision = protection.policy(tool, args, ToolCall(ctx.call_id, tool.name, json.dumps(args)))
+    if isinstance(decision, Awaitable):
+        decision = await decision
+    action = getattr(decision, "action", "allow")
+    if action == "allow":
+        return None
+    return str(action), str(getattr(decision, "reason", "") or "")
+
+
+async def _fetch(
+    url: str, seconds: int, policy: NetPolicy, ctx: ToolContext, params: dict[str, Any]
+) -> Fetched:
+    requested = {"first": True}
+
+    async def judge(request: httpx.Request) -> None:
+        if requested["first"]:  # the call itself was judged before it ran
+            requested["first"] = False
+            return
+        verdict = await _verdict(ctx, params, str(request.url))
+        if verdict is not None:
+            raise HopRefused(str(request.url), *verdict)
+
+    client = guarded_client(
+        policy,
+        max_redirects=MAX_REDIRECTS,
+        timeout=httpx.Timeout(seconds),
+        headers={
+            "User-Agent": USER_AGENT,
+            "Accept": (
+                "text/html,application/xhtml+xml,text/*;q=0.9,application/pdf;q=0.8,*/*;q=0.5"
+            ),
+        },
+    )
+    client.event_hooks = {"request": [judge], "response": []}
+    async with client, client.stream("GET", url) as response:
+        media, _ = content_type(response.headers.get("content-type", ""))
+        limit = MAX_PDF_BYTES if media == "application/pdf" else MAX_BYTES
+        body = bytearray()
+        capped = False
+        async for chunk in response.aiter_bytes():
+            room = limit - len(body)
+            if len(chunk) > room:
+                body += chunk[:room]
+                capped = True
+                break
+            body += chunk
+        # Leaving the block closes the connection: the rest is never read.
+        return Fetched(
+            str(response.url),
+            response.status_code,
+            response.reason_phrase,
+            response.headers.get("content-type", ""),
+            bytes(body),
+            capped,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    title: str
+    text: str
+    details: dict[str, Any]
+
+
+def _convert(fetched: Fetched, raw: bool) -> _Page:
+    """The readable text of a response (runs in a worker thread: parsing is CPU work)."""
+    body = fetched.body
+    media, charset = content_type(fetched.content_type)
+    details: dict[str, Any] = {"media_type": media or None}
+    if media == "application/pdf" or (not media and body.startswith(b"%PDF-")):
+        if fetched.capped:
+            return _Page(
+                "",
+                f"[This PDF is larger than the {MAX_PDF_BYTES}-byte limit and cannot be read "
+                "cut short.]",
+                {**details, "format": "pdf"},
+            )
+        try:
+            read = pdf_to_text(body)
+        except ValueError as exc:
+            return _Page("", f"[The PDF could not be read: {exc}]", {**details, "format": "pdf"})
+        if read is None:
+            return _Page(
+                "",
+                "[This is a PDF; reading PDFs needs the web extra: pip install 'tooldeck[web]'.]",
+                {**details, "format": "pdf"},
+            )
+        title, text, pages = read
+        return _Page(title, text, {**details, "format": "pdf", "pages": pages})
+    html = is_html(media, body)
+    if not html and not is_text(media) and (media or looks_binary(body[:8192])):
+        return _Page(
+            "",
+            f"[Binary content ({media or 'unknown type'}, {len(body)} bytes read) is not "
+            "shown; web_fetch returns text only.]",
+            {**details, "format": "binary"},
+        )
+    text, used = decode(body, charset, html)
+    details["charset"] = used
+    if not html:
+        return _Page("", text, {**details, "format": "text"})
+    if raw:
+        return _Page(extract_title(text), text, {**details, "format": "html (raw)"})
+    converted = html_to_markdown(text, fetched.url)
+    return _Page(
+        converted.title,
+        converted.markdown,
+        {**details, "format": "markdown", "converter": converted.method},
+    )
+
+
+def _render(fetched: Fetched, page: _Page, max_chars: int) -> ToolResult:
+    lines = []
+    if page.title:
+        lines.append(f"Title: {page.title}")
+    lines += [
+        f"URL: {fetched.url}",
+        f"Status: {fetched.status} {fetched.reason}".rstrip(),
+        f"Content-Type: {fetched.content_type or '(none)'}",
+    ]
+    text = page.text
+    total = len(text)
+    if total > max_chars:
+        text = text[:max_chars]
+    lines.append("")
+    lines.append(text if text.strip() else "(no readable text)")
+    if total > max_chars:
+        lines.append(
+            f"\n[Text cut at {max_chars} of {total} characters; raise max_chars (up to "
+            "1000000) to see more.]"
+        )
+    if fetched.capped:
+        lines.append("[Download stopped at the byte limit; the rest of the page was not read.]")
+    details: dict[str, Any] = {
+        "url": fetched.url,
+        "status": fetched.status,
+        "reason": fetched.reason,
+        "content_type": fetched.content_type,
+        "bytes_read": len(fetched.body),
+        "capped": fetched.capped,
+        "title": page.title or None,
+        "chars": total,
+        **page.details,
+    }
+    return ToolResult(content="\n".join(lines), details=details)
+
+
+def _refusal(url: str, exc: Refused) -> str:
+    """One line for the model: what was refused and how a user can allow it."""
+    try:
+        first = str(httpx.URL(url))
+    except httpx.InvalidURL:
+        first = url
+    hop = f"{url} redirected to {exc.url}, and " if exc.url and exc.url != first else ""
+    return f"Refused: {hop}{exc.line('web_fetch')}"
+
+
+async def _whole(
+    url: str, seconds: int, policy: NetPolicy, ctx: ToolContext, params: dict[str, Any], raw: bool
+) -> tuple[Fetched, _Page]:
+    """Fetch and convert under the one deadline."""
+    timeout = seconds
+    with anyio.fail_after(seconds):
+        provider = getattr(ctx.turn, "web_provider", None)
+        own_fetch = getattr(provider, "fetch", None) if not isinstance(provider, str) else None
+        if callable(own_fetch):
+            fetched = await own_fetch(url, timeout=timeout)
+            if not isinstance(fetched, Fetched):
+                raise TypeError(f"the web provider's fetch returned {type(fetched).__name__}")
+            limit = MAX_PDF_BYTES if fetched.body.startswith(b"%PDF-") else MAX_BYTES
+            if len(fetched.body) > limit:  # the same cap as a fetch of our own
+                fetched = replace(fetched, body=fetched.body[:limit], capped=True)
+            final = (urlsplit(fetched.url).hostname or "") if fetched.url != url else ""
+            if final:
+                verdict = await _verdict(ctx, params, fetched.url)
+                if verdict is not None:
+                    raise HopRefused(fetched.url, *verdict)
+        else:
+            fetched = await _fetch(url, timeout, policy, ctx, params)
+        page = await anyio.to_thread.run_sync(_convert, fetched, raw, abandon_on_cancel=True)
+        return fetched, page
+
+
+@handlers("web_fetch")
+async def web_fetch(
+    url: str,
+    ctx: ToolContext,
+    max_chars: int = 100_000,
+    timeout: int = 30,  # noqa: ASYNC109 - the tool's argument, named by the input schema
+    raw: bool = False,
+) -> ToolResult:
+    target = url.strip()
+    parts = urlsplit(target)
+    if parts.scheme.lower() not in ("http", "https"):
+        shown = parts.scheme or "no scheme"
+        return ToolResult.error(
+            f"Refused {url!r}: only http:// and https:// URLs can be fetched ({shown} given)."
+        )
+    if not parts.hostname:
+        return ToolResult.error(f"Refused {url!r}: the URL has no host name.")
+    if ctx.signal.aborted:
+        return ToolResult.error(f"Not fetched: the call was aborted ({ctx.signal.reason}).")
+    policy = getattr(ctx.turn, "web_access", None)
+    if policy is None:
+        try:
+            policy = NetPolicy.from_env()
+        except ValueError as bad:
+            return ToolResult.error(f"Not fetched: web_fetch is misconfigured ({bad}).")
+    params = {"url": target, "max_chars": max_chars, "timeout": timeout, "raw": raw}
+
+    work = asyncio.ensure_future(_whole(target, timeout, policy, ctx, params, raw))
+    abort = asyncio.ensure_future(ctx.signal.wait())
+    try:
+        await asyncio.wait({work, abort}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        abort.cancel()
+        if not work.done():
+            work.cancel()
+            await asyncio.wait({work})
+    if work.cancelled():
+        return ToolResult.error(f"Fetching {url} was aborted ({ctx.signal.reason}).")
+    exc = work.exception()
+    if exc is None:
+        fetched, page = work.result()
+        return _render(fetched, page, max_chars)
+    if isinstance(exc, Refused):
+        return ToolResult.error(_refusal(target, exc))
+    if isinstance(exc, HopRefused):
+        why = f" ({exc.reason})" if exc.reason else ""
+        if exc.action == "ask":
+            return ToolResult.error(
+                f"Stopped: {target} redirected to {exc.url}, which needs approval{why}; call "
+                "web_fetch with that URL to ask for it."
+            )
+        return ToolResult.error(
+            f"Refused: {target} redirected to {exc.url}, which the policy denies{why}."
+        )
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return ToolResult.error(f"Timed out after {timeout} s fetching {url}.")
+    if isinstance(exc, httpx.TooManyRedirects):
+        return ToolResult.error(f"Too many redirects (more than {MAX_REDIRECTS}) for {url}.")
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return ToolResult.error(f"Refused: {url} redirected to a URL that is not http(s): {exc}")
+    if isinstance(exc, httpx.HTTPError | OSError):
+        return ToolResult.error(f"Could not fetch {url}: {type(exc).__name__}: {exc}")
+    raise exc
