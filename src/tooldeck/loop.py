@@ -44,6 +44,7 @@ from .events import (
     TurnStarted,
 )
 from .model import Model, ModelRequest, ModelSettings
+from .notices import NoticeSource, notice_messages
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .result import ToolResult
 from .result_guard import session_guard
@@ -185,6 +186,7 @@ class Session:
     pending_store: PendingStore | None = None
     pending: PendingStep | None = None
     guard: bool = True  # add the default size guard when no result hook is an offload store
+    notices: NoticeSource | None = None  # e.g. ended background jobs, seen once before a prompt
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
         source = self.tools
@@ -227,6 +229,7 @@ class Session:
             raise RuntimeError(
                 f"session {self.session_id} is waiting for approval: call resume(answers)"
             )
+        self.transcript += await notice_messages(self.notices, self.session_id)
         start = len(self.transcript)
         self.transcript.append(UserMessage(prompt))
         return await self._drive(prompt, start, signal, turn, None)
