@@ -27,7 +27,7 @@ from tooldeck.jobs import (
 )
 from tooldeck.model import ModelRequest
 from tooldeck.notices import NOTICE_PREFIX
-from tooldeck.policy import Policy, SessionPolicy, approve, approve_always
+from tooldeck.policy import Policy, SessionPolicy, approve
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import AssistantMessage, UserMessage
 from tooldeck.workflows.store import WorkflowStore
@@ -267,7 +267,7 @@ def test_a_jobs_dangerous_call_is_denied_and_never_runs(
         # WRITE needs a human: denied, unless the parent's human granted it ahead
         assert wrote == (parent_policy in ("none", "session-granted"))
         if parent_policy == "none":  # no policy at all: tiers do not ask, only the list denies
-            assert "written" == (tmp_path / "note.txt").read_text()
+            assert (tmp_path / "note.txt").read_text() == "written"
 
     run(main())
 
