@@ -194,7 +194,10 @@ def load_job_script(path: Path) -> tuple[Callable[[Any], Any] | None, list[Workf
     if model is not None and not callable(model):
         raise ScheduleError(f"{path}: scripted_job_model must be a function")
     workflows = [v for v in namespace.values() if isinstance(v, Workflow)]
-    return model, workflows, namespace.get("scripted_model")
+    scripted = namespace.get("scripted_model")
+    if scripted is not None and not callable(scripted):
+        raise ScheduleError(f"{path}: scripted_model must be a function")
+    return model, workflows, scripted
 
 
 def scheduler_command(

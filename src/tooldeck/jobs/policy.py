@@ -88,7 +88,7 @@ def job_policy(parent: PolicyHook, agent: str, session_id: str) -> Headless:
             grants=inherited.grants,
             audit=inherited.audit,
         )
-    extra = ()
+    extra: tuple[str, ...] = ()
     if isinstance(inherited, SessionPolicy):
         extra = tuple(s.text for s in inherited.policy.headless_deny)
     return Headless(inherited, extra)

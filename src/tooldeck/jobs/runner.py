@@ -214,13 +214,22 @@ class JobManager:
             self._closing = False
             self._loop_task = asyncio.create_task(self._serve(), name=f"tooldeck-jobs:{self.owner}")
 
-    async def close(self, *, grace: float = 5.0) -> None:
-        """Stop the loop; running jobs are stopped and handed back as ``pending``."""
+    async def close(self, *, grace: float = 5.0, hand_back: bool = True) -> None:
+        """Stop the loop; running jobs are stopped and handed back as ``pending``.
+
+        ``hand_back=False`` (a DBOS worker) leaves running jobs alone: their DBOS
+        workflows stay pending and are recovered by another worker, which takes the jobs
+        over.
+        """
         self._closing = True
         loop, self._loop_task = self._loop_task, None
         if loop is not None:
             loop.cancel()
             await asyncio.gather(loop, return_exceptions=True)
+        if not hand_back:
+            if self.queue is not None:
+                await self.queue.close()
+            return
         running = list(self._running.values())
         for job in running:
             job.signal.abort("the process running the job is stopping")

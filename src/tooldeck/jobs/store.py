@@ -287,7 +287,9 @@ def op_finish(
 ) -> Op[bool]:
     at = now()
     rows = yield Q(
-        "UPDATE jobs SET state = ?, summary = ?, result = ?, result_ref = ?, error = ?, "
+        # a takeover's or a resumption's note stays when the end adds none: the history
+        "UPDATE jobs SET state = ?, summary = ?, result = ?, result_ref = ?, "
+        "error = COALESCE(?, error), "
         "steps = ?, finished_at = ?, updated_at = ?, progress = NULL "
         "WHERE id = ? AND owner = ? AND state = 'running' RETURNING id",
         (

@@ -267,7 +267,7 @@ class ScheduleBook:
                 session_id,
                 action,
                 timing,
-                missed,  # type: ignore[arg-type]
+                missed,
                 catch_up_limit,
                 created_by,
                 start=now,

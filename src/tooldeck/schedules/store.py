@@ -344,13 +344,13 @@ class ScheduleTable:
     async def find(self, prefix: str) -> list[str]:
         return await self.store._run(op_find(prefix), write=False)
 
-    async def list(
-        self, *, state: str | None = None, session_id: str | None = None, limit: int = 50
-    ) -> list[ScheduleRecord]:
-        return await self.store._run(op_list(state, session_id, limit), write=False)
-
     async def active_ids(self) -> list[str]:
         return await self.store._run(op_active_ids(), write=False)
 
     async def fires(self, schedule_id: str, limit: int = 100) -> list[Fire]:
         return await self.store._run(op_fires(schedule_id, limit), write=False)
+
+    async def list(
+        self, *, state: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[ScheduleRecord]:
+        return await self.store._run(op_list(state, session_id, limit), write=False)
