@@ -404,3 +404,88 @@ def test_headless_never_allows_what_needs_a_human(tier: str, name: str, inner: s
             assert not gate.visible(t) and "headless" in decided.reason
     else:
         assert decided.action == "allow"
+
+
+# -- the notice in provider requests -------------------------------------------------------
+
+
+def test_a_notice_before_the_prompt_is_a_valid_request_for_every_adapter() -> None:
+    """Anthropic gets one user turn (notice + prompt merged, roles still alternate);
+    Chat Completions and Responses get two user messages in a row."""
+    from tooldeck.model import ModelSettings
+    from tooldeck.providers.anthropic import AnthropicModel
+    from tooldeck.providers.chat_completions import ChatCompletionsModel
+    from tooldeck.providers.openai_responses import OpenAIResponsesModel
+
+    notice = f"{NOTICE_PREFIX} background job job-1 ended: succeeded.\nSummary: 42"
+    transcript = [
+        UserMessage("start it"),
+        reply("started"),
+        UserMessage(notice),
+        UserMessage("and now?"),
+    ]
+    request = ModelRequest(transcript=transcript, tools=(), settings=ModelSettings())
+    base = "http://127.0.0.1:9"
+    # [0]: the body (the rest of what build_request returns differs per adapter)
+    anthropic = AnthropicModel("claude-x", api_key="k", base_url=base).build_request(request)[0]
+    roles = [m["role"] for m in anthropic["messages"]]
+    assert roles == ["user", "assistant", "user"]
+    last = anthropic["messages"][-1]["content"]
+    assert [b["text"] for b in last] == [notice, "and now?"]
+    chat = ChatCompletionsModel("gpt-x", api_key="k", base_url=base).build_request(request)[0]
+    users = [m for m in chat["messages"] if m["role"] == "user"]
+    assert [u["content"] for u in users][-2:] == [notice, "and now?"]
+    responses = OpenAIResponsesModel("gpt-x", api_key="k", base_url=base).build_request(
+        request
+    )[0]
+    texts = [str(i.get("content")) for i in responses["input"] if i.get("role") == "user"]
+    assert notice in texts[-2] and "and now?" in texts[-1]
+
+
+# -- workflow task turns cannot create jobs -----------------------------------------------
+
+
+def test_a_workflow_task_turn_calling_job_tools_gets_unknown_tool(tmp_path: Path) -> None:
+    from tooldeck.providers.scripted import call as make_call
+    from tooldeck.workflows import SQLiteStore, Task, TaskRun, Workflow, WorkflowEngine
+    from tooldeck.workflows.scripted import submitting
+
+    seen: list[str] = []
+
+    def model(run: TaskRun) -> Any:
+        inner = submitting(
+            run,
+            make_call("start_job", {"task": "escape"}),
+            make_call("create_schedule", {"name": "x", "prompt": "p", "cron": "* * * * *"}),
+            {"ok": True},
+        )
+
+        class Watch(ScriptedModel):
+            async def respond(self, request: ModelRequest) -> AssistantMessage:
+                from tooldeck.transcript import ToolOutput
+
+                seen.extend(
+                    o.result.text() for o in request.transcript if isinstance(o, ToolOutput)
+                )
+                return await inner.respond(request)
+
+        return Watch([])
+
+    schema = {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+        "additionalProperties": False,
+    }
+    flow = Workflow("w", [Task("t", "Do it.", result=schema)])
+
+    async def main() -> None:
+        async with SQLiteStore(tmp_path / "w.sqlite3") as store:
+            engine = WorkflowEngine(store, model, home=tmp_path)
+            async with engine:
+                run_ = await asyncio.wait_for(engine.run(flow), 60)
+        assert run_.state == "succeeded"
+
+    asyncio.run(main())
+    assert any(s.startswith("Unknown tool 'start_job'") for s in seen), seen
+    assert any(s.startswith("Unknown tool 'create_schedule'") for s in seen), seen
