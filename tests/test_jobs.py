@@ -489,3 +489,12 @@ def test_a_workflow_task_turn_calling_job_tools_gets_unknown_tool(tmp_path: Path
     asyncio.run(main())
     assert any(s.startswith("Unknown tool 'start_job'") for s in seen), seen
     assert any(s.startswith("Unknown tool 'create_schedule'") for s in seen), seen
+
+
+def test_the_documented_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "jobs-and-schedules.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", doc, re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "docs/jobs-and-schedules.md", "exec"), {"__name__": "__doc__"})
+    assert "ended: succeeded" in capsys.readouterr().out
