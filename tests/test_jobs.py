@@ -435,9 +435,7 @@ def test_a_notice_before_the_prompt_is_a_valid_request_for_every_adapter() -> No
     chat = ChatCompletionsModel("gpt-x", api_key="k", base_url=base).build_request(request)[0]
     users = [m for m in chat["messages"] if m["role"] == "user"]
     assert [u["content"] for u in users][-2:] == [notice, "and now?"]
-    responses = OpenAIResponsesModel("gpt-x", api_key="k", base_url=base).build_request(
-        request
-    )[0]
+    responses = OpenAIResponsesModel("gpt-x", api_key="k", base_url=base).build_request(request)[0]
     texts = [str(i.get("content")) for i in responses["input"] if i.get("role") == "user"]
     assert notice in texts[-2] and "and now?" in texts[-1]
 

@@ -101,8 +101,8 @@ def manager_for(workers: JobWorkers, store: PostgresStore) -> JobManager:
     )
 
 
-async def wait_ended(manager: JobManager, job_id: str, timeout: float = 120.0) -> Any:
-    async with asyncio.timeout(timeout):
+async def wait_ended(manager: JobManager, job_id: str, within: float = 120.0) -> Any:
+    async with asyncio.timeout(within):
         return await manager.wait(job_id, poll=0.1)
 
 

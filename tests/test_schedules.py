@@ -6,6 +6,7 @@ display, availability, and a scheduled prompt run as a headless job and announce
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -113,7 +114,9 @@ def test_cron_across_both_dst_changes_in_berlin(make_store: StoreFactory) -> Non
             assert autumn == ["2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"]
             hours_25 = [s for s in await fired_slots(store, hourly.id, BERLIN) if "10-25" in s]
             assert len(hours_25) == 25  # both 02:00 hours fire
-            assert "2026-10-25T02:00:00+02:00" in hours_25 and "2026-10-25T02:00:00+01:00" in hours_25
+            assert (
+                "2026-10-25T02:00:00+02:00" in hours_25 and "2026-10-25T02:00:00+01:00" in hours_25
+            )
 
     run(main())
 
@@ -154,7 +157,7 @@ def test_due_slots_match_a_plain_walk(
     kept, total = timing.due(cursor, now, keep)
     assert total == len(walked)
     assert kept == walked[-keep:]
-    assert all(a < b for a, b in zip(walked, walked[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(walked))
 
 
 def test_interval_slots_are_exact_and_without_drift() -> None:
@@ -249,8 +252,7 @@ def test_a_downtime_of_a_year_on_a_minutely_cron_is_bounded(make_store: StoreFac
             clock.advance(days=365, seconds=30)
             (out,) = await Scheduler(store, clock=clock, grace=10).tick()
             assert [f.slot for f in out.fired] == [
-                datetime(2027, 1, 1, 0, 0, tzinfo=UTC) - timedelta(minutes=2 - i)
-                for i in range(3)
+                datetime(2027, 1, 1, 0, 0, tzinfo=UTC) - timedelta(minutes=2 - i) for i in range(3)
             ]
             assert out.skipped >= 199_997  # counted up to the walk limit
 
@@ -459,7 +461,11 @@ def test_schedule_tools_only_on_text_turns(tmp_path: Path) -> None:
     creator = schedule_tools_creator(book)
     text = TurnContext(session_id="s", home=tmp_path)
     task = TurnContext(session_id="s", home=tmp_path, turn_kind="workflow_task")
-    assert {t.name for t in creator(text)} == {"create_schedule", "list_schedules", "cancel_schedule"}
+    assert {t.name for t in creator(text)} == {
+        "create_schedule",
+        "list_schedules",
+        "cancel_schedule",
+    }
     assert list(creator(task)) == []
     assert not (tmp_path / "never-opened.sqlite3").exists()
 
@@ -474,7 +480,10 @@ def test_a_scheduled_prompt_runs_headless_and_its_session_is_told_once(
 
         def model_for(job: Any) -> ScriptedModel:
             m = ScriptedModel(
-                [reply(call("write_file", {"path": "x.txt", "content": "x"})), reply("inbox: 3 new")]
+                [
+                    reply(call("write_file", {"path": "x.txt", "content": "x"})),
+                    reply("inbox: 3 new"),
+                ]
             )
             job_models.append(m)
             return m
