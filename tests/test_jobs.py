@@ -496,3 +496,38 @@ def test_the_documented_examples_run(capsys: pytest.CaptureFixture[str]) -> None
     for block in blocks:
         exec(compile(block, "docs/jobs-and-schedules.md", "exec"), {"__name__": "__doc__"})
     assert "ended: succeeded" in capsys.readouterr().out
+
+
+def test_a_job_limited_to_a_toolkit_gets_only_its_tools(
+    make_store: StoreFactory, tmp_path: Path
+) -> None:
+    from tooldeck.toolkits import ToolkitManifest
+
+    async def main() -> None:
+        store = make_store()
+        job_model = ScriptedModel([reply("read only")])
+        async with store, JobManager(store, poll=0.05, lease=5) as manager:
+            creator = job_tools_creator(
+                manager, model_for=lambda a: job_model, manifest=ToolkitManifest.load()
+            )
+            session = Session(
+                ScriptedModel(
+                    [
+                        reply(call("start_job", {"task": "x", "toolkit": "nope"})),
+                        reply(call("start_job", {"task": "x", "toolkit": "common_read"})),
+                        reply("ok"),
+                    ]
+                ),
+                lambda ctx: assemble(ctx, [*REGISTRY.creators(), creator]),
+                session_id="p",
+                turn=TurnContext(session_id="p", home=tmp_path, can_create_jobs=True),
+            )
+            result = await session.run("go")
+            bad, good = result.tool_outputs
+            assert bad.is_error and "Unknown toolkit 'nope'" in bad.result.text()
+            job = await asyncio.wait_for(manager.wait(good.result.details["job_id"]), 30)
+        assert job.state == "succeeded"
+        shown = {t.name for t in job_model.requests[0].tools}
+        assert shown == {"read_document", "grep_files", "list_files"}
+
+    run(main())

@@ -522,3 +522,48 @@ def test_a_scheduled_prompt_runs_headless_and_its_session_is_told_once(
             assert len(notes) == 1 and "inbox: 3 new" in notes[0].text
 
     run(main())
+
+
+def test_a_scheduled_workflow_runs_as_a_job_and_ends_with_the_run(
+    make_store: StoreFactory, tmp_path: Path
+) -> None:
+    from tooldeck.workflows import Task, TaskRun, Workflow, WorkflowEngine
+    from tooldeck.workflows.scripted import submitting
+
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+    flow = Workflow("nightly", [Task("count", "Count.", result=schema)])
+
+    def task_model(run: TaskRun) -> Any:
+        return submitting(run, {"n": 7})
+
+    async def main() -> None:
+        store = make_store()
+        clock = Clock(datetime(2026, 2, 1, 1, 59, tzinfo=UTC))
+        async with store:
+            engine = WorkflowEngine(store, task_model, catalog=[flow], home=tmp_path)
+            runtime = JobRuntime(model_for=lambda job: ScriptedModel([]), engine=engine)
+            async with engine, JobManager(store, runtime, poll=0.02, lease=5) as manager:
+                book = ScheduleBook(store, clock=clock)
+                with pytest.raises(ScheduleError, match="unknown workflow"):
+                    book.action(workflow="other", workflows=["nightly"])
+                await book.create(
+                    name="nightly",
+                    session_id="chat",
+                    action=book.action(workflow="nightly", inputs="{}", workflows=["nightly"]),
+                    timing=Timing.cron("0 2 * * *"),
+                )
+                clock.advance(minutes=1)
+                (out,) = await Scheduler(store, clock=clock).tick()
+                job = await asyncio.wait_for(manager.wait(out.fired[0].job_id), 60)
+            assert job.state == "succeeded" and job.kind == "workflow"
+            wf = await engine.get(job.result["workflow_id"])
+            assert wf.state == "succeeded" and wf.task("count").result == {"n": 7}
+            (note,) = await JobNotices(store).take("chat")
+            assert "succeeded" in note and "nightly" in note
+
+    run(main())

@@ -272,6 +272,8 @@ class JobManager:
             if len(self._running) < self.concurrency:
                 if await self.table.claim(job.id, self.owner) is not None:
                     self._launch(job.id)
+                else:
+                    self._live.pop(job.id, None)
                 return job.id
         self._wake.set()
         return job.id
@@ -385,9 +387,15 @@ class JobManager:
         for job_id in list(self._live):
             if free <= 0:
                 return
-            if job_id not in self._running and await self.table.claim(job_id, self.owner):
+            if job_id in self._running:
+                continue
+            if await self.table.claim(job_id, self.owner) is not None:
                 self._launch(job_id)
                 free -= 1
+                continue
+            current = await self.table.get(job_id)
+            if current is None or current.state != "pending":
+                self._live.pop(job_id, None)  # cancelled, or another process has it
         if free > 0 and self.serve_pending and self.runtime is not None:
             for job_id in await self.table.claim_pending(self.owner, free):
                 self._launch(job_id)

@@ -76,6 +76,9 @@ class _StartParams(BaseModel):
     agent: str | None = Field(
         default=None, description="The agent definition to run it as (default: a general job)."
     )
+    toolkit: str | None = Field(
+        default=None, description="Limit the job to this toolkit's tools (default: yours)."
+    )
     max_steps: int | None = Field(default=None, ge=1, le=200, description="Step budget.")
     time_budget_seconds: int | None = Field(
         default=None, ge=1, le=86_400, description="Time budget in seconds."
@@ -129,6 +132,12 @@ def job_tools(
         if agent is not None and manifest is not None:
             chosen = resolve_agent_tools(agent, manifest, available=parent.names)
             names, warnings = list(chosen.tools), list(chosen.warnings)
+        if params.toolkit:
+            if manifest is None or params.toolkit not in manifest.toolkits:
+                known = ", ".join(manifest.toolkits) if manifest is not None else "none"
+                return ToolResult.error(f"Unknown toolkit {params.toolkit!r}. Toolkits: {known}.")
+            allowed = set(manifest.resolve(params.toolkit).tools)
+            names = [n for n in names if n in allowed]
         names = [n for n in names if n not in NOT_FOR_JOBS]
         turn = ctx.turn if isinstance(ctx.turn, TurnContext) else None
         home: Path | None = turn.home if turn is not None else None
@@ -144,6 +153,7 @@ def job_tools(
         )
         job_id = manager.new_id()
         spec: dict[str, Any] = {
+            "toolkit": params.toolkit,
             "max_steps": params.max_steps or max_steps,
             "time_budget": float(params.time_budget_seconds or time_budget),
             "tools": names,
