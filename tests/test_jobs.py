@@ -531,3 +531,31 @@ def test_a_job_limited_to_a_toolkit_gets_only_its_tools(
         assert shown == {"read_document", "grep_files", "list_files"}
 
     run(main())
+
+
+def test_a_runtime_gives_a_job_the_tools_its_turn_recorded(
+    make_store: StoreFactory, tmp_path: Path
+) -> None:
+    from tooldeck.jobs.runner import registry_tools
+
+    async def main() -> None:
+        store = make_store()
+        model = ScriptedModel([reply("done")])
+        runtime = JobRuntime(
+            model_for=lambda job: model, tools_for=registry_tools(REGISTRY, tmp_path)
+        )
+        async with store:
+            await JobManager(store).table.create(
+                NewJob(
+                    id="job-t",
+                    session_id="s",
+                    task="t",
+                    spec={"tools": ["read_document", "run_bash"]},
+                )
+            )
+            async with JobManager(store, runtime, poll=0.02, lease=5) as manager:
+                job = await asyncio.wait_for(manager.wait("job-t"), 30)
+        assert job.state == "succeeded"
+        assert {t.name for t in model.requests[0].tools} == {"read_document"}  # bash: headless
+
+    run(main())

@@ -260,7 +260,15 @@ def scheduler_command(
                     from ..workflows.engine import WorkflowEngine
 
                     engine = WorkflowEngine(store, task_model, catalog=workflows, home=home)
-                runtime = JobRuntime(model_for=job_model, home=home, engine=engine)
+                from ..builtin import load_builtin_registry
+                from ..jobs.runner import registry_tools
+
+                runtime = JobRuntime(
+                    model_for=job_model,
+                    tools_for=registry_tools(load_builtin_registry(), home),
+                    home=home,
+                    engine=engine,
+                )
                 manager = JobManager(
                     store, runtime, concurrency=jobs, owner=owner, lease=lease, poll=poll
                 )

@@ -114,7 +114,15 @@ def worker_command(
         from ..jobs.runner import JobRuntime
 
         assert job_model is not None
-        runtime = JobRuntime(model_for=job_model, home=home, web_provider=web_provider)
+        from ..builtin import load_builtin_registry
+        from ..jobs.runner import registry_tools
+
+        runtime = JobRuntime(
+            model_for=job_model,
+            tools_for=registry_tools(load_builtin_registry(), home),
+            home=home,
+            web_provider=web_provider,
+        )
     try:
         from ..workflows.worker import Worker, WorkerLost
     except ImportError as exc:

@@ -50,6 +50,7 @@ from ..loop import RunResult, Session
 from ..model import Model
 from ..offload import OffloadStore
 from ..policy import SessionPolicy
+from ..registry import ToolRegistry
 from ..result import ToolResult
 from ..result_guard import child_hooks, store_of
 from ..transcript import StopReason
@@ -60,7 +61,14 @@ from .store import JobRecord, JobState, JobTable, NewJob
 if TYPE_CHECKING:
     from ..workflows.engine import WorkflowEngine
 
-__all__ = ["JOB_INSTRUCTIONS", "JobManager", "JobRuntime", "LiveJob", "summarise_output"]
+__all__ = [
+    "JOB_INSTRUCTIONS",
+    "JobManager",
+    "JobRuntime",
+    "LiveJob",
+    "registry_tools",
+    "summarise_output",
+]
 
 _log = logging.getLogger("tooldeck.jobs")
 
@@ -114,8 +122,19 @@ class JobRuntime:
     web_provider: str | None = None
 
 
-class JobCancelled(Exception):
-    """Raised inside a job's run when its cancellation was requested."""
+def registry_tools(
+    registry: ToolRegistry, home: Path | None = None
+) -> Callable[[JobRecord], Toolset]:
+    """A ``JobRuntime.tools_for``: the registry's tools for the job's turn, limited to the
+    names its starting turn recorded (``spec['tools']``) when there are any."""
+
+    def tools_for(job: JobRecord) -> Toolset:
+        turn = TurnContext(session_id=job.session_id, home=home or Path.cwd())
+        made = registry.toolset(turn)
+        names = job.spec.get("tools")
+        return made.only(names) if isinstance(names, list) else made
+
+    return tools_for
 
 
 @dataclass
