@@ -164,3 +164,39 @@ def test_a_worker_sigkilled_mid_job_has_the_job_taken_over(workers: JobWorkers) 
             await manager.close()
 
     asyncio.run(main())
+
+
+def test_a_schedule_on_postgresql_hands_its_slots_to_dbos_workers(workers: JobWorkers) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from tooldeck.schedules import ScheduleBook, Scheduler, Timing
+
+    workers.start("w1")
+
+    async def main() -> None:
+        store = PostgresStore(PG_DSN, schema=workers.schema)
+        now = [datetime(2026, 3, 1, 6, 59, tzinfo=UTC)]
+        async with store:
+            book = ScheduleBook(store, clock=lambda: now[0])
+            await book.create(
+                name="morning",
+                session_id="chat",
+                action=book.action(prompt="morning report", dispatch="dbos"),
+                timing=Timing.cron("0 7 * * *", "Europe/Berlin"),
+                missed="catch_up",
+                catch_up_limit=5,
+            )
+            queue = DbosJobQueue(PG_DSN, dbos_schema=workers.dbos_schema)
+            scheduler = Scheduler(store, clock=lambda: now[0], queue=queue)
+            now[0] += timedelta(days=3)  # three mornings (07:00 Berlin is 06:00 UTC)
+            (out,) = await scheduler.tick()
+            assert [f.slot.day for f in out.fired] == [2, 3, 4]
+            manager = JobManager(store, dispatch="dbos", queue=queue)
+            ended = [await wait_ended(manager, f.job_id) for f in out.fired]
+            assert [j.state for j in ended] == ["succeeded"] * 3
+            assert {j.owner for j in ended} == {"w1"} and {j.dispatch for j in ended} == {"dbos"}
+            assert await scheduler.requeue() == 0  # nothing left pending
+            assert len(await JobNotices(store).take("chat")) == 3
+            await queue.close()
+
+    asyncio.run(main())
