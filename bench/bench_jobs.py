@@ -95,12 +95,15 @@ async def scheduler_ticks(store: WorkflowStore, slots: int) -> tuple[list[int], 
 
 
 async def embedded_jobs(store: WorkflowStore, n: int, home: Path) -> tuple[float, float]:
+    prefix = uuid.uuid4().hex[:6]
     async with store, JobManager(store, concurrency=8, poll=0.01, lease=30) as manager:
         t0 = time.perf_counter()
         ids = []
         for i in range(n):
             live = LiveJob(ScriptedModel([reply(f"done {i}")]), Toolset(), allow_all, home=home)
-            ids.append(await manager.start(NewJob(id=f"job-{i}", session_id="s", task="t"), live))
+            ids.append(
+                await manager.start(NewJob(id=f"job-{prefix}-{i}", session_id="s", task="t"), live)
+            )
         started = time.perf_counter() - t0
         for job_id in ids:
             job = await manager.wait(job_id, poll=0.005)
