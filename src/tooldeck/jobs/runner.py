@@ -281,18 +281,20 @@ class JobManager:
         if self.dispatch == "dbos":
             job = dataclasses.replace(job, dispatch="dbos")
             live = None  # a worker runs it, with its own runtime
-        await self.table.create(job)
         if self.dispatch == "dbos":
+            await self.table.create(job)
             await self.queue.submit(job.id)
             return job.id
-        if live is not None:
-            self._live[job.id] = live
-        async with self._claiming:  # a slot is counted and taken in one go
-            if len(self._running) < self.concurrency:
-                if await self.table.claim(job.id, self.owner) is not None:
-                    self._launch(job.id)
-                else:
-                    self._live.pop(job.id, None)
+        # Under the claiming lock, so the loop never sees a live job before its row exists
+        # (nor claims its row before its live protection is known).
+        async with self._claiming:
+            free = len(self._running) < self.concurrency
+            # with a free slot, written and claimed in one transaction
+            await self.table.create(job, claim_for=self.owner if free else None)
+            if live is not None:
+                self._live[job.id] = live
+            if free:
+                self._launch(job.id)
                 return job.id
         self._wake.set()
         return job.id

@@ -137,7 +137,7 @@ def _job(r: Sequence[Any]) -> JobRecord:
     )
 
 
-def op_create_job(job: NewJob) -> Op[None]:
+def op_create_job(job: NewJob, claim_for: str | None = None) -> Op[None]:
     at = now()
     yield Q(
         "INSERT INTO jobs (id, session_id, kind, agent, task, spec, state, dispatch, "
@@ -158,6 +158,8 @@ def op_create_job(job: NewJob) -> Op[None]:
             at,
         ),
     )
+    if claim_for is not None:
+        yield from op_claim(job.id, claim_for)
 
 
 def op_claim(job_id: str, owner: str) -> Op[int | None]:
@@ -382,8 +384,9 @@ class JobTable:
     def _skip_locked(self) -> bool:
         return self.store.kind == "postgres"
 
-    async def create(self, job: NewJob) -> None:
-        await self.store._run(op_create_job(job))
+    async def create(self, job: NewJob, *, claim_for: str | None = None) -> None:
+        """Write ``job``; with ``claim_for``, claimed for that owner in the same transaction."""
+        await self.store._run(op_create_job(job, claim_for))
 
     async def claim(self, job_id: str, owner: str) -> int | None:
         return await self.store._run(op_claim(job_id, owner))
