@@ -222,6 +222,7 @@ class JobManager:
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
         self._claiming = asyncio.Lock()
+        self._ended = asyncio.Event()  # set (and replaced) whenever a job here ends
         self._loop_task: asyncio.Task[None] | None = None
         self._closing = False
         self.started = 0  # jobs this manager ran (for tests and reports)
@@ -327,6 +328,8 @@ class JobManager:
             self._running.pop(job_id, None)
             self._live.pop(job_id, None)
             self._wake.set()
+            ended, self._ended = self._ended, asyncio.Event()
+            ended.set()
 
     async def run_job(self, job_id: str, *, take_over: str | None = None) -> JobRecord | None:
         """Run one job to its end in this task (a durable executor's step calls this).
@@ -468,6 +471,9 @@ class JobManager:
             if run is not None:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(run.task), poll * 20)
+            elif job_id in self._live:  # queued here: wait until some local job ends
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._ended.wait(), poll * 20)
             else:
                 await asyncio.sleep(poll)
 
