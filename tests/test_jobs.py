@@ -559,3 +559,34 @@ def test_a_runtime_gives_a_job_the_tools_its_turn_recorded(
         assert {t.name for t in model.requests[0].tools} == {"read_document"}  # bash: headless
 
     run(main())
+
+
+def test_a_session_cannot_see_or_cancel_another_sessions_job(
+    make_store: StoreFactory, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        store = make_store()
+        async with store, JobManager(store, poll=0.05, lease=5) as manager:
+            await manager.table.create(NewJob(id="job-other", session_id="victim", task="t"))
+            session = Session(
+                ScriptedModel(
+                    [
+                        reply(
+                            call("job_status", {"job_id": "job-other"}),
+                            call("cancel_job", {"job_id": "job-other"}),
+                            call("list_jobs", {}),
+                        ),
+                        reply("ok"),
+                    ]
+                ),
+                tools_for(manager, ScriptedModel([])),
+                session_id="intruder",
+                turn=TurnContext(session_id="intruder", home=tmp_path, can_create_jobs=True),
+            )
+            result = await session.run("peek")
+            status, cancel, listed = result.tool_outputs
+            assert status.is_error and "no job 'job-other' in this session" in status.result.text()
+            assert cancel.is_error and listed.result.text() == "No jobs."
+            assert (await manager.get("job-other")).state == "pending"  # untouched
+
+    run(main())

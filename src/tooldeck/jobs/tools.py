@@ -180,9 +180,16 @@ def job_tools(
             text += " Warnings: " + "; ".join(warnings)
         return ToolResult(text, details={"job_id": job_id, "tools": names, "warnings": warnings})
 
+    async def own(job_id: str, ctx: ToolContext) -> JobRecord:
+        """The calling session's job ``job_id``: another session's jobs are not its to see."""
+        job = await manager.get(job_id)
+        if job.session_id != (ctx.session_id or "session"):
+            raise LookupError(f"no job {job_id!r} in this session")
+        return job
+
     async def status(params: _IdParams, ctx: ToolContext) -> ToolResult:
         try:
-            job = await manager.get(params.job_id)
+            job = await own(params.job_id, ctx)
         except LookupError as exc:
             return ToolResult.error(str(exc))
         return ToolResult(
@@ -191,7 +198,7 @@ def job_tools(
 
     async def list_jobs(params: _ListParams, ctx: ToolContext) -> ToolResult:
         jobs = await manager.table.list(
-            session_id=ctx.session_id or None, state=params.state, limit=params.limit
+            session_id=ctx.session_id or "session", state=params.state, limit=params.limit
         )
         if not jobs:
             return ToolResult("No jobs" + (f" are {params.state}." if params.state else "."))
@@ -204,7 +211,7 @@ def job_tools(
 
     async def cancel(params: _CancelParams, ctx: ToolContext) -> ToolResult:
         try:
-            job = await manager.get(params.job_id)
+            job = await own(params.job_id, ctx)
         except LookupError as exc:
             return ToolResult.error(str(exc))
         state, changed = await manager.cancel(job.id, params.reason or "cancelled by the agent")

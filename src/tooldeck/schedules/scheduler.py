@@ -124,13 +124,14 @@ class Scheduler:
                 await maybe
 
     async def requeue(self) -> int:
-        """Enqueue every pending DBOS job made by a schedule again (DBOS deduplicates)."""
+        """Enqueue every pending DBOS job again (DBOS deduplicates by the job's id), so a
+        job whose row was written by a process that died before enqueueing it still runs."""
         if self.queue is None:
             return 0
         pending = await self.jobs.list(state="pending", limit=10_000)
         count = 0
         for job in pending:
-            if job.dispatch == "dbos" and job.origin.startswith("schedule:"):
+            if job.dispatch == "dbos":
                 await self.queue.submit(job.id)
                 count += 1
         return count
