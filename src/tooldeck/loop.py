@@ -52,6 +52,7 @@ from .events import (
     TurnStarted,
 )
 from .model import Model, ModelRequest, ModelSettings
+from .notices import NoticeSource, notice_messages
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .result import ToolResult
 from .result_guard import session_guard
@@ -214,6 +215,7 @@ class Session:
     continue_on_max_tokens: ContinuePolicy | None = None
     owns_model: bool = False  # aclose() / async with also close the model
     _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
+    notices: NoticeSource | None = None  # e.g. ended background jobs, seen once before a prompt
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
         source = self.tools
@@ -280,6 +282,7 @@ class Session:
             raise RuntimeError(
                 f"session {self.session_id} is waiting for approval: call resume(answers)"
             )
+        self.transcript += await notice_messages(self.notices, self.session_id)
         start = len(self.transcript)
         self.transcript.append(UserMessage(prompt))
         return start

@@ -12,9 +12,11 @@ import typer
 
 from .approve import approve_command
 from .demo import demo_command
+from .jobs import jobs_app
 from .mcp import app as mcp_app
 from .policy import policy_app
 from .report import HANDLER_KEY, VERBOSE_KEY, CliGroup, cli_logging
+from .schedules import scheduler_command, schedules_app
 from .search import search_command
 from .toolkits import agents_app, toolkits_app
 from .tools import app as tools_app
@@ -62,6 +64,9 @@ app.add_typer(workflows_app, name="workflows")
 app.command("worker", help="Run workflow task turns from the DBOS queue in PostgreSQL.")(
     worker_command
 )
+app.add_typer(jobs_app, name="jobs")
+app.add_typer(schedules_app, name="schedules")
+app.command("scheduler", help="Fire due schedules and run the jobs they make.")(scheduler_command)
 app.add_typer(policy_app, name="policy")
 app.command("approve", help="Answer the calls a waiting run needs approved (writes answers).")(
     approve_command

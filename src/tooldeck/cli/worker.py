@@ -19,13 +19,18 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from ..workflows.script import load_script
+from ..schedules.scheduler import ScheduleError
 from ..workflows.shapes import WorkflowDefinitionError
 from ..workflows.store import DEFAULT_SCHEMA, StoreError, redact_dsn
 from .report import set_log_format
+from .schedules import load_job_script
 from .workflows import _fail, _model_factory
 
 __all__ = ["worker_command"]
+
+
+def _no_task_model(run: Any) -> Any:
+    raise RuntimeError("this worker has no model for task turns (it was started for jobs)")
 
 
 def worker_command(
@@ -80,19 +85,52 @@ def worker_command(
             help="Bind a web provider: brave, tavily, searxng, ddgs or auto (docs/web.md).",
         ),
     ] = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            min=0,
+            max=256,
+            help="Also run background jobs from the DBOS jobs queue, this many at once "
+            "(their model: --model, or the script's scripted_job_model(job)).",
+        ),
+    ] = 0,
 ) -> None:
     """Run workflow task turns queued in PostgreSQL (DBOS) until interrupted."""
     console = Console(stderr=True)
     dsn = dsn or os.environ.get("TOOLDECK_WORKFLOWS_DSN") or None
     if dsn is None:
         raise _fail(console, "a worker needs the PostgreSQL database: --dsn DSN")
-    scripted = None
+    scripted = job_model = None
     if script is not None:
         try:
-            scripted = load_script(script).scripted_model
-        except WorkflowDefinitionError as exc:
+            job_model, _, scripted = load_job_script(script)
+        except (WorkflowDefinitionError, ScheduleError) as exc:
             raise _fail(console, str(exc)) from exc
-    factory = _model_factory(console, model, scripted)
+    if jobs and model is None and job_model is None:
+        raise _fail(console, "--jobs needs a model: --model KIND:MODEL or a scripted_job_model")
+    factory = (
+        _model_factory(console, model, scripted)
+        if model is not None or scripted is not None or not jobs
+        else _no_task_model
+    )
+    if model is not None and jobs:
+        task_factory = factory
+        job_model = lambda job: task_factory(None)  # noqa: E731
+    runtime = None
+    if jobs:
+        from ..jobs.runner import JobRuntime
+
+        assert job_model is not None
+        from ..builtin import load_builtin_registry
+        from ..jobs.runner import registry_tools
+
+        runtime = JobRuntime(
+            model_for=job_model,
+            tools_for=registry_tools(load_builtin_registry(), home),
+            home=home,
+            web_provider=web_provider,
+        )
     try:
         from ..workflows.worker import Worker, WorkerLost
     except ImportError as exc:
@@ -113,6 +151,8 @@ def worker_command(
         poll=poll,
         home=home,
         web_provider=web_provider,
+        job_runtime=runtime,
+        job_concurrency=max(jobs, 1),
     )
 
     def ready(w: Any) -> None:

@@ -62,7 +62,7 @@ from .store import (
     WorkflowStore,
 )
 from .store.base import RunProgress, TaskProgress
-from .tools import SUBMIT_RESULT, submit_result_tool, task_toolset
+from .task_tools import SUBMIT_RESULT, submit_result_tool, task_toolset
 
 __all__ = [
     "TASK_INSTRUCTIONS",

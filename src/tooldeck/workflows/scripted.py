@@ -15,7 +15,7 @@ from ..model import ModelRequest
 from ..providers.scripted import ScriptedModel, call, reply
 from ..transcript import AssistantMessage, ToolCall
 from .engine import TaskRun
-from .tools import SUBMIT_RESULT
+from .task_tools import SUBMIT_RESULT
 
 __all__ = ["Raw", "submitting"]
 

@@ -16,6 +16,11 @@ that finds another's lease expired marks it ``lost`` (one worker wins) and has D
 re-enqueue the lost worker's pending workflows. A worker restarted with the same
 ``--id`` recovers its own pending workflows at once (DBOS does that at launch).
 
+With a job runtime (``Worker(job_runtime=...)``, ``tooldeck worker --jobs N``) a worker
+also runs background jobs from the ``tooldeck_jobs`` queue (``tooldeck_job``, one step:
+:meth:`tooldeck.jobs.JobManager.run_job`); a worker without one does not listen to that
+queue. A job whose worker died is taken over when DBOS runs its step again elsewhere.
+
 DBOS keeps one instance per process, so one :class:`Worker` runs per process.
 """
 
@@ -37,6 +42,8 @@ from dbos import DBOS
 from dbos._error import DBOSMaxStepRetriesExceeded
 
 from ..context import AbortSignal
+from ..jobs.durable import JOB_QUEUE, JOB_WORKFLOW
+from ..jobs.runner import JobManager, JobRuntime
 from .durable import (
     APP_VERSION,
     DBOS_APP_NAME,
@@ -111,6 +118,26 @@ async def _advance_step(task_id: str) -> None:
     await _worker().advance(task_id)
 
 
+@DBOS.step(
+    name="tooldeck_job_run",
+    retries_allowed=True,
+    interval_seconds=RETRY_SECONDS,
+    max_attempts=TURN_ATTEMPTS,
+)
+async def _job_step(job_id: str) -> str:
+    return await _worker().run_job(job_id)
+
+
+@DBOS.workflow(name=JOB_WORKFLOW)
+async def _job(job_id: str) -> str:
+    worker = _worker()
+    await worker.admit(f"job:{job_id}")
+    try:
+        return await _job_step(job_id)
+    finally:
+        worker.release(f"job:{job_id}")
+
+
 @DBOS.workflow(name=TASK_WORKFLOW)
 async def _task_turn(task_id: str) -> str:
     worker = _worker()
@@ -159,6 +186,8 @@ class Worker:
         web_provider: str | None = None,
         task_timeout: float = 600.0,
         tool_timeout: float | None = 120.0,
+        job_runtime: JobRuntime | None = None,
+        job_concurrency: int = 4,
     ):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -180,6 +209,9 @@ class Worker:
             "task_timeout": task_timeout,
             "tool_timeout": tool_timeout,
         }
+        self.job_runtime = job_runtime
+        self.job_concurrency = job_concurrency
+        self._jobs: JobManager | None = None
         self.stats = WorkerStats()
         self._engine: WorkflowEngine | None = None
         self._store: PostgresStore | None = None
@@ -227,6 +259,15 @@ class Worker:
             self.stats.turns_finished += 1
         return await engine.store.task_state(task_id) or "gone"
 
+    async def run_job(self, job_id: str) -> str:
+        """Run one background job (the ``tooldeck_job`` step); its state at the end."""
+        if self._jobs is None:
+            raise RuntimeError("this worker runs no jobs (no job runtime)")
+        job = await self._jobs.run_job(
+            job_id, take_over=f"the worker running it was lost; DBOS restarted it on {self.id}"
+        )
+        return job.state if job is not None else "gone"
+
     async def give_up(self, task_id: str, why: str) -> str:
         engine = self._require_engine()
         reason = f"the turn failed {TURN_ATTEMPTS} times on {self.id}: {why}"[:2000]
@@ -273,6 +314,17 @@ class Worker:
                 **self.engine_options,
             )
             await self._leases.register(self.id, socket.gethostname(), os.getpid())
+            if self.job_runtime is not None:
+                self._jobs = JobManager(
+                    self._store,
+                    self.job_runtime,
+                    concurrency=self.job_concurrency,
+                    owner=self.id,
+                    lease=self.lease,
+                    heartbeat=self.heartbeat,
+                    serve_pending=False,  # DBOS hands this worker its jobs
+                )
+                await self._jobs.open()
             DBOS(
                 config={
                     "name": DBOS_APP_NAME,
@@ -283,6 +335,7 @@ class Worker:
                     "log_level": "WARNING",
                 }
             )
+            DBOS.listen_queues([QUEUE, *([JOB_QUEUE] if self._jobs is not None else [])])
             # Launched from this thread, whose loop is running, so DBOS runs the queued
             # workflows on this loop: the store and the engine live here.
             DBOS.launch()
@@ -292,6 +345,13 @@ class Worker:
                 polling_interval_sec=self.poll,
                 on_conflict="always_update",
             )
+            if self._jobs is not None:
+                await DBOS.register_queue_async(
+                    JOB_QUEUE,
+                    worker_concurrency=self.job_concurrency,
+                    polling_interval_sec=self.poll,
+                    on_conflict="always_update",
+                )
             _log.info("worker %s serving queue %s (%d at once)", self.id, QUEUE, self.concurrency)
             if ready is not None:
                 ready(self)
@@ -379,6 +439,9 @@ class Worker:
                 self._parked,
             )
         try:
+            if self._jobs is not None:
+                await self._jobs.close(hand_back=False)
+                self._jobs = None
             if self._engine is not None:
                 await self._engine.executor.close()
             if self._store is not None:

@@ -100,11 +100,83 @@ def _v2(ts: str) -> list[str]:
     ]
 
 
+_JOB_STATES = "'pending', 'running', 'succeeded', 'failed', 'cancelled', 'lost'"
+
+
+def _v3(json: str, ts: str) -> list[str]:
+    """Background jobs, schedules, and the one row per fired (schedule, slot)."""
+    return [
+        f"""CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('agent', 'workflow')),
+            agent TEXT,
+            task TEXT NOT NULL,
+            spec {json} NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ({_JOB_STATES})),
+            dispatch TEXT NOT NULL CHECK (dispatch IN ('embedded', 'dbos')),
+            owner TEXT,
+            heartbeat_at {ts},
+            attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+            max_attempts INTEGER NOT NULL CHECK (max_attempts >= 1),
+            on_lost TEXT NOT NULL CHECK (on_lost IN ('resume', 'mark_lost')),
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            progress TEXT,
+            steps INTEGER NOT NULL DEFAULT 0,
+            summary TEXT,
+            result {json},
+            result_ref TEXT,
+            error TEXT,
+            origin TEXT NOT NULL,
+            created_at {ts} NOT NULL,
+            updated_at {ts} NOT NULL,
+            started_at {ts},
+            finished_at {ts},
+            notified_at {ts}
+        )""",
+        "CREATE INDEX jobs_session ON jobs (session_id, notified_at)",
+        "CREATE INDEX jobs_state ON jobs (state, dispatch, created_at)",
+        f"""CREATE TABLE schedules (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            action {json} NOT NULL,
+            timing {json} NOT NULL,
+            tz TEXT NOT NULL,
+            missed TEXT NOT NULL CHECK (missed IN ('skip', 'once', 'catch_up')),
+            catch_up_limit INTEGER NOT NULL CHECK (catch_up_limit >= 1),
+            state TEXT NOT NULL CHECK (state IN ('active', 'cancelled', 'finished')),
+            cursor_at {ts} NOT NULL,
+            fired INTEGER NOT NULL DEFAULT 0,
+            skipped INTEGER NOT NULL DEFAULT 0,
+            created_by TEXT,
+            created_at {ts} NOT NULL,
+            updated_at {ts} NOT NULL
+        )""",
+        "CREATE INDEX schedules_state ON schedules (state)",
+        # Exactly once per slot, enforced here: the primary key is (schedule, slot).
+        f"""CREATE TABLE schedule_fires (
+            schedule_id TEXT NOT NULL REFERENCES schedules (id) ON DELETE CASCADE,
+            slot {ts} NOT NULL,
+            how TEXT NOT NULL CHECK (how IN ('due', 'late', 'manual')),
+            job_id TEXT NOT NULL,
+            fired_by TEXT NOT NULL,
+            fired_at {ts} NOT NULL,
+            PRIMARY KEY (schedule_id, slot)
+        )""",
+    ]
+
+
 MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
-    "sqlite": [(1, _v1("TEXT", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT")), (2, _v2("TEXT"))],
+    "sqlite": [
+        (1, _v1("TEXT", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT")),
+        (2, _v2("TEXT")),
+        (3, _v3("TEXT", "TEXT")),
+    ],
     "postgres": [
         (1, _v1("JSONB", "TIMESTAMPTZ", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
         (2, _v2("TIMESTAMPTZ")),
+        (3, _v3("JSONB", "TIMESTAMPTZ")),
     ],
 }
 

@@ -1,0 +1,310 @@
+"""``tooldeck schedules`` (list, show, cancel, run-now) and ``tooldeck scheduler``.
+
+- ``tooldeck schedules list``: schedules with their next run time;
+- ``tooldeck schedules show ID``: one schedule, its next run times and recent fires;
+- ``tooldeck schedules cancel ID``: it never fires again;
+- ``tooldeck schedules run-now ID``: fire it once, now (a job is made at once);
+- ``tooldeck scheduler``: the embedded scheduler: ticks every schedule of the store
+  and, with a model (``--model`` or ``--script FILE`` defining ``scripted_job_model(job)``),
+  runs the jobs the fired slots made (and any other pending job) in this process. Run
+  any number of them on one database: each slot fires once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import runpy
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..jobs.runner import JobManager, JobRuntime
+from ..schedules.scheduler import ScheduleBook, ScheduleError, Scheduler, utc_now
+from ..schedules.store import ScheduleRecord, ScheduleTable
+from ..workflows.definition import Workflow
+from ..workflows.store import StoreError
+from .jobs import open_existing
+from .workflows import DbOption, DsnOption, SchemaOption, _fail, _store
+
+__all__ = ["scheduler_command", "schedules_app"]
+
+schedules_app = typer.Typer(
+    help="Inspect, cancel and fire schedules (cron, interval, once).", no_args_is_help=True
+)
+
+IdArgument = Annotated[str, typer.Argument(help="The schedule's id, or a unique prefix.")]
+
+
+def _times(s: ScheduleRecord, count: int) -> list[str]:
+    return [t.isoformat(timespec="seconds") for t in s.next_times(count, utc_now())]
+
+
+def schedules_table(found: list[ScheduleRecord]) -> Table:
+    table = Table(title="schedules")
+    for column in ("id", "name", "state", "runs", "when", "missed", "fired", "skipped", "next"):
+        table.add_column(column, overflow="fold")
+    for s in found:
+        nxt = _times(s, 1) if s.state == "active" else []
+        table.add_row(
+            s.id,
+            s.name,
+            s.state,
+            s.describe_action(),
+            s.timing.describe(),
+            s.missed,
+            str(s.fired),
+            str(s.skipped),
+            nxt[0] if nxt else "",
+        )
+    return table
+
+
+def _run(console: Console, coro: Any) -> Any:
+    try:
+        return asyncio.run(coro)
+    except StoreError as exc:
+        raise _fail(console, str(exc)) from exc
+
+
+@schedules_app.command("list")
+def list_command(
+    db: DbOption = None,
+    dsn: DsnOption = None,
+    pg_schema: SchemaOption = None,
+    state: Annotated[
+        str | None, typer.Option("--state", help="active, cancelled, finished")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 50,
+) -> None:
+    """List schedules with their next run time."""
+    console = Console()
+    store = open_existing(console, db, dsn, pg_schema)
+    if store is None:
+        console.print("No schedules: there is no database yet.")
+        return
+
+    async def main() -> list[ScheduleRecord]:
+        async with store:
+            return await ScheduleTable(store).list(state=state, limit=limit)
+
+    found = _run(console, main())
+    console.print(schedules_table(found) if found else f"No schedules in {store.location}.")
+
+
+@schedules_app.command("show")
+def show_command(
+    schedule_id: IdArgument,
+    db: DbOption = None,
+    dsn: DsnOption = None,
+    pg_schema: SchemaOption = None,
+    count: Annotated[int, typer.Option("--next", min=1, max=100, help="Run times shown.")] = 5,
+) -> None:
+    """Show a schedule: what it runs, when next, and its recent fires."""
+    console = Console()
+    store = open_existing(console, db, dsn, pg_schema)
+    if store is None:
+        raise _fail(console, f"no schedule {schedule_id!r}: there is no database yet", 1)
+
+    async def main() -> None:
+        async with store:
+            book = ScheduleBook(store)
+            try:
+                s = await book.get(schedule_id)
+            except LookupError as exc:
+                raise _fail(console, str(exc), 1) from exc
+            console.print(schedules_table([s]))
+            if s.state == "active":
+                console.print(f"next {count} run(s) ({s.timing.tz}):")
+                for t in _times(s, count):
+                    console.print(f"  {t}")
+            fires = await book.table.fires(s.id, 20)
+            if fires:
+                table = Table(title="recent fires")
+                for column in ("slot (UTC)", "how", "job", "by"):
+                    table.add_column(column, overflow="fold")
+                for f in fires:
+                    table.add_row(f.slot.isoformat(timespec="seconds"), f.how, f.job_id, f.fired_by)
+                console.print(table)
+
+    _run(console, main())
+
+
+@schedules_app.command("cancel")
+def cancel_command(
+    schedule_id: IdArgument,
+    db: DbOption = None,
+    dsn: DsnOption = None,
+    pg_schema: SchemaOption = None,
+) -> None:
+    """Cancel a schedule: it never fires again."""
+    console = Console()
+    store = open_existing(console, db, dsn, pg_schema)
+    if store is None:
+        raise _fail(console, f"no schedule {schedule_id!r}: there is no database yet", 1)
+
+    async def main() -> tuple[ScheduleRecord, bool]:
+        async with store:
+            try:
+                return await ScheduleBook(store).cancel(schedule_id)
+            except LookupError as exc:
+                raise _fail(console, str(exc), 1) from exc
+
+    found, changed = _run(console, main())
+    if not changed:
+        raise _fail(console, f"schedule {found.id} is {found.state}; nothing to cancel", 1)
+    console.print(f"Cancelled schedule {found.id} ({found.name}).")
+
+
+@schedules_app.command("run-now")
+def run_now_command(
+    schedule_id: IdArgument,
+    db: DbOption = None,
+    dsn: DsnOption = None,
+    pg_schema: SchemaOption = None,
+) -> None:
+    """Fire a schedule once, now: its job is made at once (a scheduler or worker runs it)."""
+    console = Console()
+    store = open_existing(console, db, dsn, pg_schema)
+    if store is None:
+        raise _fail(console, f"no schedule {schedule_id!r}: there is no database yet", 1)
+
+    async def main() -> Any:
+        async with store:
+            try:
+                return await ScheduleBook(store).run_now(schedule_id)
+            except (LookupError, ScheduleError) as exc:
+                raise _fail(console, str(exc), 1) from exc
+
+    fire = _run(console, main())
+    console.print(f"Fired schedule {fire.schedule_id}: job {fire.job_id}.")
+
+
+def load_job_script(path: Path) -> tuple[Callable[[Any], Any] | None, list[Workflow], Any]:
+    """A Python file's ``scripted_job_model(job)``, workflows and ``scripted_model(run)``."""
+    if not path.is_file():
+        raise ScheduleError(f"no script at {path}")
+    namespace = runpy.run_path(str(path), run_name="__tooldeck_jobs__")
+    model = namespace.get("scripted_job_model")
+    if model is not None and not callable(model):
+        raise ScheduleError(f"{path}: scripted_job_model must be a function")
+    workflows = [v for v in namespace.values() if isinstance(v, Workflow)]
+    scripted = namespace.get("scripted_model")
+    if scripted is not None and not callable(scripted):
+        raise ScheduleError(f"{path}: scripted_model must be a function")
+    return model, workflows, scripted
+
+
+def scheduler_command(
+    db: DbOption = None,
+    dsn: DsnOption = None,
+    pg_schema: SchemaOption = None,
+    script: Annotated[
+        Path | None,
+        typer.Option("--script", help="A file defining scripted_job_model(job) (and workflows)."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="KIND:MODEL for the jobs run here.")
+    ] = None,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", min=0, max=256, help="Jobs at once here (0: none).")
+    ] = 4,
+    home: Annotated[Path | None, typer.Option("--home", help="The jobs' home directory.")] = None,
+    poll: Annotated[float, typer.Option("--poll", help="Most seconds between ticks.")] = 1.0,
+    grace: Annotated[
+        float, typer.Option("--grace", help="Seconds late a slot still counts as on time.")
+    ] = 60.0,
+    lease: Annotated[
+        float, typer.Option("--lease", help="Seconds before a silent job runner is presumed dead.")
+    ] = 30.0,
+    owner: Annotated[str | None, typer.Option("--id", help="This scheduler's name.")] = None,
+    run_for: Annotated[
+        float | None, typer.Option("--for", help="Stop after this many seconds.")
+    ] = None,
+) -> None:
+    """Fire due schedules (and run the jobs they make) until interrupted."""
+    console = Console(stderr=True)
+    store = _store(console, db, dsn, pg_schema)
+    job_model: Any = None
+    workflows: list[Workflow] = []
+    task_model: Any = None
+    if script is not None:
+        try:
+            job_model, workflows, task_model = load_job_script(script)
+        except ScheduleError as exc:
+            raise _fail(console, str(exc)) from exc
+    if model is not None:
+        from ..providers import model_from_string
+
+        try:
+            model_from_string(model)
+        except ValueError as exc:
+            raise _fail(console, str(exc)) from exc
+
+        def job_model(job: Any) -> Any:
+            return model_from_string(model)
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+
+    async def main() -> None:
+        async with store:
+            manager: JobManager | None = None
+            if jobs and job_model is not None:
+                engine = None
+                if workflows and task_model is not None:
+                    from ..workflows.engine import WorkflowEngine
+
+                    engine = WorkflowEngine(store, task_model, catalog=workflows, home=home)
+                from ..builtin import load_builtin_registry
+                from ..jobs.runner import registry_tools
+
+                runtime = JobRuntime(
+                    model_for=job_model,
+                    tools_for=registry_tools(load_builtin_registry(), home),
+                    home=home,
+                    engine=engine,
+                )
+                manager = JobManager(
+                    store, runtime, concurrency=jobs, owner=owner, lease=lease, poll=poll
+                )
+                await manager.open()
+            scheduler = Scheduler(
+                store,
+                owner=owner,
+                poll=poll,
+                grace=grace,
+                on_fire=(lambda fired: manager._wake.set()) if manager is not None else None,
+            )
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, scheduler.stop)
+            if run_for is not None:
+                loop.call_later(run_for, scheduler.stop)
+
+            def ready(s: Scheduler) -> None:
+                console.print(
+                    f"scheduler {s.owner} ready: {store.location}"
+                    + (f", running up to {jobs} job(s)" if manager is not None else ", no jobs"),
+                    highlight=False,
+                )
+
+            try:
+                stats = await scheduler.run(ready)
+            finally:
+                if manager is not None:
+                    await manager.close()
+            console.print(
+                f"scheduler {scheduler.owner} stopped: {stats.fired} slot(s) fired, "
+                f"{stats.skipped} skipped, {stats.ticks} tick(s)",
+                highlight=False,
+            )
+
+    try:
+        asyncio.run(main())
+    except StoreError as exc:
+        raise _fail(console, str(exc)) from exc

@@ -1,0 +1,304 @@
+"""The scheduler loop, and :class:`ScheduleBook`: making, reading and cancelling schedules.
+
+A :class:`Scheduler` ticks every active schedule of a store (each tick one transaction,
+:func:`tooldeck.schedules.store.op_tick`), then sleeps until the soonest next slot (at
+most ``poll`` seconds). A fired slot becomes a job row in the same transaction; the job
+is run by a job manager (this process's, if it serves pending jobs; ``tooldeck
+scheduler`` runs one) or, for DBOS schedules, is enqueued on the jobs queue right after
+the commit (and again at every start: DBOS deduplicates by the job's id, so a crash
+between the commit and the enqueue loses nothing). Any number of schedulers can run
+against one database: the database decides who fires each slot.
+
+The clock is a parameter (``clock() -> aware datetime``), so tests move time by hand,
+across a daylight-saving change or a week of downtime, without sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..jobs.store import JobTable
+from ..workflows.store.base import WorkflowStore
+from .store import (
+    MISSED_POLICIES,
+    Fire,
+    NewSchedule,
+    ScheduleRecord,
+    ScheduleTable,
+    TickOutcome,
+)
+from .timing import Timing, TimingError
+
+__all__ = ["ScheduleBook", "ScheduleError", "Scheduler", "SchedulerStats", "utc_now"]
+
+_log = logging.getLogger("tooldeck.schedules")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ScheduleError(ValueError):
+    """A schedule request that cannot be carried out; the message says what to fix."""
+
+
+@dataclass
+class SchedulerStats:
+    ticks: int = 0
+    fired: int = 0
+    skipped: int = 0
+    fires: list[Fire] = field(default_factory=list)
+
+
+class Scheduler:
+    """Fires the due slots of every active schedule in ``store`` (see the module doc).
+
+    ``grace``: seconds after its time a slot still counts as on time (older ones were
+    missed and follow the schedule's missed-slot policy); ``queue``: a
+    :class:`~tooldeck.jobs.durable.DbosJobQueue` for schedules whose jobs run on DBOS;
+    ``on_fire(fires)``: told after each tick that fired something (e.g. to wake a job
+    manager).
+    """
+
+    def __init__(
+        self,
+        store: WorkflowStore,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        owner: str | None = None,
+        poll: float = 1.0,
+        grace: float = 60.0,
+        queue: Any = None,
+        on_fire: Callable[[Sequence[Fire]], Any] | None = None,
+    ) -> None:
+        self.store = store
+        self.table = ScheduleTable(store)
+        self.jobs = JobTable(store)
+        self.clock = clock
+        self.owner = owner or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        self.poll = poll
+        self.grace = grace
+        self.queue = queue
+        self.on_fire = on_fire
+        self.stats = SchedulerStats()
+        self._stop = asyncio.Event()
+
+    async def tick(self, at: datetime | None = None) -> list[TickOutcome]:
+        """One pass over the active schedules at ``at`` (default: the clock)."""
+        at = (at or self.clock()).astimezone(UTC)
+        outcomes: list[TickOutcome] = []
+        for schedule_id in await self.table.active_ids():
+            outcome = await self.table.tick(schedule_id, at, self.owner, self.grace)
+            if outcome is not None:
+                outcomes.append(outcome)
+        fired = [f for o in outcomes for f in o.fired]
+        self.stats.ticks += 1
+        self.stats.fired += len(fired)
+        self.stats.skipped += sum(o.skipped for o in outcomes)
+        self.stats.fires.extend(fired)
+        if len(self.stats.fires) > 10_000:
+            del self.stats.fires[:5_000]
+        if fired:
+            await self._hand_over(fired)
+        return outcomes
+
+    async def _hand_over(self, fired: Sequence[Fire]) -> None:
+        if self.queue is not None:
+            for fire in fired:
+                job = await self.jobs.get(fire.job_id)
+                if job is not None and job.dispatch == "dbos":
+                    await self.queue.submit(job.id)
+        if self.on_fire is not None:
+            maybe = self.on_fire(fired)
+            if asyncio.iscoroutine(maybe):
+                await maybe
+
+    async def requeue(self) -> int:
+        """Enqueue every pending DBOS job again (DBOS deduplicates by the job's id), so a
+        job whose row was written by a process that died before enqueueing it still runs."""
+        if self.queue is None:
+            return 0
+        pending = await self.jobs.list(state="pending", limit=10_000)
+        count = 0
+        for job in pending:
+            if job.dispatch == "dbos":
+                await self.queue.submit(job.id)
+                count += 1
+        return count
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _pause(self) -> None:
+        """Sleep until the soonest next slot, at most ``poll`` seconds."""
+        wait = self.poll
+        now = self.clock()
+        for schedule in await self.table.list(state="active", limit=1000):
+            upcoming = next(schedule.timing.after(max(schedule.cursor_at, now)), None)
+            if upcoming is not None:
+                wait = min(wait, max(0.0, (upcoming - now).total_seconds()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), max(wait, 0.001))
+
+    async def run(self, ready: Callable[[Scheduler], None] | None = None) -> SchedulerStats:
+        """Tick until :meth:`stop`; a tick that fails (database away) is retried."""
+        self._stop.clear()
+        with contextlib.suppress(Exception):
+            await self.requeue()
+        if ready is not None:
+            ready(self)
+        while not self._stop.is_set():
+            try:
+                await self.tick()
+                await self._pause()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                _log.warning("scheduler %s: tick failed (will retry): %s", self.owner, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), self.poll)
+        return self.stats
+
+
+def parse_timing(
+    *,
+    cron: str | None = None,
+    every_seconds: float | None = None,
+    at: str | None = None,
+    tz: str = "UTC",
+    now: datetime | None = None,
+) -> Timing:
+    """The :class:`Timing` of exactly one of ``cron``, ``every_seconds`` and ``at``."""
+    given = [k for k, v in (("cron", cron), ("every_seconds", every_seconds), ("at", at)) if v]
+    if len(given) != 1:
+        raise ScheduleError(
+            "give exactly one of cron (e.g. '0 8 * * *'), every_seconds or at (an ISO time)"
+            + (f"; got {', '.join(given)}" if given else "")
+        )
+    try:
+        if cron:
+            return Timing.cron(cron, tz)
+        if every_seconds:
+            return Timing.interval(every_seconds, (now or utc_now()), tz)
+        assert at is not None
+        return Timing.once(at, tz)
+    except TimingError as exc:
+        raise ScheduleError(str(exc)) from exc
+
+
+class ScheduleBook:
+    """Schedules in one store: create (validated), list, show, cancel, run now."""
+
+    def __init__(self, store: WorkflowStore, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self.store = store
+        self.table = ScheduleTable(store)
+        self.clock = clock
+
+    @staticmethod
+    def action(
+        *,
+        prompt: str | None = None,
+        workflow: str | None = None,
+        inputs: Any = None,
+        agent: str | None = None,
+        dispatch: str = "embedded",
+        workflows: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """The stored action of exactly one of ``prompt`` and ``workflow``."""
+        if bool(prompt) == bool(workflow):
+            raise ScheduleError("give exactly one of prompt (a new turn) or workflow (a run)")
+        if dispatch not in ("embedded", "dbos"):
+            raise ScheduleError("dispatch must be 'embedded' or 'dbos'")
+        if prompt:
+            out: dict[str, Any] = {"kind": "prompt", "prompt": prompt, "dispatch": dispatch}
+            if agent:
+                out["agent"] = agent
+            return out
+        if workflows is not None and workflow not in workflows:
+            raise ScheduleError(
+                f"unknown workflow {workflow!r} (known: {', '.join(workflows) or 'none'})"
+            )
+        if isinstance(inputs, str):
+            try:
+                inputs = json.loads(inputs) if inputs.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ScheduleError(f"inputs are not JSON: {exc}") from exc
+        if not isinstance(inputs or {}, dict):
+            raise ScheduleError("a workflow's inputs must be a JSON object")
+        return {
+            "kind": "workflow",
+            "workflow": workflow,
+            "inputs": inputs or {},
+            "dispatch": dispatch,
+        }
+
+    async def create(
+        self,
+        *,
+        name: str,
+        session_id: str,
+        action: dict[str, Any],
+        timing: Timing,
+        missed: str = "skip",
+        catch_up_limit: int = 10,
+        created_by: str | None = None,
+    ) -> ScheduleRecord:
+        if missed not in MISSED_POLICIES:
+            raise ScheduleError(f"missed must be one of {', '.join(MISSED_POLICIES)}")
+        if not 1 <= catch_up_limit <= 1000:
+            raise ScheduleError("catch_up_limit must be between 1 and 1000")
+        now = self.clock()
+        if timing.kind == "once" and timing.at is not None and timing.at <= now:
+            raise ScheduleError(f"{timing.describe()} is in the past")
+        schedule_id = f"sch-{uuid.uuid4().hex[:10]}"
+        await self.table.create(
+            NewSchedule(
+                schedule_id,
+                name,
+                session_id,
+                action,
+                timing,
+                missed,
+                catch_up_limit,
+                created_by,
+                start=now,
+            )
+        )
+        made = await self.table.get(schedule_id)
+        assert made is not None
+        return made
+
+    async def get(self, schedule_id: str) -> ScheduleRecord:
+        found = await self.table.get(schedule_id)
+        if found is not None:
+            return found
+        ids = await self.table.find(schedule_id)
+        if len(ids) == 1:
+            again = await self.table.get(ids[0])
+            if again is not None:
+                return again
+        if len(ids) > 1:
+            raise LookupError(f"{schedule_id!r} matches several schedules: {', '.join(ids)}")
+        raise LookupError(f"no schedule {schedule_id!r}")
+
+    async def cancel(self, schedule_id: str) -> tuple[ScheduleRecord, bool]:
+        found = await self.get(schedule_id)
+        state = await self.table.cancel(found.id)
+        return found, state == "cancelled" and found.state == "active"
+
+    async def run_now(self, schedule_id: str, by: str = "cli") -> Fire:
+        found = await self.get(schedule_id)
+        fire = await self.table.fire_now(found.id, self.clock().astimezone(UTC), by)
+        if fire is None:
+            raise ScheduleError(f"schedule {found.id} fired at this very instant already")
+        return fire

@@ -1,0 +1,356 @@
+"""The ``schedules`` and ``schedule_fires`` tables: firing each slot exactly once.
+
+One tick of one schedule is one transaction (:func:`op_tick`): read the schedule (``FOR
+UPDATE`` in PostgreSQL; SQLite serialises writers with ``BEGIN IMMEDIATE``), work out
+the due slots since its cursor and what the missed-slot policy fires of them, and for
+each fired slot insert the ``schedule_fires`` row *and* the job that runs it; then move
+the cursor to now. Exactly-once is the database's: ``schedule_fires`` has the primary
+key (schedule, slot), the insert is ``ON CONFLICT DO NOTHING``, and the job is only made
+when the insert made a row, in the same transaction, under a job id derived from the
+slot (a second primary key on the same fact). Any number of schedulers may tick the same
+schedules at once.
+
+Missed-slot policies (``missed``), for slots older than ``grace`` seconds when a tick
+first sees them (nothing was running then):
+
+- ``skip``: they are skipped (counted in ``skipped``); only slots still within the grace
+  fire;
+- ``once``: one run stands for all of them: the newest due slot fires, the rest are
+  skipped;
+- ``catch_up``: the newest ``catch_up_limit`` due slots fire, oldest first; older ones
+  are skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, TypeAlias
+
+from ..jobs.store import NewJob, op_create_job
+from ..workflows.store.base import Json, Op, Q, WorkflowStore, _dt, _json, now
+from .timing import Timing
+
+__all__ = [
+    "MISSED_POLICIES",
+    "Fire",
+    "MissedPolicy",
+    "NewSchedule",
+    "ScheduleRecord",
+    "ScheduleTable",
+    "TickOutcome",
+    "slot_job_id",
+]
+
+MissedPolicy: TypeAlias = Literal["skip", "once", "catch_up"]
+MISSED_POLICIES: tuple[MissedPolicy, ...] = ("skip", "once", "catch_up")
+
+
+@dataclass(frozen=True, slots=True)
+class NewSchedule:
+    id: str
+    name: str
+    session_id: str
+    action: dict[str, Any]  # {"kind": "prompt", "prompt", "agent"} | {"kind": "workflow", ...}
+    timing: Timing
+    missed: MissedPolicy = "skip"
+    catch_up_limit: int = 10
+    created_by: str | None = None
+    start: datetime | None = None  # the cursor: slots after it are due (default: now)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    id: str
+    name: str
+    session_id: str
+    action: dict[str, Any]
+    timing: Timing
+    missed: MissedPolicy
+    catch_up_limit: int
+    state: str
+    cursor_at: datetime
+    fired: int
+    skipped: int
+    created_by: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    def next_times(self, count: int = 3, after: datetime | None = None) -> list[datetime]:
+        return self.timing.next_times(max(self.cursor_at, after or self.cursor_at), count)
+
+    def describe_action(self) -> str:
+        if self.action.get("kind") == "workflow":
+            return f"workflow {self.action.get('workflow')}"
+        return f"prompt {str(self.action.get('prompt', ''))[:60]!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class Fire:
+    schedule_id: str
+    slot: datetime
+    how: str
+    job_id: str
+    fired_by: str
+    fired_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class TickOutcome:
+    schedule_id: str
+    fired: tuple[Fire, ...] = ()
+    skipped: int = 0
+    finished: bool = False
+
+
+_COLUMNS = (
+    "id, name, session_id, CAST(action AS TEXT), CAST(timing AS TEXT), tz, missed, "
+    "catch_up_limit, state, cursor_at, fired, skipped, created_by, created_at, updated_at"
+)
+
+
+def _schedule(r: Any) -> ScheduleRecord:
+    return ScheduleRecord(
+        id=str(r[0]),
+        name=str(r[1]),
+        session_id=str(r[2]),
+        action=_json(r[3]) or {},
+        timing=Timing.from_json(_json(r[4]) or {}, str(r[5])),
+        missed=r[6],
+        catch_up_limit=int(r[7]),
+        state=str(r[8]),
+        cursor_at=_dt(r[9]) or now(),
+        fired=int(r[10]),
+        skipped=int(r[11]),
+        created_by=r[12],
+        created_at=_dt(r[13]) or now(),
+        updated_at=_dt(r[14]) or now(),
+    )
+
+
+def slot_job_id(schedule_id: str, slot: datetime) -> str:
+    """The id of the job a slot runs: one per (schedule, slot), like the fire row."""
+    return f"job-{schedule_id}-{slot:%Y%m%dT%H%M%S%f}Z"
+
+
+def slot_job(schedule: ScheduleRecord, slot: datetime, how: str) -> NewJob:
+    action = schedule.action
+    spec: dict[str, Any] = {"schedule": schedule.id, "slot": slot.isoformat(), "how": how}
+    for key in ("max_steps", "time_budget", "home"):
+        if key in action:
+            spec[key] = action[key]
+    if action.get("kind") == "workflow":
+        spec.update(workflow=action.get("workflow"), inputs=action.get("inputs") or {})
+        kind: Literal["agent", "workflow"] = "workflow"
+        task = f"Run workflow {action.get('workflow')} (schedule {schedule.name})"
+    else:
+        kind, task = "agent", str(action.get("prompt", ""))
+    return NewJob(
+        id=slot_job_id(schedule.id, slot),
+        session_id=schedule.session_id,
+        task=task,
+        kind=kind,
+        agent=action.get("agent"),
+        spec=spec,
+        dispatch="dbos" if action.get("dispatch") == "dbos" else "embedded",
+        origin=f"schedule:{schedule.id}",
+    )
+
+
+def op_create(s: NewSchedule) -> Op[None]:
+    at = now()
+    yield Q(
+        "INSERT INTO schedules (id, name, session_id, action, timing, tz, missed, "
+        "catch_up_limit, state, cursor_at, created_by, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)",
+        (
+            s.id,
+            s.name,
+            s.session_id,
+            Json(s.action),
+            Json(s.timing.to_json()),
+            s.timing.tz,
+            s.missed,
+            s.catch_up_limit,
+            s.start or at,
+            s.created_by,
+            at,
+            at,
+        ),
+    )
+
+
+def _choose(
+    due: list[datetime], total: int, at: datetime, grace: float, policy: str, limit: int
+) -> list[tuple[datetime, str]]:
+    """Which of the due slots fire, and how ('due' on time, 'late' standing for missed)."""
+    if not due:
+        return []
+    late_before = at - timedelta(seconds=grace)
+    on_time = [s for s in due if s >= late_before]
+    if policy == "skip":
+        return [(s, "due") for s in on_time]
+    if policy == "once":
+        newest = due[-1]
+        return [(newest, "due" if newest >= late_before and total == 1 else "late")]
+    return [(s, "due" if s >= late_before else "late") for s in due[-limit:]]
+
+
+def op_tick(
+    schedule_id: str, at: datetime, by: str, grace: float, lock: bool
+) -> Op[TickOutcome | None]:
+    """One tick of one schedule (see the module docstring); ``None`` when not active."""
+    row = (
+        yield Q(
+            f"SELECT {_COLUMNS} FROM schedules WHERE id = ? AND state = 'active'"
+            + (" FOR UPDATE" if lock else ""),
+            (schedule_id,),
+        )
+    ).one()
+    if row is None:
+        return None
+    schedule = _schedule(row)
+    if at <= schedule.cursor_at:
+        return TickOutcome(schedule_id)
+    keep = max(schedule.catch_up_limit, 1)
+    due, total = schedule.timing.due(schedule.cursor_at, at, keep)
+    fired: list[Fire] = []
+    for slot, how in _choose(due, total, at, grace, schedule.missed, keep):
+        job = slot_job(schedule, slot, how)
+        made = yield Q(
+            "INSERT INTO schedule_fires (schedule_id, slot, how, job_id, fired_by, fired_at) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (schedule_id, slot) DO NOTHING "
+            "RETURNING schedule_id",
+            (schedule.id, slot, how, job.id, by, now()),
+        )
+        if made.rows:
+            yield from op_create_job(job)
+            fired.append(Fire(schedule.id, slot, how, job.id, by, now()))
+    skipped = max(0, total - len(fired))
+    finished = schedule.timing.kind == "once" and next(schedule.timing.after(at), None) is None
+    yield Q(
+        "UPDATE schedules SET cursor_at = ?, fired = fired + ?, skipped = skipped + ?, "
+        "state = ?, updated_at = ? WHERE id = ?",
+        (at, len(fired), skipped, "finished" if finished else "active", now(), schedule.id),
+    )
+    return TickOutcome(schedule.id, tuple(fired), skipped, finished)
+
+
+def op_fire_now(schedule_id: str, at: datetime, by: str) -> Op[Fire | None]:
+    """``run-now``: one manual fire at ``at`` (its own slot; the cursor is not moved)."""
+    row = (yield Q(f"SELECT {_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,))).one()
+    if row is None:
+        return None
+    schedule = _schedule(row)
+    job = slot_job(schedule, at, "manual")
+    made = yield Q(
+        "INSERT INTO schedule_fires (schedule_id, slot, how, job_id, fired_by, fired_at) "
+        "VALUES (?, ?, 'manual', ?, ?, ?) ON CONFLICT (schedule_id, slot) DO NOTHING "
+        "RETURNING schedule_id",
+        (schedule.id, at, job.id, by, now()),
+    )
+    if not made.rows:
+        return None
+    yield from op_create_job(job)
+    yield Q(
+        "UPDATE schedules SET fired = fired + 1, updated_at = ? WHERE id = ?", (now(), schedule.id)
+    )
+    return Fire(schedule.id, at, "manual", job.id, by, now())
+
+
+def op_cancel(schedule_id: str) -> Op[str | None]:
+    """Cancel; the state it is in after (``None``: no such schedule)."""
+    yield Q(
+        "UPDATE schedules SET state = 'cancelled', updated_at = ? "
+        "WHERE id = ? AND state = 'active'",
+        (now(), schedule_id),
+    )
+    row = (yield Q("SELECT state FROM schedules WHERE id = ?", (schedule_id,))).one()
+    return str(row[0]) if row else None
+
+
+def op_get(schedule_id: str) -> Op[ScheduleRecord | None]:
+    row = (yield Q(f"SELECT {_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,))).one()
+    return _schedule(row) if row else None
+
+
+def op_find(prefix: str) -> Op[list[str]]:
+    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = yield Q(
+        "SELECT id FROM schedules WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at DESC LIMIT 10",
+        (pattern,),
+    )
+    return [str(r[0]) for r in rows.rows]
+
+
+def op_list(state: str | None, session_id: str | None, limit: int) -> Op[list[ScheduleRecord]]:
+    where, params = [], []
+    if state is not None:
+        where.append("state = ?")
+        params.append(state)
+    if session_id is not None:
+        where.append("session_id = ?")
+        params.append(session_id)
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    rows = yield Q(
+        f"SELECT {_COLUMNS} FROM schedules{clause} ORDER BY created_at DESC, id LIMIT ?",
+        (*params, limit),
+    )
+    return [_schedule(r) for r in rows.rows]
+
+
+def op_active_ids() -> Op[list[str]]:
+    rows = yield Q("SELECT id FROM schedules WHERE state = 'active' ORDER BY id")
+    return [str(r[0]) for r in rows.rows]
+
+
+def op_fires(schedule_id: str, limit: int) -> Op[list[Fire]]:
+    rows = yield Q(
+        "SELECT schedule_id, slot, how, job_id, fired_by, fired_at FROM schedule_fires "
+        "WHERE schedule_id = ? ORDER BY slot DESC LIMIT ?",
+        (schedule_id, limit),
+    )
+    return [
+        Fire(str(r[0]), _dt(r[1]) or now(), str(r[2]), str(r[3]), str(r[4]), _dt(r[5]) or now())
+        for r in rows.rows
+    ]
+
+
+class ScheduleTable:
+    """The schedule operations on one (opened) :class:`WorkflowStore`."""
+
+    def __init__(self, store: WorkflowStore):
+        self.store = store
+
+    async def create(self, schedule: NewSchedule) -> None:
+        await self.store._run(op_create(schedule))
+
+    async def tick(
+        self, schedule_id: str, at: datetime, by: str, grace: float
+    ) -> TickOutcome | None:
+        return await self.store._run(
+            op_tick(schedule_id, at, by, grace, self.store.kind == "postgres")
+        )
+
+    async def fire_now(self, schedule_id: str, at: datetime, by: str) -> Fire | None:
+        return await self.store._run(op_fire_now(schedule_id, at, by))
+
+    async def cancel(self, schedule_id: str) -> str | None:
+        return await self.store._run(op_cancel(schedule_id))
+
+    async def get(self, schedule_id: str) -> ScheduleRecord | None:
+        return await self.store._run(op_get(schedule_id), write=False)
+
+    async def find(self, prefix: str) -> list[str]:
+        return await self.store._run(op_find(prefix), write=False)
+
+    async def active_ids(self) -> list[str]:
+        return await self.store._run(op_active_ids(), write=False)
+
+    async def fires(self, schedule_id: str, limit: int = 100) -> list[Fire]:
+        return await self.store._run(op_fires(schedule_id, limit), write=False)
+
+    async def list(
+        self, *, state: str | None = None, session_id: str | None = None, limit: int = 50
+    ) -> list[ScheduleRecord]:
+        return await self.store._run(op_list(state, session_id, limit), write=False)

@@ -1,0 +1,98 @@
+"""Imports only go downward: no circles among the modules of the packages checked here.
+
+Every module-level import counts, also those under ``if TYPE_CHECKING:`` (a circle hidden
+from the interpreter is still a circle in the design); imports inside functions (lazy,
+for optional parts) do not.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGES = ("tooldeck.workflows", "tooldeck.jobs", "tooldeck.schedules")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _top_level_imports(tree: ast.Module) -> list[ast.ImportFrom | ast.Import]:
+    found: list[ast.ImportFrom | ast.Import] = []
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.append(node)
+            elif isinstance(node, ast.If | ast.Try):
+                walk(node.body)
+                walk(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    walk(handler.body)
+
+    walk(tree.body)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in (SRC / "tooldeck").rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges: set[str] = set()
+        for node in _top_level_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = package.split(".")
+                if node.level:
+                    base = base[: len(base) - (node.level - 1)]
+                    prefix = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    prefix = node.module or ""
+                targets = [prefix] + [f"{prefix}.{a.name}" for a in node.names]
+            edges.update(t for t in targets if t in modules and t != name)
+        graph[name] = edges
+    return graph
+
+
+def _cycle_from(start: str, graph: dict[str, set[str]], inside: set[str]) -> list[str] | None:
+    stack: list[tuple[str, list[str]]] = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in graph.get(node, ()):
+            if nxt not in inside:
+                continue
+            if nxt == start:
+                return [*path, start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circle_inside_the_package(package: str) -> None:
+    graph = import_graph()
+    # a package's __init__ re-exports its modules: it is the top, never part of a circle
+    inside = {m for m in graph if m.startswith(package + ".")}
+    if not inside:
+        pytest.skip(f"{package} has no modules")
+    for module in sorted(inside):
+        cycle = _cycle_from(module, graph, inside)
+        assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_the_graph_sees_type_checking_imports() -> None:
+    """The checker itself: a TYPE_CHECKING import is an edge (it found the old circle)."""
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .engine import X\n"
+    )
+    assert [type(n).__name__ for n in _top_level_imports(tree)] == ["ImportFrom", "ImportFrom"]
