@@ -47,7 +47,9 @@ def parse(path: Path) -> list[dict[str, Any]]:
             items[-1]["needs"].append([t.strip() for t in tools.split(",")])
         else:
             query, _, tools = line.partition(" | ")
-            items.append({"query": query.strip(), "expected": [t.strip() for t in tools.split(",")]})
+            items.append(
+                {"query": query.strip(), "expected": [t.strip() for t in tools.split(",")]}
+            )
     return items
 
 
