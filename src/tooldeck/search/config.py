@@ -47,7 +47,7 @@ class SearchConfig:
     #: semantic re-ranking (only when the index has a model, see ``ToolIndex``): a
     #: candidate's score is its BM25F score divided by the best one's, plus this weight
     #: times the cosine of the query's and the tool's embeddings
-    semantic_weight: float = 0.5
+    semantic_weight: float = 1.5
     #: candidates: the best this many by BM25F, plus the best this many by cosine
     semantic_pool: int = 50
     #: a tool found by cosine alone needs at least this cosine (keeps nonsense queries
@@ -58,12 +58,16 @@ class SearchConfig:
     semantic_fusion: Literal["sum", "rrf"] = "sum"
     #: RRF's k
     semantic_rrf_k: float = 20.0
-    #: what a tool's embedding is made of: "summary" (namespace, name words, first
-    #: sentence), "description" (the whole description instead), or "full" (also the
-    #: parameters' names, descriptions and enum values)
-    semantic_text: Literal["summary", "description", "full"] = "full"
-    #: the embedded text is cut after this many characters (0: never)
-    semantic_text_chars: int = 0
+    #: what a tool's embedding is made of: "fields" (each of name, first sentence,
+    #: description, parameter names, parameter descriptions embedded on its own, the
+    #: vectors mixed by ``semantic_field_weights``), or one text: "summary" (namespace,
+    #: name words, first sentence), "description" (the whole description instead), or
+    #: "full" (also the parameters' names, descriptions and enum values)
+    semantic_text: Literal["fields", "summary", "description", "full"] = "fields"
+    #: weights of the "fields" vectors, in the order of ``docs.EMBEDDING_FIELDS``
+    semantic_field_weights: tuple[float, ...] = (1.5, 1.0, 0.25, 0.25, 0.5)
+    #: an embedded text (or field) is cut after this many characters (0: never)
+    semantic_text_chars: int = 600
     #: group near-duplicate hits from different namespaces (same name words, or tool
     #: vectors at least ``alternative_similarity`` apart) on one line of results
     alternatives: bool = False

@@ -17,7 +17,14 @@ from .._config_files import load_json
 from ..tool import Tool
 from .text import one_line, words
 
-__all__ = ["ToolDoc", "embedding_text", "load_definitions", "schema_text"]
+__all__ = [
+    "EMBEDDING_FIELDS",
+    "ToolDoc",
+    "embedding_fields",
+    "embedding_text",
+    "load_definitions",
+    "schema_text",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,3 +142,27 @@ def embedding_text(doc: ToolDoc, parts: str = "full", chars: int = 0) -> str:
             params = " ".join(" ".join(words(n, joined=False)) for n in names)
             text = f"{text} {params}. {' '.join(' '.join(texts).split())}"
     return text[:chars] if chars > 0 else text
+
+
+#: the parts of a tool embedded one by one (``SearchConfig.semantic_text == "fields"``)
+EMBEDDING_FIELDS = ("name", "summary", "description", "param_names", "param_descriptions")
+
+
+def embedding_fields(doc: ToolDoc, chars: int = 600) -> tuple[str, ...]:
+    """The texts of :data:`EMBEDDING_FIELDS` for one tool: namespace + name words, the
+    first sentence, the description, the parameters' names (split into words) and their
+    descriptions and enum values; the last two and the description cut at ``chars``."""
+    name = " ".join(words(doc.name.split("__", 1)[-1], joined=False))
+    names, texts = schema_text(doc.input_schema)
+    params = " ".join(" ".join(words(n, joined=False)) for n in names)
+
+    def cut(text: str) -> str:
+        return text[:chars] if chars > 0 else text
+
+    return (
+        f"{doc.namespace or ''} {name}".strip(),
+        one_line(doc.description, 1000),
+        cut(" ".join(doc.description.split())),
+        cut(params),
+        cut(" ".join(" ".join(texts).split())),
+    )

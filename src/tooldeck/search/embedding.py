@@ -175,7 +175,8 @@ class VectorCache:
 
     def __init__(self, directory: str | Path | None = None) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
-        #: what the last :meth:`vectors` call did: (rows from the cache, rows embedded)
+        #: what the last :meth:`vectors` call did: (distinct texts read from the cache,
+        #: distinct texts embedded)
         self.last: tuple[int, int] = (0, 0)
 
     def path_for(self, embedder: Embedder) -> Path:
@@ -230,7 +231,7 @@ class VectorCache:
                 out[row] = fresh[fresh_rows[key]]  # type: ignore[index]
             else:
                 out[row] = stored[1][index[key]]  # type: ignore[index]
-        self.last = (len(texts) - sum(1 for k in keys if k in fresh_rows), len(missing))
+        self.last = (len(set(keys)) - len(missing), len(missing))
         if fresh is not None:
             new_keys = np.array([keys[i] for i in missing], dtype="S32")
             self._write(path, new_keys, fresh)

@@ -17,7 +17,7 @@ from ..tool import Tool
 from .alternatives import group_alternatives, name_key
 from .bm25f import Bm25fIndex
 from .config import SearchConfig
-from .docs import ToolDoc, embedding_text, load_definitions
+from .docs import EMBEDDING_FIELDS, ToolDoc, embedding_fields, embedding_text, load_definitions
 from .embedding import (
     Embedder,
     SemanticSetting,
@@ -98,25 +98,41 @@ class ToolIndex:
         )
         self._embedder: Embedder | None = resolve_embedder(semantic)
         self._vectors: Any = None
-        #: (vectors read from the cache, vectors embedded) when the index was built
+        #: (distinct texts whose vectors came from the cache, distinct texts embedded)
         self.cache_stats: tuple[int, int] = (0, 0)
         if self._embedder is not None:
             self._vectors = self._embed_tools(self._embedder, cache)
 
     def _embed_tools(self, embedder: Embedder, cache: CacheSetting) -> Any:
         cfg = self.config
-        texts = [embedding_text(d, cfg.semantic_text, cfg.semantic_text_chars) for d in self._docs]
+        if not self._docs:
+            return None
+        if cfg.semantic_text == "fields":
+            per_doc = [embedding_fields(d, cfg.semantic_text_chars) for d in self._docs]
+            texts = [t for fields in per_doc for t in fields]
+        else:
+            texts = [
+                embedding_text(d, cfg.semantic_text, cfg.semantic_text_chars) for d in self._docs
+            ]
         if cache is False:
-            self.cache_stats = (0, len(texts))
-            return unit_rows(embedder.embed(texts)) if texts else None
-        store = (
-            cache
-            if isinstance(cache, VectorCache)
-            else VectorCache(None if cache is True else cache)
-        )
-        vectors = store.vectors(embedder, texts)
-        self.cache_stats = store.last
-        return vectors if texts else None
+            self.cache_stats = (0, len(set(texts)))
+            vectors = unit_rows(embedder.embed(texts))
+        else:
+            store = (
+                cache
+                if isinstance(cache, VectorCache)
+                else VectorCache(None if cache is True else cache)
+            )
+            vectors = store.vectors(embedder, texts)
+            self.cache_stats = store.last
+        if cfg.semantic_text != "fields":
+            return vectors
+        weights = cfg.semantic_field_weights
+        if len(weights) != len(EMBEDDING_FIELDS):
+            raise ValueError(f"semantic_field_weights needs {len(EMBEDDING_FIELDS)} weights")
+        fields = vectors.reshape(len(self._docs), len(EMBEDDING_FIELDS), -1)
+        mixed = sum(w * fields[:, k, :] for k, w in enumerate(weights) if w)
+        return unit_rows(mixed)
 
     @classmethod
     def from_definitions(

@@ -34,7 +34,7 @@ _WEIGHTS = ("weights", "l2_supercat_256.safetensors", "embedding.weight")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
 
 
-def package_dir(package: str = PACKAGE) -> Path | None:
+def package_dir(package: str) -> Path | None:
     """Where ``package`` is installed, found without running its ``__init__``."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
@@ -75,11 +75,12 @@ class WordLlamaEmbedder:
         return self._version
 
     @classmethod
-    def load(cls, dim: int = DEFAULT_DIM, *, package: str = PACKAGE) -> WordLlamaEmbedder:
+    def load(cls, dim: int = DEFAULT_DIM, *, package: str | None = None) -> WordLlamaEmbedder:
         """Read the table and tokenizer from the installed ``wordllama`` package
         (ModuleNotFoundError when it is missing, OSError when its files are)."""
         if not 1 <= dim <= 256:
             raise ValueError(f"dim must be between 1 and 256, not {dim}")
+        package = package or PACKAGE
         np = importlib.import_module("numpy")
         tokenizers = importlib.import_module("tokenizers")
         root = package_dir(package)
