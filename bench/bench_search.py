@@ -197,6 +197,9 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=None)
     parser.add_argument("--onnx-model", type=Path, default=None)
     parser.add_argument("--fastembed-model", type=Path, default=None)
+    parser.add_argument(
+        "--onnx-weight", type=float, default=3.0, help="semantic_weight for the ONNX rows"
+    )
     parser.add_argument("--only", action="append", default=[], help="configurations to run")
     parser.add_argument("--no-wait", action="store_true")
     parser.add_argument("--quick", action="store_true")
@@ -233,8 +236,9 @@ def main() -> None:
             f"local/{args.fastembed_model.name}", model_path=args.fastembed_model, dim=384
         )
         extra.append((f"FastEmbedEmbedder ({args.fastembed_model.name})", fe))
+    onnx_config = dataclasses.replace(config, semantic_weight=args.onnx_weight)
     for label, embedder in extra:
-        configs.append(Configuration(f"BM25F + {label}", embedder, config))
+        configs.append(Configuration(f"BM25F + {label}", embedder, onnx_config))
     if args.only:
         configs = [c for c in configs if any(o.lower() in c.label.lower() for o in args.only)]
 

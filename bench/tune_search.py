@@ -77,6 +77,7 @@ def main() -> None:
             "dim": [256],
         },
         "bm25": {"semantic": [False], "dim": [256]},
+        "onnx-weight": {"semantic_weight": [3.0, 4.0, 6.0, 8.0], "dim": [0]},
         "onnx": {
             "semantic_text": ["full", "summary", "fields"],
             "semantic_weight": [0.5, 1.0, 1.5, 2.0, 3.0],

@@ -195,12 +195,12 @@ def top(index: ToolIndex, query: str, k: int = 1) -> list[str]:
 def test_tokenize_snake_kebab_dotted_and_namespaces() -> None:
     assert tokenize("create_pull_request") == ["creat", "pull", "request"]
     assert tokenize("github__list_pull_requests") == ["github", "list", "pull", "request"]
-    assert tokenize("atlas-list-clusters") == ["atla", "list", "cluster"]
+    assert tokenize("atlas-list-clusters") == ["atlas", "list", "cluster"]
     assert tokenize("users.messages.send") == ["user", "messag", "send"]
 
 
 def test_tokenize_camel_case_keeps_the_joined_word_and_its_parts() -> None:
-    joined = ["createchatcompletion", "creat", "chat", "completion"]
+    joined = ["createchatcomplet", "creat", "chat", "complet"]
     assert tokenize("createChatCompletion") == joined
     assert tokenize("PutObject") == ["putobject", "put", "object"]
     assert tokenize("HTTPServer") == ["httpserver", "http", "server"]
@@ -215,11 +215,11 @@ def test_tokenize_digits_stopwords_and_stemming() -> None:
     assert tokenize("") == [] and tokenize("!!! ... ???") == []
 
 
-def test_stemmer_is_light_and_consistent() -> None:
+def test_stemmer_is_snowball_english_and_consistent() -> None:
     for a, b in [("created", "create"), ("creating", "create"), ("scheduled", "schedule")]:
         assert stem(a) == stem(b)
     assert stem("running") == "run" and stem("buckets") == "bucket"
-    assert stem("creation") != stem("create")  # derivational suffixes are left alone
+    assert stem("translation") == stem("translate")  # Snowball folds some derivations
     assert stem("s3") == "s3" and stem("ios") == "ios"
 
 

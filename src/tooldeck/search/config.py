@@ -71,4 +71,4 @@ class SearchConfig:
     #: group near-duplicate hits from different namespaces (same name words, or tool
     #: vectors at least ``alternative_similarity`` apart) on one line of results
     alternatives: bool = False
-    alternative_similarity: float = 0.9
+    alternative_similarity: float = 0.85
