@@ -219,10 +219,13 @@ def main() -> None:
     wordllama = WordLlamaEmbedder.load(args.dim or DEFAULT_DIM)
     model_load_ms = (time.perf_counter() - started) * 1000.0
     dim = wordllama.dim
+    flat_config = dataclasses.replace(config, alternatives=False)
     configs = [
-        Configuration("BM25F alone", False, config),
-        Configuration(f"BM25F + WordLlama {dim} d (default)", wordllama, config),
-        Configuration(f"BM25F + WordLlama {dim} d + alternatives", wordllama, config, True),
+        Configuration("BM25F alone", False, flat_config),
+        Configuration(f"BM25F + WordLlama {dim} d, no alternatives", wordllama, flat_config),
+        Configuration(
+            f"BM25F + WordLlama {dim} d + alternatives (default)", wordllama, config, True
+        ),
     ]
     extra: list[tuple[str, Embedder]] = []
     if args.onnx_model:
@@ -236,7 +239,7 @@ def main() -> None:
             f"local/{args.fastembed_model.name}", model_path=args.fastembed_model, dim=384
         )
         extra.append((f"FastEmbedEmbedder ({args.fastembed_model.name})", fe))
-    onnx_config = dataclasses.replace(config, semantic_weight=args.onnx_weight)
+    onnx_config = dataclasses.replace(flat_config, semantic_weight=args.onnx_weight)
     for label, embedder in extra:
         configs.append(Configuration(f"BM25F + {label}", embedder, onnx_config))
     if args.only:

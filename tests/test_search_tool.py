@@ -143,7 +143,7 @@ def test_the_tool_shows_alternatives_on_one_line_and_loads_them() -> None:
         "(the same in other services: gitlab__create_branch)"
     )
     assert selected == [["github__create_branch", "gitlab__create_branch"]]
-    plain = tool_search_tool(_index(), selected.append)
+    plain = tool_search_tool(_index(alternatives=False), selected.append)
     assert "other services" not in _run(plain, {"query": "create a branch", "limit": 1})
 
 

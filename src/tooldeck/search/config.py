@@ -70,5 +70,5 @@ class SearchConfig:
     semantic_text_chars: int = 600
     #: group near-duplicate hits from different namespaces (same name words, or tool
     #: vectors at least ``alternative_similarity`` apart) on one line of results
-    alternatives: bool = False
+    alternatives: bool = True
     alternative_similarity: float = 0.85
