@@ -173,3 +173,20 @@ def test_groups_of_odd_queries_and_limits() -> None:
     assert index.search_groups("", 5) == [] and index.search_groups("zzqxj", 5) == []
     assert index.search_groups("branch", 0) == []
     assert len(index.search_groups("branch", 1)) == 1
+
+
+def test_the_python_examples_of_the_deferred_loading_doc_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every ``python`` block of docs/deferred-loading.md runs, and prints what it says."""
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "deferred-loading.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(encoding="utf-8"), re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, str(doc), "exec", dont_inherit=True), {})
+        printed = capsys.readouterr().out.splitlines()
+        expected = [line[3:] for line in block.splitlines() if line.startswith("#> ")]
+        assert printed == expected
