@@ -188,5 +188,5 @@ def test_the_python_examples_of_the_deferred_loading_doc_run(
     for block in blocks:
         exec(compile(block, str(doc), "exec", dont_inherit=True), {})
         printed = capsys.readouterr().out.splitlines()
-        expected = [line[3:] for line in block.splitlines() if line.startswith("#> ")]
+        expected = [line[5:] for line in block.splitlines() if line.startswith("# -> ")]
         assert printed == expected
