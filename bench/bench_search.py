@@ -1,22 +1,26 @@
 """Tool search quality and speed: tooldeck.search.ToolIndex on a 2,000-tool catalog.
 
 Catalog: ``bench/catalog/tools.json`` (real tool definitions, see
-``bench/catalog/build_catalog.py``). Queries: ``bench/catalog/queries.json``, natural
-language needs with the expected tool(s): a ``tune`` set, the only one the ranking was tuned
-on; a ``heldout`` set (batch 1, split by a hash of the query text); and ``heldout-2``, a
-fresh held-out batch written before the issue-6 ranking changes.
+``bench/catalog/build_catalog.py``). Queries: ``bench/catalog/queries.json``: single-tool
+requests (``expected``: any one of the listed tools counts) and multi-tool requests
+(``needs``: one list of acceptable tools per sub-task, and ``subqueries``: the short
+query per sub-task a model would send). Splits: ``tune`` (the only one choices look
+at), ``heldout`` and ``heldout-2`` (older held-out sets, partly burned) and
+``heldout-3`` (batch 7, fresh for issue 22; see bench/catalog/README.md).
 
-Reports recall@1/5/10 (a query counts as found at k when any expected tool is in the top
-k), MRR (over the top 10), query latency (median, p95) and index build time, for tooldeck
-and for naive baselines (substring matching; TF-IDF cosine on name + description).
+Metrics: a request's recall@k is the share of its needs with an acceptable tool in the
+top k (1 or 0 for a single-tool request); a multi-tool request is searched two ways:
+"one query" (the whole request) and "list" (each sub-query, the union of their top k;
+a need's rank is its best rank in any of the lists). MRR over the top 10. With
+alternatives grouping, k counts lines (groups), and every tool of a line counts.
+"overall" is over all requests, multi-tool ones the list way.
 
-Run: ``uv run python bench/bench_search.py`` (about a minute). Options: ``--split``,
-``--misses`` (print the queries not found in the top 5), ``--set key=value`` (override a
-:class:`~tooldeck.search.SearchConfig` field, for tuning on the tune split),
-``--no-wait`` (skip waiting for an idle machine), ``--quick`` (fewer timing rounds),
-``--semantic auto|on|off`` (the hybrid re-ranker; ``auto`` uses it when the optional
-``wordllama`` package is installed: ``uv run --group bench --with wordllama==0.4.0.post1
-python bench/bench_search.py``).
+Run: ``uv run python bench/bench_search.py`` (tune only, quality and speed); ``--split
+all`` adds the held-out sets; ``--quality-only``; ``--set key=value`` overrides a
+SearchConfig field; ``--dim N`` the WordLlama dimensions; ``--onnx-model DIR`` adds an
+OnnxEmbedder row, ``--fastembed-model DIR`` a FastEmbedEmbedder row over the same
+folder (see bench/RESULTS.md for the MiniLM folder); ``--no-wait`` skips waiting for an
+idle machine; ``--quick`` fewer timing rounds; ``--misses`` lists the tune misses.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
-import re
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -38,144 +43,112 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import BackgroundLoad, machine_lines, percentile, table, wait_for_idle
 from tooldeck.search import SearchConfig, ToolDoc, ToolIndex, load_definitions
+from tooldeck.search.embedding import Embedder, VectorCache
 
 HERE = Path(__file__).resolve().parent
 CATALOG = HERE / "catalog" / "tools.json"
 QUERIES = HERE / "catalog" / "queries.json"
+SPLITS = ("tune", "heldout", "heldout-2", "heldout-3")
 
-Ranker = Callable[[str, int], list[str]]
-#: ``tune``: the only queries ranking decisions look at; ``heldout``: batch 1's held-out
-#: half; ``heldout-2``: batch 4, a fresh held-out set written before the issue-6 changes
-SPLITS = ("tune", "heldout", "heldout-2")
-
-
-# -- baselines ----------------------------------------------------------------------------
-class SubstringBaseline:
-    """Score = how many query words (3+ letters) occur as substrings of name + description."""
-
-    def __init__(self, docs: Sequence[ToolDoc]):
-        self.docs = [(d.name, f"{d.name} {d.description}".lower()) for d in docs]
-
-    def search(self, query: str, limit: int) -> list[str]:
-        words = [w for w in re.findall(r"\w+", query.lower()) if len(w) >= 3]
-        scored = [(sum(w in text for w in words), name) for name, text in self.docs]
-        scored = [s for s in scored if s[0] > 0]
-        scored.sort(key=lambda s: -s[0])
-        return [name for _, name in scored[:limit]]
+#: query -> ranked slots (each a set of tool names: one tool, or a group of alternatives)
+Retrieve = Callable[[str, int], list[frozenset[str]]]
 
 
-class TfidfBaseline:
-    """Classic TF-IDF cosine over name + description; lower-cased words, nothing else."""
-
-    def __init__(self, docs: Sequence[ToolDoc]):
-        tokenized = [self._tokens(f"{d.name} {d.description}") for d in docs]
-        n = len(docs)
-        df: Counter[str] = Counter()
-        for toks in tokenized:
-            df.update(set(toks))
-        self.idf = {t: math.log(n / c) + 1.0 for t, c in df.items()}
-        self.names = [d.name for d in docs]
-        self.vectors: list[dict[str, float]] = []
-        self.postings: dict[str, list[int]] = {}
-        for i, toks in enumerate(tokenized):
-            tf = Counter(toks)
-            vec = {t: c * self.idf[t] for t, c in tf.items()}
-            norm = math.sqrt(sum(v * v for v in vec.values())) or 1.0
-            self.vectors.append({t: v / norm for t, v in vec.items()})
-            for t in vec:
-                self.postings.setdefault(t, []).append(i)
-
-    @staticmethod
-    def _tokens(text: str) -> list[str]:
-        return re.findall(r"[a-z0-9]+", text.lower())
-
-    def search(self, query: str, limit: int) -> list[str]:
-        tf = Counter(t for t in self._tokens(query) if t in self.idf)
-        scores: dict[int, float] = {}
-        for t, c in tf.items():
-            w = c * self.idf[t]
-            for i in self.postings[t]:
-                scores[i] = scores.get(i, 0.0) + w * self.vectors[i][t]
-        best = sorted(scores.items(), key=lambda s: -s[1])[:limit]
-        return [self.names[i] for i, _ in best]
+def flat(index: ToolIndex) -> Retrieve:
+    return lambda q, k: [frozenset((h.name,)) for h in index.search(q, k)]
 
 
-# -- evaluation -------------------------------------------------------------------------
-def evaluate(rank: Ranker, queries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    ranks: list[int | None] = []
-    for q in queries:
-        got = rank(q["query"], 10)
-        expected = set(q["expected"])
-        pos = next((i + 1 for i, name in enumerate(got) if name in expected), None)
-        ranks.append(pos)
-    n = len(queries) or 1
+def grouped(index: ToolIndex) -> Retrieve:
+    return lambda q, k: [frozenset(h.name for h in g) for g in index.search_groups(q, k)]
+
+
+def _rank(slots: Sequence[frozenset[str]], acceptable: set[str]) -> int | None:
+    return next((i + 1 for i, slot in enumerate(slots) if slot & acceptable), None)
+
+
+def request_ranks(retrieve: Retrieve, q: dict[str, Any], way: str) -> list[int | None]:
+    """The rank of each need of request ``q`` (None: not in the top 10)."""
+    if "expected" in q:
+        return [_rank(retrieve(q["query"], 10), set(q["expected"]))]
+    needs = [set(n) for n in q["needs"]]
+    if way == "one":
+        slots = retrieve(q["query"], 10)
+        return [_rank(slots, n) for n in needs]
+    lists = [retrieve(s, 10) for s in q["subqueries"]]
+    out: list[int | None] = []
+    for need in needs:
+        found = [r for r in (_rank(slots, need) for slots in lists) if r is not None]
+        out.append(min(found) if found else None)
+    return out
+
+
+def summarize(all_ranks: Sequence[list[int | None]]) -> dict[str, float]:
+    n = len(all_ranks) or 1
 
     def recall(k: int) -> float:
-        return sum(1 for r in ranks if r is not None and r <= k) / n
+        return sum(sum(1 for r in rs if r and r <= k) / len(rs) for rs in all_ranks) / n
 
     return {
-        "n": len(queries),
+        "n": len(all_ranks),
         "r1": recall(1),
         "r5": recall(5),
         "r10": recall(10),
-        "mrr": sum(1.0 / r for r in ranks if r is not None) / n,
-        "ranks": ranks,
+        "mrr": sum(sum(1 / r for r in rs if r) / len(rs) for rs in all_ranks) / n,
+        "all5": sum(all(r and r <= 5 for r in rs) for rs in all_ranks) / n,
     }
 
 
-def latency_us(
-    rank: Ranker, queries: Sequence[dict[str, Any]], rounds: int
-) -> tuple[list[float], list[float]]:
-    """Wall time (µs) of ``rank(query, 5)``: every query, ``rounds`` times.
+def evaluate(retrieve: Retrieve, queries: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    single = [request_ranks(retrieve, q, "list") for q in queries if "expected" in q]
+    multi = [q for q in queries if "needs" in q]
+    one = [request_ranks(retrieve, q, "one") for q in multi]
+    listed = [request_ranks(retrieve, q, "list") for q in multi]
+    return {
+        "single": summarize(single),
+        "multi_one": summarize(one),
+        "multi_list": summarize(listed),
+        "overall": summarize(single + listed),
+        "overall_one": summarize(single + one),
+    }
 
-    Returns (all samples, each query's fastest run): the second is the query's own cost,
-    free of interference from other processes on a shared machine.
-    """
-    for q in queries:  # warm up caches (stemmer, allocator)
-        rank(q["query"], 5)
+
+def loaded_per_call(retrieve: Retrieve, queries: Sequence[dict[str, Any]]) -> float:
+    """Tools a ``limit=5`` search returns (and so loads), on average."""
+    texts = [q["query"] for q in queries if "expected" in q]
+    return statistics.mean(sum(len(s) for s in retrieve(t, 5)) for t in texts)
+
+
+def latency_us(retrieve: Retrieve, texts: Sequence[str], rounds: int) -> list[float]:
+    """Wall time (µs) of one ``limit=5`` search, every text ``rounds`` times."""
+    for t in texts:  # warm up caches
+        retrieve(t, 5)
     samples: list[float] = []
-    best = [math.inf] * len(queries)
     clock = time.perf_counter_ns
     for _ in range(rounds):
-        for k, q in enumerate(queries):
+        for t in texts:
             start = clock()
-            rank(q["query"], 5)
-            took = (clock() - start) / 1000.0
-            samples.append(took)
-            best[k] = min(best[k], took)
-    return samples, best
-
-
-def build_ms(
-    docs: Sequence[ToolDoc], config: SearchConfig, repeat: int, semantic: bool = False
-) -> tuple[list[float], list[float]]:
-    """(wall ms, CPU ms) of building the index ``repeat`` times (the embedding model is
-    loaded once per process, before the first build, and not counted)."""
-    wall, cpu = [], []
-    for _ in range(repeat):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        ToolIndex(docs, config=config, semantic=semantic)
-        wall.append((time.perf_counter() - start) * 1000.0)
-        cpu.append((time.process_time() - start_cpu) * 1000.0)
-    return wall, cpu
+            retrieve(t, 5)
+            samples.append((clock() - start) / 1000.0)
+    samples.sort()
+    return samples
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
-    fields = {f.name: f for f in dataclasses.fields(SearchConfig)}
+    fields = {f.name for f in dataclasses.fields(SearchConfig)}
     out: dict[str, Any] = {}
     for pair in pairs:
         key, _, raw = pair.partition("=")
         if key not in fields:
             raise SystemExit(f"unknown SearchConfig field {key!r}")
         default = getattr(SearchConfig(), key)
-        value: Any
         if isinstance(default, bool):
-            value = raw.lower() in ("1", "true", "yes")
+            out[key] = raw.lower() in ("1", "true", "yes")
         elif isinstance(default, int):
-            value = int(raw)
+            out[key] = int(raw)
+        elif isinstance(default, float):
+            out[key] = float(raw)
         else:
-            value = float(raw)
-        out[key] = value
+            out[key] = raw
     return out
 
 
@@ -183,144 +156,211 @@ def fmt(x: float) -> str:
     return f"{x:.3f}"
 
 
+@dataclasses.dataclass
+class Configuration:
+    label: str
+    semantic: Any  # False, or an Embedder
+    config: SearchConfig
+    groups: bool = False
+
+    def build(self, cache: Any = False) -> ToolIndex:
+        return ToolIndex(DOCS, config=self.config, semantic=self.semantic, cache=cache)
+
+
+DOCS: list[ToolDoc] = []
+
+
+def cold_build_s(cache_dir: str, runs: int = 3) -> list[float]:
+    """Seconds to build the default index in a new process (model load included), with
+    the given vector cache folder (the first run may fill it)."""
+    code = (
+        "import time; t = time.perf_counter();"
+        "from tooldeck.search import ToolIndex, load_definitions;"
+        f"ix = ToolIndex(load_definitions({str(CATALOG)!r}));"
+        "print(time.perf_counter() - t, ix.cache_stats)"
+    )
+    env = {**os.environ, "TOOLDECK_CACHE_DIR": cache_dir}
+    out = []
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        out.append(float(done.stdout.split()[0]))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="tool search benchmark")
-    parser.add_argument("--split", choices=(*SPLITS, "all"), default="all")
+    parser.add_argument("--split", choices=(*SPLITS, "all"), default="tune")
     parser.add_argument("--misses", action="store_true")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--dim", type=int, default=None)
+    parser.add_argument("--onnx-model", type=Path, default=None)
+    parser.add_argument("--fastembed-model", type=Path, default=None)
+    parser.add_argument(
+        "--onnx-weight", type=float, default=3.0, help="semantic_weight for the ONNX rows"
+    )
+    parser.add_argument("--only", action="append", default=[], help="configurations to run")
     parser.add_argument("--no-wait", action="store_true")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--quality-only", action="store_true")
-    parser.add_argument("--semantic", choices=("auto", "on", "off"), default="auto")
     args = parser.parse_args()
 
-    config = SearchConfig(**parse_overrides(args.set))
-    docs = load_definitions(CATALOG)
-    all_queries = json.loads(QUERIES.read_text(encoding="utf-8"))
+    DOCS.extend(load_definitions(CATALOG))
+    overrides = parse_overrides(args.set)
+    config = SearchConfig(**overrides)
+    queries = json.loads(QUERIES.read_text(encoding="utf-8"))
     splits = SPLITS if args.split == "all" else (args.split,)
-    by_split = {s: [q for q in all_queries if q["split"] == s] for s in splits}
+    by_split = {s: [q for q in queries if q["split"] == s] for s in splits}
 
-    mode: bool | str = {"auto": "auto", "on": True, "off": False}[args.semantic]
-    start = time.perf_counter()
-    index = ToolIndex(docs, config=config, semantic=mode)  # type: ignore[arg-type]
-    first_build_ms = (time.perf_counter() - start) * 1000.0
-    plain = ToolIndex(docs, config=config, semantic=False) if index.semantic else index
+    from tooldeck.search.wordllama import DEFAULT_DIM, WordLlamaEmbedder
 
-    def tooldeck_rank(query: str, k: int) -> list[str]:
-        return [h.name for h in index.search(query, k)]
+    started = time.perf_counter()
+    wordllama = WordLlamaEmbedder.load(args.dim or DEFAULT_DIM)
+    model_load_ms = (time.perf_counter() - started) * 1000.0
+    dim = wordllama.dim
+    flat_config = dataclasses.replace(config, alternatives=False)
+    configs = [
+        Configuration("BM25F alone", False, flat_config),
+        Configuration(f"BM25F + WordLlama {dim} d, no alternatives", wordllama, flat_config),
+        Configuration(
+            f"BM25F + WordLlama {dim} d + alternatives (default)", wordllama, config, True
+        ),
+    ]
+    extra: list[tuple[str, Embedder]] = []
+    if args.onnx_model:
+        from tooldeck.search.onnx import OnnxEmbedder
 
-    def plain_rank(query: str, k: int) -> list[str]:
-        return [h.name for h in plain.search(query, k)]
+        extra.append((f"OnnxEmbedder ({args.onnx_model.name})", OnnxEmbedder(args.onnx_model)))
+    if args.fastembed_model:
+        from tooldeck.search.fastembed import FastEmbedEmbedder
 
-    if args.misses:
-        for split, queries in by_split.items():
-            result = evaluate(tooldeck_rank, queries)
-            for q, r in zip(queries, result["ranks"], strict=True):
-                if r is None or r > 5:
-                    got = [f"{h.name} ({h.score:.2f})" for h in index.search(q["query"], 5)]
-                    print(f"[{split}] #{q['id']} {q['query']!r} rank={r} expected={q['expected']}")
-                    print("      got:", ", ".join(got))
-    if args.quality_only:
-        for split, queries in by_split.items():
-            r = evaluate(tooldeck_rank, queries)
-            print(
-                f"{split}: n={r['n']} r@1={fmt(r['r1'])} r@5={fmt(r['r5'])} "
-                f"r@10={fmt(r['r10'])} mrr={fmt(r['mrr'])}"
+        fe = FastEmbedEmbedder(
+            f"local/{args.fastembed_model.name}", model_path=args.fastembed_model, dim=384
+        )
+        extra.append((f"FastEmbedEmbedder ({args.fastembed_model.name})", fe))
+    onnx_config = dataclasses.replace(flat_config, semantic_weight=args.onnx_weight)
+    for label, embedder in extra:
+        configs.append(Configuration(f"BM25F + {label}", embedder, onnx_config))
+    if args.only:
+        configs = [c for c in configs if any(o.lower() in c.label.lower() for o in args.only)]
+
+    cache_dir = tempfile.mkdtemp(prefix="bench-search-cache-")
+    cache = VectorCache(cache_dir)
+    built: dict[str, ToolIndex] = {}
+    embed_ms: dict[str, float] = {}
+    for c in configs:
+        start = time.perf_counter()
+        built[c.label] = c.build(cache)  # fills the cache: later builds read it
+        embed_ms[c.label] = (time.perf_counter() - start) * 1000.0
+
+    quality: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for c in configs:
+        retrieve = (grouped if c.groups else flat)(built[c.label])
+        quality[c.label] = {s: evaluate(retrieve, qs) for s, qs in by_split.items()}
+        if args.misses and "tune" in by_split:
+            for q in by_split["tune"]:
+                ranks = request_ranks(retrieve, q, "list")
+                if any(r is None or r > 5 for r in ranks):
+                    got = [sorted(s) for s in retrieve(q["query"], 5)]
+                    want = q.get("expected") or q["needs"]
+                    print(f"[{c.label}] #{q['id']} {q['query']!r} ranks={ranks} want={want}")
+                    print("      got:", got)
+
+    for split in by_split:
+        print(f"### Quality, {split} ({len(by_split[split])} requests)\n")
+        rows = []
+        for c in configs:
+            r = quality[c.label][split]
+            o, s, m1, ml = r["overall"], r["single"], r["multi_one"], r["multi_list"]
+            rows.append(
+                [
+                    c.label,
+                    fmt(o["r1"]),
+                    fmt(o["r5"]),
+                    fmt(o["r10"]),
+                    fmt(o["mrr"]),
+                    f"{fmt(s['r5'])} ({s['n']})",
+                    f"{fmt(ml['r5'])} ({ml['n']})" if ml["n"] else "-",
+                    fmt(m1["r5"]) if m1["n"] else "-",
+                    fmt(ml["all5"]) if ml["n"] else "-",
+                    fmt(r["overall_one"]["r5"]),
+                ]
             )
+        headers = [
+            "configuration",
+            "R@1",
+            "R@5",
+            "R@10",
+            "MRR",
+            "single R@5 (n)",
+            "multi R@5, list (n)",
+            "multi R@5, one query",
+            "multi all needs @5, list",
+            "overall R@5, one query",
+        ]
+        print(table(headers, rows))
+        print()
+    if args.quality_only:
         return
 
     idle = "skipped (--no-wait)" if args.no_wait else wait_for_idle(max_wait=300.0)
-    rounds = 5 if args.quick else 30
-    namespaces = {d.namespace for d in docs}
+    rounds = 5 if args.quick else 20
     kinds = Counter(t["source"]["kind"] for t in json.loads(CATALOG.read_text())["tools"])
-    print("## Tool search (tooldeck.search)\n")
+    texts = list(dict.fromkeys(t for q in queries for t in [q["query"], *q.get("subqueries", [])]))
     print(
-        f"Catalog: {len(docs)} tools in {len(namespaces)} namespaces "
-        f"({', '.join(f'{k}: {v}' for k, v in sorted(kinds.items()))}). "
-        f"Queries: {sum(len(v) for v in by_split.values())} "
-        f"({', '.join(f'{k}: {len(v)}' for k, v in by_split.items())}).\n"
+        f"Catalog: {len(DOCS)} tools ({', '.join(f'{k}: {v}' for k, v in sorted(kinds.items()))})"
+        f"; {len(texts)} distinct query texts timed.\n"
     )
-    for line in machine_lines(("tooldeck",)):
+    for line in machine_lines(("tooldeck", "numpy", "onnxruntime", "tokenizers")):
         print(line)
     print(f"- machine idle check: {idle}\n")
-
-    rankers: dict[str, Ranker] = {}
-    if index.semantic:
-        rankers["tooldeck ToolIndex (BM25F + semantic re-rank)"] = tooldeck_rank
-    rankers["tooldeck ToolIndex (BM25F)"] = plain_rank
-    substring = SubstringBaseline(docs)
-    tfidf = TfidfBaseline(docs)
-    rankers["baseline: TF-IDF cosine, name+description"] = tfidf.search
-    rankers["baseline: substring count, name+description"] = substring.search
-    ablations = {
-        "ablation: no synonyms": {"synonyms": False},
-        "ablation: no stemming": {"stemming": False},
-        "ablation: no name-coverage bonus": {"name_coverage": 0.0},
-        "ablation: no exact name-word bonus": {"exact_word_coverage": 0.0},
-        "ablation: no phrase bonus": {"phrase_bonus": 0.0},
-        "ablation: name+description only": {
-            "param_name_weight": 0.0,
-            "param_description_weight": 0.0,
-            "namespace_weight": 0.0,
-            "namespace_description_weight": 0.0,
-        },
-    }
-    for label, overrides in ablations.items():
-        ablated = ToolIndex(docs, config=dataclasses.replace(config, **overrides), semantic=False)
-        rankers[label] = lambda q, k, ix=ablated: [h.name for h in ix.search(q, k)]
-
-    for split, queries in by_split.items():
-        rows = []
-        for label, rank in rankers.items():
-            r = evaluate(rank, queries)
-            rows.append([label, fmt(r["r1"]), fmt(r["r5"]), fmt(r["r10"]), fmt(r["mrr"])])
-        print(f"### Quality, {split} queries (n={len(queries)})\n")
-        print(table(["ranker", "recall@1", "recall@5", "recall@10", "MRR"], rows))
-        print()
-
-    everything = [q for qs in by_split.values() for q in qs]
     rows = []
-    load = BackgroundLoad()
-    for label, rank in list(rankers.items())[: 4 if index.semantic else 3]:
-        samples, best = latency_us(rank, everything, rounds)
-        samples.sort()
-        best.sort()
+    for c in configs:
+        index = built[c.label]
+        retrieve = (grouped if c.groups else flat)(index)
+        load = BackgroundLoad()
+        samples = latency_us(retrieve, texts, rounds)
+        busy = load.report()
+        builds = []
+        for _ in range(3 if args.quick else 5):
+            start = time.perf_counter()
+            c.build(cache)
+            builds.append((time.perf_counter() - start) * 1000.0)
+        loaded = loaded_per_call(retrieve, by_split.get("tune", queries))
         rows.append(
             [
-                label,
+                c.label,
                 f"{percentile(samples, 0.5):.0f}",
                 f"{percentile(samples, 0.95):.0f}",
                 f"{percentile(samples, 0.99):.0f}",
-                f"{percentile(best, 0.5):.0f}",
-                f"{percentile(best, 0.95):.0f}",
-                f"{best[-1]:.0f}",
+                f"{statistics.median(builds):.0f}",
+                f"{embed_ms[c.label]:.0f}",
+                f"{loaded:.1f}",
+                busy,
             ]
         )
-    print(f"### Query latency, limit=5 ({len(everything)} queries x {rounds} rounds, µs)\n")
-    headers = ["ranker", "median", "p95", "p99", "fastest-run median", "fastest p95", "fastest max"]
+    print(f"### Speed ({rounds} rounds per query text, µs; builds in ms)\n")
+    headers = [
+        "configuration",
+        "median",
+        "p95",
+        "p99",
+        "build, cached vectors",
+        "first build (embeds)",
+        "tools per limit=5 call",
+        "other load",
+    ]
     print(table(headers, rows))
-    print(f"\n({load.report()}; 'fastest' = each query's best of its {rounds} runs)\n")
-    for semantic in (True, False) if index.semantic else (False,):
-        load = BackgroundLoad()
-        builds, cpu = build_ms(docs, config, 3 if args.quick else 7, semantic)
+    print(f"\nWordLlama table load: {model_load_ms:.0f} ms (once per process).")
+    if not args.only:
+        empty = tempfile.mkdtemp(prefix="bench-search-cold-")
+        first = cold_build_s(empty, runs=1)
+        warm = cold_build_s(empty, runs=3)
         print(
-            f"Index build{' with semantic vectors' if semantic else ', BM25F only'} "
-            f"({len(docs)} tools, from parsed definitions): median "
-            f"{statistics.median(builds):.0f} ms wall ({statistics.median(cpu):.0f} ms CPU), "
-            f"min {min(builds):.0f} ms, max {max(builds):.0f} ms over {len(builds)} builds; "
-            f"{index.term_count} distinct terms ({load.report()}).\n"
-        )
-    if index.semantic:
-        from tooldeck import _semantic
-
-        embedder = _semantic.load_embedder()
-        assert embedder is not None
-        vectors = index._vectors
-        print(
-            f"Semantic model: {_semantic.PACKAGE} l2_supercat, {embedder.dim} dimensions; "
-            f"first build in this process (model load included) {first_build_ms:.0f} ms; "
-            f"token table {embedder.memory_bytes / 2**20:.1f} MiB (once per process), "
-            f"tool vectors {vectors.nbytes / 2**20:.2f} MiB."
+            f"Default index in a new process (imports, model load, build): empty cache "
+            f"{first[0] * 1000:.0f} ms; cache filled: median "
+            f"{statistics.median(warm) * 1000:.0f} ms (max {max(warm) * 1000:.0f})."
         )
 
 

@@ -1,5 +1,8 @@
 """Shared test settings."""
 
+import os
+import tempfile
+
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -13,3 +16,6 @@ settings.register_profile(
     derandomize=True,
 )
 settings.load_profile("ci" if __import__("os").environ.get("CI") else "default")
+
+# Tool search caches embeddings under the user's cache folder; tests keep theirs private.
+os.environ.setdefault("TOOLDECK_CACHE_DIR", tempfile.mkdtemp(prefix="tooldeck-test-cache-"))

