@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import names as n
 from .settings import active
+from .turns import turn_attributes
 
 __all__ = ["TaskTrace", "task_started", "workflow_started"]
 
@@ -55,14 +56,16 @@ class TaskTrace:
         self.context = trace.set_span_in_context(span)
 
     @contextlib.contextmanager
-    def current(self) -> Iterator[None]:
+    def current(self, task: str) -> Iterator[None]:
+        """The span current, and the task's turns named after it (``invoke_agent {task}``)."""
         token = otel_context.attach(self.context)
         try:
-            yield
+            with turn_attributes({n.AGENT_NAME: task}):
+                yield
         finally:
             otel_context.detach(token)
 
-    def end(self, state: str | None, attempts: int | None, error: str | None) -> None:
+    def end(self, state: str | None, attempts: int | None) -> None:
         span = self.span
         if state is not None:
             span.set_attribute(n.TASK_STATE, state)

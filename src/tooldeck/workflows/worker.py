@@ -37,6 +37,7 @@ from dbos import DBOS
 from dbos._error import DBOSMaxStepRetriesExceeded
 
 from ..context import AbortSignal
+from ..telemetry.propagation import joined
 from .durable import (
     APP_VERSION,
     DBOS_APP_NAME,
@@ -112,9 +113,15 @@ async def _advance_step(task_id: str) -> None:
 
 
 @DBOS.workflow(name=TASK_WORKFLOW)
-async def _task_turn(task_id: str) -> str:
+async def _task_turn(task_id: str, trace: dict[str, str] | None = None) -> str:
+    """One task turn; ``trace``: the run's trace context (W3C headers), when it is traced."""
     worker = _worker()
     await worker.admit(task_id)
+    with joined(trace):  # the turn's spans join the run's trace, from another process
+        return await _turn_and_advance(worker, task_id)
+
+
+async def _turn_and_advance(worker: Worker, task_id: str) -> str:
     try:
         try:
             state = await _turn_step(task_id)
