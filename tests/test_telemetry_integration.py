@@ -234,7 +234,7 @@ def test_a_failed_task_span_is_an_error(otel: Recorded, tmp_path: Path) -> None:
     assert otel.named("tooldeck.workflow.task second") == []  # cancelled, never ran
 
 
-# -- OTLP over HTTP ---------------------------------------------------------------------------------
+# -- OTLP over HTTP ------------------------------------------------------------------------------
 def test_a_turn_exported_over_otlp_http_arrives_whole_at_a_real_receiver() -> None:
     with OtlpReceiver() as receiver:
         provider = TracerProvider()
