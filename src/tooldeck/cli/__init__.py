@@ -9,6 +9,7 @@ from .demo import demo_command
 from .mcp import app as mcp_app
 from .policy import policy_app
 from .search import search_command
+from .timeline import timeline_command
 from .toolkits import agents_app, toolkits_app
 from .tools import app as tools_app
 from .worker import worker_command
@@ -33,6 +34,9 @@ app.command("worker", help="Run workflow task turns from the DBOS queue in Postg
     worker_command
 )
 app.add_typer(policy_app, name="policy")
+app.command("timeline", help="Show a saved turn or an OTLP/JSON trace as a timeline.")(
+    timeline_command
+)
 app.command("approve", help="Answer the calls a waiting run needs approved (writes answers).")(
     approve_command
 )
