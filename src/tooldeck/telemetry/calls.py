@@ -162,12 +162,13 @@ class StepTrace:
         self, slot: _Slot, span: Any, output: ToolOutput, outcome: str, error: str | None
     ) -> None:
         tel = self.tel
-        span.set_attribute(n.TOOL_OUTCOME, outcome)
+        attrs = {n.TOOL_OUTCOME: outcome}
         if error is not None:
-            span.set_attribute(n.ERROR_TYPE, error)
+            attrs[n.ERROR_TYPE] = error
             span.set_status(Status(StatusCode.ERROR, error))
         if tel.capture:
-            span.set_attribute(n.TOOL_CALL_RESULT, clip(output.text, tel.content_limit))
+            attrs[n.TOOL_CALL_RESULT] = clip(output.text, tel.content_limit)
+        span.set_attributes(attrs)
         tel.count_call(slot.call.name, outcome, error)
 
     # -- a call that runs --------------------------------------------------------------------
@@ -185,8 +186,7 @@ class StepTrace:
             error: str | None
             if output is None:  # cancelled before anything was recorded
                 outcome, error = "cancelled", "cancelled"
-                span.set_attribute(n.TOOL_OUTCOME, outcome)
-                span.set_attribute(n.ERROR_TYPE, error)
+                span.set_attributes({n.TOOL_OUTCOME: outcome, n.ERROR_TYPE: error})
                 span.set_status(Status(StatusCode.ERROR, error))
                 self.tel.count_call(slot.call.name, outcome, error)
             else:
