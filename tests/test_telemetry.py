@@ -774,3 +774,110 @@ def test_approval_request_events_reach_the_approver_span_context(otel: Recorded)
     run(tooldeck.run(model, [write_note], "go", policy=ask_for_writes, approver=approver))
     (root,) = otel.tree()
     assert ("tooldeck.approval", (("ask the human", ()),)) in root[1]
+
+
+# -- races and hostile input -----------------------------------------------------------------------
+def test_concurrent_sessions_with_parallel_calls_never_cross_their_spans(otel: Recorded) -> None:
+    """Eight turns at once, each with three parallel calls that yield to each other: every
+    call's span is a child of its own turn, in its own trace."""
+
+    @tooldeck.tool(read_only=True)
+    async def hop(n: int) -> int:
+        """Yield a few times."""
+        for _ in range(n):
+            await asyncio.sleep(0)
+        return n
+
+    async def one(i: int) -> None:
+        model = model_of(
+            reply(*(call("hop", {"n": k + i % 3}, call_id=f"t{i}c{k}") for k in range(3))),
+            reply("done"),
+        )
+        await tooldeck.run(model, [hop], "go", session_id=f"race-{i}")
+
+    async def go() -> None:
+        await asyncio.gather(*(one(i) for i in range(8)))
+
+    run(go())
+    turns = {attrs(s)["tooldeck.session.id"]: s for s in otel.named("invoke_agent")}
+    assert len(turns) == 8
+    for span in otel.named("execute_tool hop"):
+        session = "race-" + attrs(span)["gen_ai.tool.call.id"][1:].split("c")[0]
+        turn = turns[session]
+        assert span.parent is not None and span.parent.span_id == turn.context.span_id
+        assert span.context.trace_id == turn.context.trace_id
+    assert len({s.context.trace_id for s in turns.values()}) == 8
+
+
+def test_a_sync_tool_in_its_worker_thread_sees_its_calls_span(otel: Recorded) -> None:
+    tracer = otel.provider.get_tracer("test")
+
+    @tooldeck.tool(read_only=True)
+    def threaded() -> str:
+        """Runs in a worker thread and traces its own work."""
+        with tracer.start_as_current_span("inside the tool"):
+            return "ok"
+
+    model = model_of(reply(call("threaded", {}, call_id="t1")), reply("done"))
+    run(tooldeck.run(model, [threaded], "go"))
+    (root,) = otel.tree()
+    assert ("execute_tool threaded", (("inside the tool", ()),)) in root[1]
+
+
+def test_a_tool_that_leaks_an_attached_context_does_not_reparent_the_next_call(
+    otel: Recorded,
+) -> None:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+
+    tracer = otel.provider.get_tracer("test")
+
+    @tooldeck.tool()
+    async def leaky() -> str:
+        """Attaches a span's context and never detaches it."""
+        otel_context.attach(trace.set_span_in_context(tracer.start_span("leaked")))
+        return "oops"
+
+    model = model_of(
+        reply(call("leaky", {}, call_id="l1"), call("write_note", {"text": "x"}, call_id="w1")),
+        reply("done"),
+    )
+    run(tooldeck.run(model, [leaky, write_note], "go"))
+    turn = otel.one("invoke_agent")
+    for name in ("execute_tool leaky", "execute_tool write_note"):
+        span = otel.one(name)
+        assert span.parent is not None and span.parent.span_id == turn.context.span_id, name
+    assert otel.named("chat scripted")[1].parent.span_id == turn.context.span_id  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "carrier",
+    [
+        None,
+        {},
+        {"traceparent": "garbage"},
+        {"traceparent": "00-" + "0" * 32 + "-" + "0" * 16 + "-01"},  # the invalid all-zero ids
+        {"traceparent": 7, "tracestate": ["x"]},
+        {1: 2},
+        "not a mapping",
+    ],
+)
+def test_a_hostile_trace_carrier_from_a_queue_changes_nothing(otel: Recorded, carrier: Any) -> None:
+    from opentelemetry import trace
+
+    with telemetry.joined(carrier):
+        assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_a_carrier_joins_its_trace(otel: Recorded) -> None:
+    from opentelemetry import trace
+
+    tracer = otel.provider.get_tracer("test")
+    with tracer.start_as_current_span("origin") as origin:
+        carried = telemetry.carrier()
+    assert set(carried) == {"traceparent"}
+    assert telemetry.carrier() == {}  # no span, nothing to carry
+    with telemetry.joined(carried):
+        current = trace.get_current_span().get_span_context()
+        assert current.trace_id == origin.get_span_context().trace_id
+        assert current.span_id == origin.get_span_context().span_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +154,18 @@ def test_a_saved_timeline_loads_back_and_the_cli_shows_it(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     "content",
-    ["not json {", json.dumps({"format": "other"}), json.dumps({"resourceSpans": []}), "[1, 2]"],
+    [
+        "not json {",
+        json.dumps({"format": "other"}),
+        json.dumps({"resourceSpans": []}),
+        "[1, 2]",
+        '{"format": "tooldeck.timeline/1", "bars": [{"kind": "tool", "label": "x", '
+        '"start": 0, "end": Infinity}]}',
+        '{"format": "tooldeck.timeline/1", "bars": [{"kind": "tool", "label": "x", '
+        '"start": 0, "end": 1, "depth": Infinity}]}',
+        '{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "00000000000000aa", '
+        '"startTimeUnixNano": Infinity}]}]}]}',
+    ],
 )
 def test_a_file_that_is_not_a_timeline_is_one_line_of_error(tmp_path: Path, content: str) -> None:
     path = tmp_path / "bad.json"
@@ -224,3 +236,64 @@ def test_the_demo_ends_with_the_turns_timeline() -> None:
     assert len(tail) == 2
     for text in ("turn demo", "step 1: model", "read_document", "summarize_repo", "█ tool"):
         assert text in tail[1]
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "resourceSpans",
+                    "scopeSpans",
+                    "spans",
+                    "spanId",
+                    "parentSpanId",
+                    "name",
+                    "startTimeUnixNano",
+                    "endTimeUnixNano",
+                    "attributes",
+                    "key",
+                    "value",
+                    "status",
+                    "code",
+                    "format",
+                    "bars",
+                    "kind",
+                    "label",
+                    "start",
+                    "end",
+                    "stringValue",
+                    "intValue",
+                    "arrayValue",
+                    "values",
+                ]
+            )
+            | st.text(max_size=8),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=_json, tooldeck_format=st.booleans())
+def test_any_json_file_is_a_timeline_or_one_timeline_error(
+    tmp_path_factory: pytest.TempPathFactory, document: Any, tooldeck_format: bool
+) -> None:
+    """Hostile trace files: a timeline, or a TimelineError, never another exception."""
+    if tooldeck_format and isinstance(document, dict):
+        document["format"] = "tooldeck.timeline/1"
+    path = tmp_path_factory.mktemp("tl") / "f.json"
+    path.write_text(json.dumps(document))
+    try:
+        timeline = Timeline.load(path)
+    except TimelineError:
+        return
+    Console(width=100, file=open(os.devnull, "w")).print(render(timeline))  # noqa: SIM115

@@ -141,8 +141,10 @@ class Timeline:
                 )
                 for b in data["bars"]
             ]
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise TimelineError(f"{path}: a bar is malformed ({exc})") from exc
+        if not all(math.isfinite(b.start) and math.isfinite(b.end) for b in bars):
+            raise TimelineError(f"{path}: a bar's time is not a finite number")
         return cls(str(data.get("title", "")), bars)
 
     # -- from spans -------------------------------------------------------------------------
@@ -289,7 +291,7 @@ def _otlp_spans(document: Mapping[str, Any]) -> list[_Span]:
                             code in (2, "STATUS_CODE_ERROR"),
                         )
                     )
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TimelineError(f"a span of the trace is malformed ({exc})") from exc
     return spans
 
