@@ -881,3 +881,55 @@ def test_a_carrier_joins_its_trace(otel: Recorded) -> None:
         current = trace.get_current_span().get_span_context()
         assert current.trace_id == origin.get_span_context().trace_id
         assert current.span_id == origin.get_span_context().span_id
+
+
+# -- setting up an export ------------------------------------------------------------------------
+def test_setup_from_env_does_nothing_without_an_endpoint_or_when_disabled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    assert telemetry.setup_from_env() is False
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert telemetry.setup_from_env() is False
+    assert telemetry.active() is None
+
+
+def test_without_the_sdk_setting_up_an_export_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from tooldeck.cli.worker import _export_telemetry
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # import fails
+    with pytest.raises(telemetry.OtelUnavailable, match=r"pip install 'tooldeck\[otel\]'"):
+        telemetry.setup_otlp("http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    from rich.console import Console
+
+    console = Console(record=True, width=200)
+    _export_telemetry(console)  # the worker goes on without an export, saying why
+    assert "no telemetry export: exporting over OTLP needs the OpenTelemetry SDK" in (
+        console.export_text()
+    )
+    assert telemetry.active() is None
+
+
+def test_setup_otlp_without_set_global_configures_only_tooldeck() -> None:
+    from opentelemetry import trace
+
+    tracer_provider, meter_provider = telemetry.setup_otlp(
+        "http://127.0.0.1:9", set_global=False, metrics_too=False
+    )
+    try:
+        assert meter_provider is None
+        assert telemetry.settings().tracer_provider is tracer_provider
+        assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+        tel = telemetry.active()
+        assert tel is not None and tel.tracing and not tel.metering
+    finally:
+        telemetry.reset()
+        tracer_provider.shutdown()
