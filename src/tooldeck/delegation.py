@@ -52,6 +52,8 @@ from .model import Model
 from .policy import PolicyApprover, SessionPolicy
 from .result import ToolResult
 from .result_guard import child_hooks
+from .telemetry.names import AGENT_NAME
+from .telemetry.turns import turn_attributes
 from .tool import Tool
 from .toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
 from .transcript import ToolCall
@@ -266,7 +268,8 @@ def delegate_task_tool(
         signal = turn.signal if turn is not None else ctx.signal.child()
         try:
             async with asyncio.timeout(time_budget):
-                result = await session.run(params.task, signal=signal)
+                with turn_attributes({AGENT_NAME: agent.name}):  # names the child's span
+                    result = await session.run(params.task, signal=signal)
         except TimeoutError:
             signal.abort("time budget exhausted")
             return ToolResult.error(

@@ -57,6 +57,8 @@ from .events import (
     ToolEvent,
 )
 from .result import ToolResult
+from .telemetry.calls import StepTrace
+from .telemetry.settings import active as telemetry_active
 from .tool import Tool
 from .transcript import ToolCall, ToolOutput
 
@@ -103,6 +105,7 @@ class _Slot:
     repairs: tuple[str, ...] = ()
     output: ToolOutput | None = None
     approval_reason: str | None = None
+    trace: StepTrace | None = None  # the step's telemetry, only when it is on
 
 
 def _short(text: str) -> str:
@@ -174,6 +177,11 @@ class Dispatcher:
         self.log = logger or _log
         self.result_hooks = tuple(result_hooks)
         self._protected: Protection | None = None
+        # Telemetry is decided once, here: when it is off, nothing below pays for it.
+        self._telemetry = telemetry_active()
+        if self._telemetry is not None:
+            self._run = self._traced_run  # type: ignore[method-assign]
+            self._approve = self._traced_approve  # type: ignore[method-assign]
 
     # -- preparation ------------------------------------------------------------------
     def _prepare(self, call: ToolCall) -> _Slot:
@@ -210,6 +218,8 @@ class Dispatcher:
             raise
         except BaseException as exc:  # fails closed, whatever the policy raised
             self.log.exception("policy failed for %s (%s)", slot.call.name, slot.call.call_id)
+            if slot.trace is not None:
+                slot.trace.decided(slot, "deny", "", "the policy check failed")
             slot.output = _error(
                 slot.call,
                 f"Denied: the policy check failed ({exc}).",
@@ -219,10 +229,14 @@ class Dispatcher:
             return
         if not isinstance(decision, PolicyDecision) or decision.action not in _ACTIONS:
             self.log.error("policy returned %r for %s; denied", decision, slot.call.name)
+            if slot.trace is not None:
+                slot.trace.decided(slot, "deny", "", "the policy gave no decision")
             slot.output = _error(
                 slot.call, "Denied: the policy gave no decision.", None, slot.repairs
             )
             return
+        if slot.trace is not None:
+            slot.trace.decided(slot, decision.action, decision.level, decision.reason)
         if decision.action == "deny":
             why = decision.reason or "not allowed"
             slot.output = _error(
@@ -285,6 +299,17 @@ class Dispatcher:
                     s.output = _error(
                         s.call, f"The edited arguments are invalid: {exc.model_message}"
                     )
+
+    async def _traced_approve(
+        self, slots: list[_Slot], answers: Mapping[str, ApprovalAnswer] | None = None
+    ) -> None:
+        """:meth:`_approve` inside the step's approval span (telemetry on)."""
+        asking = [s for s in slots if s.output is None and s.approval_reason is not None]
+        trace = asking[0].trace if asking else None
+        if trace is None:
+            return await Dispatcher._approve(self, slots, answers)
+        with trace.approval(asking):
+            await Dispatcher._approve(self, slots, answers)
 
     # -- execution ----------------------------------------------------------------------
     def _label(self, slot: _Slot) -> str:
@@ -413,6 +438,17 @@ class Dispatcher:
                 slot.repairs,
             )
             raise
+
+    async def _traced_run(self, slot: _Slot, turn_signal: AbortSignal) -> None:
+        """:meth:`_run` inside the call's ``execute_tool`` span (telemetry on)."""
+        trace = slot.trace
+        if trace is None:
+            return await Dispatcher._run(self, slot, turn_signal)
+        running = trace.started(slot)
+        try:
+            await Dispatcher._run(self, slot, turn_signal)
+        finally:
+            trace.ended(slot, running)
 
     async def _wait(
         self,
@@ -567,6 +603,7 @@ class Dispatcher:
             slots = [self._prepare(c) for c in calls]
         if len(slots) > 1:
             _refuse_ambiguous(slots)
+        step = StepTrace(self._telemetry, slots, prior) if self._telemetry is not None else None
         try:
             slot = slots[0] if len(slots) == 1 else None
             if (
@@ -581,6 +618,8 @@ class Dispatcher:
             else:
                 terminated_by = await self._step(slots, signal, answers)
         except PendingApproval:
+            if step is not None:
+                step.end(slots)
             raise
         except BaseException as exc:
             why = (
@@ -593,7 +632,11 @@ class Dispatcher:
                     slot.output = _error(slot.call, f"Not executed: {why}.", None, slot.repairs)
             if partial is not None:
                 partial[:] = [s.output for s in slots if s.output is not None]
+            if step is not None:
+                step.end(slots)
             raise
+        if step is not None:
+            step.end(slots)
         outputs = [s.output for s in slots]
         assert None not in outputs  # every path above recorded exactly one output
         if self.events.active:

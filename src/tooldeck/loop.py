@@ -58,6 +58,8 @@ from .result import ToolResult
 from .result_guard import session_guard
 from .streaming import LiveTurn, TurnStream, stream_step
 from .structured import AnswerCheck, OutputType
+from .telemetry.settings import active as telemetry_active
+from .telemetry.turns import TurnTrace
 from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
@@ -381,6 +383,20 @@ class Session:
         stop, reason = StopReason.END_TURN, "end_turn"
         waiting: PendingStep | None = None
         settings, continued = self.settings, 0  # a continuation raises the output limit
+        failure: BaseException | None = None
+        tel = telemetry_active()  # None when off: then no span, no attribute, nothing
+        traced = (
+            TurnTrace(
+                tel,
+                session_id=self.session_id,
+                model=self.model,
+                prompt=prompt,
+                instructions=self.instructions,
+                streamed=streaming,
+            )
+            if tel is not None
+            else None
+        )
         try:
             while True:
                 prior: Sequence[ToolOutput] = ()
@@ -411,7 +427,12 @@ class Session:
                         deferred=plan.deferred,
                         hosted=plan.hosted,
                     )
-                    last = await self._ask(request, steps, streaming)
+                    if traced is None:
+                        last = await self._ask(request, steps, streaming)
+                    else:
+                        with traced.chat(request, steps) as chat:
+                            last = await self._ask(request, steps, streaming)
+                            chat.finished(last)
                     usage += last.usage
                     await self.events.emit(ModelStepFinished(self.session_id, steps, last))
                     verdict = answer.review(last)  # a structured answer: validated, or again
@@ -468,7 +489,7 @@ class Session:
                     stop, reason = StopReason.TOOL_CALLS, f"ended by tool {result.terminated_by}"
                     break
         except BaseException as exc:
-            stop, reason = StopReason.ERROR, f"{type(exc).__name__}: {exc}"
+            stop, reason, failure = StopReason.ERROR, f"{type(exc).__name__}: {exc}", exc
             self._close_open_calls(start, exc)
             if isinstance(exc, asyncio.CancelledError):
                 _log.info("turn cancelled in session %s", self.session_id)
@@ -476,6 +497,8 @@ class Session:
                 _log.exception("turn failed in session %s", self.session_id)
             raise
         finally:
+            if traced is not None:
+                traced.end(stop, reason, steps, usage, last, failure)
             self.usage += usage
             await self.events.emit(TurnFinished(self.session_id, stop, reason, steps, usage))
             self.events.close_streams()

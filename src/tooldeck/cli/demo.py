@@ -36,6 +36,7 @@ from ..providers import model_from_string
 from ..providers.scripted import ScriptedModel, call, reply
 from ..result import ToolResult
 from ..schema import PROVIDERS, project
+from ..timeline import Timeline, TimelineRecorder, render
 from ..tool import Tool, tool
 from ..transcript import AssistantMessage, ToolOutput
 from ..workflows.demo import run_demo_workflow
@@ -208,7 +209,9 @@ SEED = {
 }
 
 
-async def _agent_turn(console: Console, home: Path, mcp: Any = None) -> RunResult:
+async def _agent_turn(
+    console: Console, home: Path, mcp: Any = None, timelines: list[Timeline] | None = None
+) -> RunResult:
     for name, text in SEED.items():
         (home / name).parent.mkdir(parents=True, exist_ok=True)
         (home / name).write_text(text)
@@ -222,8 +225,11 @@ async def _agent_turn(console: Console, home: Path, mcp: Any = None) -> RunResul
     session = Session(ScriptedModel(_demo_script), toolset, session_id="demo", turn=turn)
     console.rule("A full agent turn (ScriptedModel: a script, not a real model)")
     progress = TurnProgress(console).attach(session.events)
+    recorder = TimelineRecorder().attach(session.events)
     with progress:
         result = await session.run("Summarise the open items in my notes.")
+    if timelines is not None:
+        timelines.append(recorder.timeline())
     table = Table(title="Recorded outputs, one per call, in the model's order", show_lines=True)
     for column in ("call", "tool", "outcome"):
         table.add_column(column, overflow="fold")
@@ -254,9 +260,11 @@ async def _live_turn(console: Console, home: Path, spec: str, model: Model) -> R
         model, toolset, session_id="demo-live", turn=turn, max_steps=8, owns_model=True
     )
     console.rule(f"A live agent turn with {spec}")
+    recorder = TimelineRecorder().attach(session.events)
     async with session:
         with TurnProgress(console).attach(session.events):  # text shows as it streams
             result = await session.stream(LIVE_PROMPT).wait()
+    console.print(render(recorder.timeline()))
     console.print(f"[bold]final answer:[/bold] {result.output}")
     console.print(
         f"stop reason: {result.stop_reason.value} ({result.reason}); "
@@ -327,6 +335,7 @@ def demo_command(
     ] = None,
 ) -> None:
     console = Console()
+    _export_telemetry(console)
     if model is not None:
         live = model_from_string(model)  # a bad spec or a missing key: one line, now
         with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
@@ -336,14 +345,29 @@ def demo_command(
     _projection_table(console)
     _validation_table(console)
     _token_saving(console)
+    timelines: list[Timeline] = []
     with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
         if mcp is not None:
             from ..mcp import McpSource  # the MCP SDK loads only when a config is given
 
             with McpSource.from_file(mcp) as source:
-                asyncio.run(_agent_turn(console, Path(home), source))
+                asyncio.run(_agent_turn(console, Path(home), source, timelines))
                 for status in source.status():
                     console.print(f"MCP server {status.name}: {status.state}", markup=False)
         else:
-            asyncio.run(_agent_turn(console, Path(home)))
+            asyncio.run(_agent_turn(console, Path(home), timelines=timelines))
         asyncio.run(run_demo_workflow(console, Path(home)))
+    console.rule("The agent turn as a timeline (tooldeck timeline FILE shows a saved one)")
+    for timeline in timelines:
+        console.print(render(timeline))
+
+
+def _export_telemetry(console: Console) -> None:
+    """Traces and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where."""
+    from ..telemetry import OtelUnavailable, setup_from_env
+
+    try:
+        if setup_from_env("tooldeck-demo"):
+            console.print("exporting traces and metrics over OTLP", style="dim")
+    except OtelUnavailable as exc:
+        console.print(f"no telemetry export: {exc}", style="dim")

@@ -138,6 +138,7 @@ def worker_command(
             console, f"the worker needs DBOS: pip install 'tooldeck[dbos]' ({exc})"
         ) from exc
     set_log_format(ctx, "%(asctime)s %(levelname)s %(message)s", logging.INFO)
+    _export_telemetry(console)
     worker = Worker(
         dsn,
         factory,
@@ -179,3 +180,14 @@ def worker_command(
         raise _fail(console, str(exc), 3) from exc
     except StoreError as exc:
         raise _fail(console, str(exc)) from exc
+
+
+def _export_telemetry(console: Console) -> None:
+    """Traces and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where."""
+    from ..telemetry import OtelUnavailable, setup_from_env
+
+    try:
+        if setup_from_env("tooldeck-worker"):
+            console.print("worker: exporting traces and metrics over OTLP", highlight=False)
+    except OtelUnavailable as exc:
+        console.print(f"worker: no telemetry export: {exc}", highlight=False)

@@ -18,7 +18,7 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO, cast
@@ -34,6 +34,8 @@ from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..result import ToolResult
+from ..telemetry.propagation import current as current_trace
+from ..telemetry.propagation import inject_headers, restored
 from .config import ServerConfig
 
 __all__ = ["BACKOFF", "Connection", "ConnectionState", "describe_error"]
@@ -515,13 +517,36 @@ class Connection:
             await self._wait_change()  # "idle" while wanted: the supervisor is waking up
 
     # -- calls --------------------------------------------------------------------------------
-    async def call(
+    def call(
         self,
         tool: str,
         arguments: dict[str, Any],
         on_progress: Callable[[float, float | None, str | None], Any] | None = None,
+    ) -> Coroutine[Any, Any, ToolResult]:
+        """Call ``tool``; every failure becomes an error result (never raises, never hangs).
+
+        Made in the caller's thread and run on the I/O loop: the caller's trace context
+        (its ``execute_tool`` span) is taken here, so the MCP request joins that trace
+        (the SDK's ``_meta``, and ``traceparent`` in the HTTP request headers).
+        """
+        return self._call(tool, arguments, on_progress, current_trace())
+
+    async def _call(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        on_progress: Callable[[float, float | None, str | None], Any] | None,
+        trace_context: Any,
     ) -> ToolResult:
-        """Call ``tool``; every failure becomes an error result (never raises, never hangs)."""
+        with restored(trace_context):
+            return await self._call_traced(tool, arguments, on_progress)
+
+    async def _call_traced(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        on_progress: Callable[[float, float | None, str | None], Any] | None,
+    ) -> ToolResult:
         cfg = self.config
         details: dict[str, Any] = {"server": cfg.name, "tool": tool}
         for attempt in (1, 2):
@@ -606,10 +631,17 @@ def _tail(errlog: IO[str]) -> str:
     return tail[-_STDERR_TAIL:]
 
 
+async def _trace_headers(request: httpx2.Request) -> None:
+    """W3C trace context of the request's sender (a call's span) in its HTTP headers."""
+    inject_headers(request.headers)
+
+
 @asynccontextmanager
 async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as http,
+        httpx2.AsyncClient(
+            headers=headers, timeout=_HTTP_TIMEOUT, event_hooks={"request": [_trace_headers]}
+        ) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams

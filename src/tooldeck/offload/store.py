@@ -29,6 +29,7 @@ from ..assembly import TurnContext
 from ..context import ToolContext
 from ..events import Event, EventBus
 from ..result import ContentPart, TextPart, ToolResult
+from ..telemetry import result_prepared
 from ..tokens import TokenEstimator, estimate_tokens, prefix_within
 from ..tool import Tool
 from ..transcript import ToolCall
@@ -196,6 +197,8 @@ class OffloadStore:
             )
             details = merge_details(result.details, "result_hook_error", repr(exc))
             return ToolResult.error(message, details=details)
+        if processed is not result:  # offloaded or cut: events on the call's span
+            result_prepared(ref, result, processed)
         if ref is not None and self.events is not None:
             await self.events.emit(
                 ToolResultOffloaded(

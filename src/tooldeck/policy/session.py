@@ -36,6 +36,7 @@ from ..dispatch import (
     arguments_json,
 )
 from ..errors import ArgumentError
+from ..telemetry.calls import note_approver
 from ..tool import Tier, Tool
 from ..toolkits import AgentDefinition
 from ..transcript import ToolCall
@@ -345,6 +346,7 @@ class PolicyApprover:
     def _settle(self, request: ApprovalRequest, answer: Any) -> ApprovalAnswer:
         asker = self.policy.asker(request.call)
         tool, call = request.tool, request.call
+        note_approver(call.call_id, self.who)  # on the approval span, only if configured
         args = _args_of(request.params)
 
         def log(decision: str, reason: str = "", by: str | None = None, **extra: Any) -> None:

@@ -22,6 +22,7 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from ..telemetry.propagation import carrier
 from .executor import TaskFn
 
 if TYPE_CHECKING:
@@ -144,6 +145,8 @@ class DbosExecutor:
     async def submit(self, workflow_id: str, task_id: str) -> None:
         if task_id in self._queued:
             return  # enqueued from here before (DBOS would return the same workflow)
+        # The run's trace context travels with the task (a worker's spans join it).
+        trace = carrier()
         client = await asyncio.to_thread(self._get_client)
         try:
             await client.enqueue_async(
@@ -154,6 +157,7 @@ class DbosExecutor:
                     "app_version": APP_VERSION,
                 },
                 task_id,
+                *((trace,) if trace else ()),
             )
         except Exception as exc:
             if "does not exist" in str(exc) or "UndefinedTable" in type(exc).__name__:

@@ -47,6 +47,7 @@ from ..events import (
 from ..loop import RunResult, Session
 from ..model import Model
 from ..registry import ToolRegistry
+from ..telemetry.runs import TaskTrace, task_started, workflow_started
 from ..transcript import StopReason, ToolCall
 from .control import ControlPlane
 from .definition import Workflow
@@ -276,14 +277,17 @@ class WorkflowEngine:
             )
             for i, t in enumerate(workflow.tasks)
         ]
-        await self.store.create_workflow(workflow_id, workflow.name, values, tasks)
-        self._started[workflow_id] = workflow
-        self._finished[workflow_id] = asyncio.Event()
-        await self.store.set_workflow_state(workflow_id, "running", expect=("pending",))
-        await self._emit(WorkflowStateChanged(workflow_id, workflow.name, "running"))
-        for t in workflow.tasks:
-            await self._emit(TaskStateChanged(workflow_id, t.name, "pending", 0, t.max_attempts))
-        await self.advance(workflow_id)
+        with workflow_started(workflow.name, workflow_id):  # the run's trace, when tracing
+            await self.store.create_workflow(workflow_id, workflow.name, values, tasks)
+            self._started[workflow_id] = workflow
+            self._finished[workflow_id] = asyncio.Event()
+            await self.store.set_workflow_state(workflow_id, "running", expect=("pending",))
+            await self._emit(WorkflowStateChanged(workflow_id, workflow.name, "running"))
+            for t in workflow.tasks:
+                await self._emit(
+                    TaskStateChanged(workflow_id, t.name, "pending", 0, t.max_attempts)
+                )
+            await self.advance(workflow_id)
         return workflow_id
 
     async def run(
@@ -469,8 +473,13 @@ class WorkflowEngine:
         await self._emit(
             TaskStateChanged(task.workflow_id, task.name, "running", 0, task.max_attempts)
         )
+        traced = task_started(task.workflow_id, None, task.name, session_id, self.worker)
         try:
-            await self._run_claimed(task, session_id, signal)
+            if traced is None:
+                await self._run_claimed(task, session_id, signal)
+            else:
+                with traced.current(task.name):
+                    await self._run_claimed(task, session_id, signal)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(
@@ -493,10 +502,15 @@ class WorkflowEngine:
                 owner=session_id,
             )
         finally:
-            await asyncio.shield(self._after_task(task))
+            await asyncio.shield(self._after_task(task, traced))
 
-    async def _after_task(self, task: TaskRecord) -> None:
-        final = await self.store.get_task(task.id)
+    async def _after_task(self, task: TaskRecord, traced: TaskTrace | None = None) -> None:
+        final = None
+        try:
+            final = await self.store.get_task(task.id)
+        finally:
+            if traced is not None:  # the task span ends with the task's state
+                traced.end(final.state if final else None, final.attempts if final else None)
         if final is not None:
             await self._emit(
                 TaskStateChanged(

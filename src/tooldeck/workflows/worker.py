@@ -44,6 +44,7 @@ from dbos._error import DBOSMaxStepRetriesExceeded
 from ..context import AbortSignal
 from ..jobs.durable import JOB_QUEUE, JOB_WORKFLOW
 from ..jobs.runner import JobManager, JobRuntime
+from ..telemetry.propagation import joined
 from .durable import (
     APP_VERSION,
     DBOS_APP_NAME,
@@ -139,9 +140,15 @@ async def _job(job_id: str) -> str:
 
 
 @DBOS.workflow(name=TASK_WORKFLOW)
-async def _task_turn(task_id: str) -> str:
+async def _task_turn(task_id: str, trace: dict[str, str] | None = None) -> str:
+    """One task turn; ``trace``: the run's trace context (W3C headers), when it is traced."""
     worker = _worker()
     await worker.admit(task_id)
+    with joined(trace):  # the turn's spans join the run's trace, from another process
+        return await _turn_and_advance(worker, task_id)
+
+
+async def _turn_and_advance(worker: Worker, task_id: str) -> str:
     try:
         try:
             state = await _turn_step(task_id)

@@ -1,0 +1,30 @@
+"""``tooldeck timeline FILE``: a saved turn (or an OTLP/JSON trace) as a terminal timeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ..timeline import Timeline, TimelineError, render
+
+
+def timeline_command(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="A saved timeline (Timeline.save) or an OTLP/JSON trace file (resourceSpans)."
+        ),
+    ],
+    width: Annotated[int, typer.Option("--width", min=10, help="Columns of the time axis.")] = 48,
+) -> None:
+    """Show a finished turn: steps, model calls with tokens, tool calls on a time axis."""
+    console = Console()
+    try:
+        timeline = Timeline.load(file)
+    except TimelineError as exc:
+        Console(stderr=True).print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    console.print(render(timeline, width=width))

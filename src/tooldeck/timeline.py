@@ -1,0 +1,470 @@
+"""A finished turn as a timeline a person can read in a terminal.
+
+A trace backend answers "why was this turn slow" for an operator; a developer at a
+terminal wants the same picture without one: the turn, each model request with its
+tokens, each tool call as a bar on one time axis (parallel calls visibly side by side),
+approvals and the wait for them, errors in red.
+
+A :class:`Timeline` is a list of :class:`Bar` (what, when, how deep, whether it failed).
+It is built from either source a turn leaves:
+
+- its events: a :class:`TimelineRecorder` subscribed to the session's ``EventBus``
+  stamps each event as it is delivered (events carry no time of their own);
+- its trace: finished spans (the SDK's ``ReadableSpan``, e.g. from an in-memory
+  exporter) or an OTLP/JSON file (``{"resourceSpans": ...}``, one document or one per
+  line, as an OpenTelemetry Collector's file exporter writes).
+
+``timeline.save(path)`` writes it as JSON; ``tooldeck timeline FILE`` renders a saved
+timeline or an OTLP/JSON trace file; :func:`render` makes the rich renderable.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from .events import (
+    ApprovalRequested,
+    CallFinished,
+    CallStarted,
+    Event,
+    EventBus,
+    ModelStepFinished,
+    ModelStepStarted,
+    OutputRecorded,
+    TurnFinished,
+    TurnStarted,
+)
+from .transcript import StopReason
+
+__all__ = ["FORMAT", "Bar", "Timeline", "TimelineError", "TimelineRecorder", "render"]
+
+FORMAT = "tooldeck.timeline/1"
+_STYLES = {
+    "turn": "bold",
+    "model": "cyan",
+    "tool": "green",
+    "approval": "yellow",
+    "workflow": "magenta",
+    "task": "magenta",
+    "span": "white",
+}
+
+
+class TimelineError(ValueError):
+    """A file that is neither a saved timeline nor an OTLP/JSON trace."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One thing that took time: ``start`` and ``end`` in seconds from the timeline's start."""
+
+    kind: str  # turn, model, tool, approval, workflow, task, span
+    label: str
+    start: float
+    end: float
+    depth: int = 0
+    error: bool = False
+    detail: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.end - self.start)
+
+
+@dataclass
+class Timeline:
+    """Bars in display order (a parent before its children, siblings by start)."""
+
+    title: str
+    bars: list[Bar] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return max((b.end for b in self.bars), default=0.0)
+
+    # -- files ------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        data = {"format": FORMAT, "title": self.title, "bars": [asdict(b) for b in self.bars]}
+        Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Timeline:
+        """A saved timeline, or the spans of an OTLP/JSON trace file."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TimelineError(f"cannot read {path}: {exc}") from exc
+        documents: list[Any] = []
+        try:
+            documents = [json.loads(text)]
+        except ValueError:
+            try:  # JSON lines: one OTLP document per line
+                documents = [json.loads(line) for line in text.splitlines() if line.strip()]
+            except ValueError as exc:
+                raise TimelineError(f"{path} is not JSON: {exc}") from exc
+        if len(documents) == 1 and isinstance(documents[0], dict):
+            only = documents[0]
+            if only.get("format") == FORMAT:
+                return cls._from_saved(only, path)
+        if documents and all(isinstance(d, dict) and "resourceSpans" in d for d in documents):
+            spans = [s for d in documents for s in _otlp_spans(d)]
+            if not spans:
+                raise TimelineError(f"{path} holds no spans")
+            return cls.from_spans(spans, title=f"trace in {Path(path).name}")
+        raise TimelineError(
+            f"{path} is neither a saved timeline ({FORMAT}) nor an OTLP/JSON trace (resourceSpans)"
+        )
+
+    @classmethod
+    def _from_saved(cls, data: Mapping[str, Any], path: str | Path) -> Timeline:
+        try:
+            bars = [
+                Bar(
+                    str(b["kind"]),
+                    str(b["label"]),
+                    float(b["start"]),
+                    float(b["end"]),
+                    int(b.get("depth", 0)),
+                    bool(b.get("error", False)),
+                    str(b.get("detail", "")),
+                )
+                for b in data["bars"]
+            ]
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise TimelineError(f"{path}: a bar is malformed ({exc})") from exc
+        if not all(math.isfinite(b.start) and math.isfinite(b.end) for b in bars):
+            raise TimelineError(f"{path}: a bar's time is not a finite number")
+        return cls(str(data.get("title", "")), bars)
+
+    # -- from spans -------------------------------------------------------------------------
+    @classmethod
+    def from_spans(cls, spans: Iterable[Any], *, title: str = "") -> Timeline:
+        """The timeline of finished spans (``ReadableSpan`` or decoded OTLP/JSON spans)."""
+        found = [s if isinstance(s, _Span) else _Span.of(s) for s in spans]
+        if not found:
+            return cls(title)
+        zero = min(s.start for s in found)
+        ids = {s.span_id for s in found}
+        children: dict[str | None, list[_Span]] = {}
+        for s in found:
+            parent = s.parent if s.parent in ids else None
+            children.setdefault(parent, []).append(s)
+        bars: list[Bar] = []
+
+        def walk(span: _Span, depth: int) -> None:
+            bars.append(span.bar(zero, depth))
+            for child in sorted(children.get(span.span_id, []), key=lambda c: (c.start, c.name)):
+                walk(child, depth + 1)
+
+        for root in sorted(children.get(None, []), key=lambda c: (c.start, c.name)):
+            walk(root, 0)
+        if not title:
+            root_names = [b.label for b in bars if b.depth == 0]
+            title = root_names[0] if len(root_names) == 1 else f"{len(root_names)} traces"
+        return cls(title, bars)
+
+
+@dataclass
+class _Span:
+    span_id: str
+    parent: str | None
+    name: str
+    start: int
+    end: int
+    attributes: Mapping[str, Any]
+    error: bool
+
+    @classmethod
+    def of(cls, span: Any) -> _Span:
+        context, parent = span.context, span.parent
+        return cls(
+            f"{context.span_id:016x}",
+            f"{parent.span_id:016x}" if parent is not None else None,
+            span.name,
+            int(span.start_time or 0),
+            int(span.end_time or span.start_time or 0),
+            dict(span.attributes or {}),
+            span.status.status_code.name == "ERROR",
+        )
+
+    def bar(self, zero: int, depth: int) -> Bar:
+        a = self.attributes
+        operation = a.get("gen_ai.operation.name")
+        kind = {
+            "invoke_agent": "turn",
+            "chat": "model",
+            "execute_tool": "tool",
+            "invoke_workflow": "workflow",
+        }.get(str(operation), "span")
+        if self.name == "tooldeck.approval":
+            kind = "approval"
+        elif self.name.startswith("tooldeck.workflow.task"):
+            kind = "task"
+        detail = ""
+        if kind in ("model", "turn") and "gen_ai.usage.input_tokens" in a:
+            detail = _tokens(
+                a.get("gen_ai.usage.input_tokens"), a.get("gen_ai.usage.output_tokens")
+            )
+        if kind == "tool":
+            detail = str(a.get("tooldeck.tool.outcome", ""))
+            if a.get("error.type") and a.get("error.type") != detail:
+                detail += f" ({a['error.type']})"
+        elif kind == "approval":
+            detail = str(a.get("tooldeck.approval.outcome", ""))
+        elif kind == "task":
+            detail = str(a.get("tooldeck.workflow.task.state", ""))
+        elif kind == "turn" and a.get("tooldeck.turn.stop_reason"):
+            detail = f"{a['tooldeck.turn.stop_reason']}, {detail}".rstrip(", ")
+        return Bar(
+            kind,
+            self.name,
+            (self.start - zero) / 1e9,
+            (self.end - zero) / 1e9,
+            depth,
+            self.error,
+            detail,
+        )
+
+
+def _tokens(given: Any, made: Any) -> str:
+    return f"{int(given or 0):,} in / {int(made or 0):,} out tokens"
+
+
+# -- OTLP/JSON ---------------------------------------------------------------------------------
+def _otlp_id(value: Any) -> str | None:
+    """A span id of OTLP/JSON: hex (the OTLP spec), or base64 (the plain proto3 mapping)."""
+    if not isinstance(value, str) or not value:
+        return None
+    if len(value) in (16, 32) and all(c in "0123456789abcdefABCDEF" for c in value):
+        return value.lower()
+    try:
+        return base64.b64decode(value, validate=True).hex() or None
+    except ValueError:
+        return None
+
+
+def _otlp_value(value: Mapping[str, Any]) -> Any:
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in value:
+            return value[key]
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "arrayValue" in value:
+        return tuple(_otlp_value(v) for v in value["arrayValue"].get("values", ()))
+    return None
+
+
+def _otlp_spans(document: Mapping[str, Any]) -> list[_Span]:
+    spans: list[_Span] = []
+    try:
+        for rs in document.get("resourceSpans", ()):
+            for ss in rs.get("scopeSpans", ()):
+                for s in ss.get("spans", ()):
+                    span_id = _otlp_id(s.get("spanId"))
+                    if span_id is None:
+                        continue
+                    status = s.get("status") or {}
+                    code = status.get("code", 0)
+                    start = int(s.get("startTimeUnixNano", 0))
+                    spans.append(
+                        _Span(
+                            span_id,
+                            _otlp_id(s.get("parentSpanId")),
+                            str(s.get("name", "")),
+                            start,
+                            int(s.get("endTimeUnixNano", start)),
+                            {
+                                a["key"]: _otlp_value(a.get("value", {}))
+                                for a in s.get("attributes", ())
+                            },
+                            code in (2, "STATUS_CODE_ERROR"),
+                        )
+                    )
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise TimelineError(f"a span of the trace is malformed ({exc})") from exc
+    return spans
+
+
+# -- from events -------------------------------------------------------------------------------
+class TimelineRecorder:
+    """Records a session's events with the time each arrived; ``timeline()`` afterwards.
+
+    ``recorder = TimelineRecorder().attach(session.events)`` before the turn. It keeps
+    only what the timeline needs (times, names, ids, token counts, error flags).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.clock = clock
+        self.stamped: list[tuple[float, Event]] = []
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def attach(self, bus: EventBus) -> TimelineRecorder:
+        self._unsubscribe = bus.subscribe(self._on_event)
+        return self
+
+    def detach(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    def _on_event(self, event: Event) -> None:
+        self.stamped.append((self.clock(), event))
+
+    def timeline(self) -> Timeline:
+        return _from_events(self.stamped)
+
+
+@dataclass
+class _Open:
+    kind: str
+    label: str
+    start: float
+    depth: int
+    detail: str = ""
+    error: bool = False
+    end: float | None = None
+
+
+def _from_events(stamped: Sequence[tuple[float, Event]]) -> Timeline:
+    if not stamped:
+        return Timeline("(no events)")
+    zero = stamped[0][0]
+    rows: list[_Open] = []
+    turn: _Open | None = None
+    models: dict[int, _Open] = {}
+    calls: dict[str, _Open] = {}
+    approval: tuple[_Open, set[str]] | None = None
+    decided = 0.0  # when the current step's calls became known (the response ended)
+    title = ""
+    for when, event in stamped:
+        t = when - zero
+        if isinstance(event, TurnStarted):
+            turn = _Open("turn", f"turn {event.session_id}", t, 0)
+            title = title or f"turn {event.session_id}: {event.prompt[:60]}"
+            rows.append(turn)
+        elif isinstance(event, ModelStepStarted):
+            models[event.step] = _Open("model", f"step {event.step}: model", t, 1)
+            rows.append(models[event.step])
+        elif isinstance(event, ModelStepFinished) and event.step in models:
+            row = models[event.step]
+            row.end = decided = t
+            usage = event.message.usage
+            row.detail = _tokens(usage.input_tokens, usage.output_tokens)
+            if calls_made := len(event.message.tool_calls):
+                row.detail += f", {calls_made} call(s)"
+            row.error = event.message.stop_reason in (StopReason.ERROR, StopReason.REFUSAL)
+        elif isinstance(event, ApprovalRequested):
+            names = ", ".join(c.name for c in event.calls)
+            row = _Open("approval", f"approval: {names}", t, 1)
+            rows.append(row)
+            approval = (row, {c.call_id for c in event.calls})
+        elif isinstance(event, CallStarted):
+            approval = _answered(approval, event.call.call_id, t)
+            calls[event.call.call_id] = _Open("tool", event.call.name, t, 1, event.label)
+            rows.append(calls[event.call.call_id])
+        elif isinstance(event, CallFinished) and event.call.call_id in calls:
+            row = calls[event.call.call_id]
+            row.end, row.error = t, event.is_error
+        elif isinstance(event, OutputRecorded):
+            output = event.output
+            approval = _answered(approval, output.call_id, t)
+            ran = calls.get(output.call_id)
+            first = output.text.split("\n", 1)[0][:100]
+            if ran is None:  # never ran (denied, invalid, unknown): known when the step was
+                marker = _Open("tool", output.name, decided, 1, first, output.is_error, decided)
+                calls[output.call_id] = marker
+                rows.append(marker)
+            elif output.is_error:
+                ran.error, ran.detail = True, first  # what went wrong, not "Running x"
+        elif isinstance(event, TurnFinished) and turn is not None:
+            turn.end = t
+            turn.error = event.stop_reason is StopReason.ERROR
+            turn.detail = f"{event.stop_reason.value}, {event.steps} step(s), " + _tokens(
+                event.usage.input_tokens, event.usage.output_tokens
+            )
+    last = stamped[-1][0] - zero
+    rows.sort(key=lambda r: (r.depth > 0, r.start))  # the turn, then by start
+    bars = [
+        Bar(
+            r.kind,
+            r.label,
+            r.start,
+            r.end if r.end is not None else last,
+            r.depth,
+            r.error,
+            r.detail,
+        )
+        for r in rows
+    ]
+    return Timeline(title or "turn", bars)
+
+
+def _answered(
+    approval: tuple[_Open, set[str]] | None, call_id: str, t: float
+) -> tuple[_Open, set[str]] | None:
+    """The approval wait ends when the first of its calls starts or gets its output."""
+    if approval is None or call_id not in approval[1]:
+        return approval
+    row = approval[0]
+    row.end = t
+    return None
+
+
+# -- rendering ---------------------------------------------------------------------------------
+def _duration(seconds: float) -> str:
+    if seconds >= 10:
+        return f"{seconds:.1f} s"
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    return f"{seconds * 1000:.1f} ms"
+
+
+def _bar(bar: Bar, total: float, width: int) -> Text:
+    scale = width / total if total > 0 else 0.0
+    first = min(width - 1, int(bar.start * scale))
+    last = max(first + 1, min(width, math.ceil(bar.end * scale)))
+    style = "bold red" if bar.error else _STYLES.get(bar.kind, "white")
+    text = Text(" " * first)
+    text.append("█" * (last - first) if bar.seconds > 0 else "▏", style=style)
+    text.append(" " * (width - len(text.plain)))
+    return text
+
+
+def _axis(total: float, width: int) -> Text:
+    left, right = "0", _duration(total)
+    middle = _duration(total / 2)
+    gap = max(1, width - len(left) - len(right) - len(middle))
+    half = gap // 2
+    return Text(left + " " * half + middle + " " * (gap - half) + right, style="dim")
+
+
+def render(timeline: Timeline, *, width: int = 48) -> RenderableType:
+    """The timeline as a rich table: one row per bar on a shared time axis."""
+    total = timeline.seconds
+    table = Table(title=timeline.title, title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("what", no_wrap=True, overflow="ellipsis", max_width=40)
+    table.add_column(_axis(total, width), no_wrap=True, min_width=width, max_width=width)
+    table.add_column("time", justify="right", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for bar in timeline.bars:
+        label = Text("  " * bar.depth + bar.label, style="red" if bar.error else "")
+        detail = Text(bar.detail, style="red" if bar.error else "dim")
+        table.add_row(label, _bar(bar, total, width), _duration(bar.seconds), detail)
+    legend = Text.assemble(
+        ("█ model ", _STYLES["model"]),
+        ("█ tool ", _STYLES["tool"]),
+        ("█ approval ", _STYLES["approval"]),
+        ("█ error", "bold red"),
+    )
+    return Group(table, legend)
