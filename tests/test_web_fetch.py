@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import threading
 from collections.abc import Iterator
+from html import unescape as html_unescape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,11 @@ from pages import HELD_OUT, PAGES, PDF, Page
 
 ALL_PAGES: tuple[Page, ...] = (*PAGES, HELD_OUT)
 ROUTES: dict[str, tuple[str, bytes]] = {p.path: (p.content_type, p.body) for p in (*ALL_PAGES, PDF)}
+# A real page, not one written for the tests: Node.js's own API documentation for
+# node:path (v20.20.2, as Debian's nodejs package ships it; MIT licence, see
+# tests/web_pages/real/README.md).
+REAL_NODE_PAGE = Path(__file__).parent / "web_pages" / "real" / "nodejs_path.html"
+ROUTES["/api/path.html"] = ("text/html; charset=utf-8", REAL_NODE_PAGE.read_bytes())
 ROUTES["/notes.txt"] = ("text/plain; charset=utf-8", b"plain text, kept as it is\n")
 ROUTES["/untyped.pdf"] = ("", PDF.body)
 ROUTES["/broken.pdf"] = ("application/pdf", PDF.body[: len(PDF.body) // 2])
@@ -334,3 +341,33 @@ def test_the_plain_converter_survives_broken_markup() -> None:
     assert markdown.html_to_text(nested)[1] == "- a\n  - b\n- c\n\n3. x"
     table = "<table><tr><td>a|b</td><td>c<br>d</td></tr></table>"
     assert markdown.html_to_text(table)[1] == "| a\\|b | c d |\n|---|---|"
+
+
+def test_a_real_documentation_page_keeps_every_section_and_every_code_line(
+    site: str, turn: TurnContext, converter: str
+) -> None:
+    """Node.js's real node:path page: what the written pages did not catch.
+
+    On it, the standard-library converter dropped every code comment (highlighters mark
+    them ``hljs-comment``, which read as a comments section), and headings kept their
+    permalink glyph (``## Path#``); trafilatura's headings came out indented, so they
+    were not headings.
+    """
+    html = REAL_NODE_PAGE.read_text(encoding="utf-8")
+    sections = [
+        re.sub(r"<[^>]+>", "", h).replace("#", "").strip()
+        for h in re.findall(r"<h[23]>(.*?)</h[23]>", html, re.S)
+    ]
+    comments = set(re.findall(r'<span class="hljs-comment">(// [^<]*)</span>', html))
+    assert len(sections) >= 18 and len(comments) >= 20  # the page is what it was
+    result = invoke(turn, {"url": site + "/api/path.html"})
+    assert not result.is_error and result.details["converter"] == converter
+    body = result.text().partition("\n\n")[2]
+    headings = [line for line in body.splitlines() if line.startswith("#")]
+    unescaped = {h.replace("`", "").lstrip("# ").strip() for h in headings}
+    missing = [s for s in sections if s.replace("`", "") not in unescaped]
+    assert missing == [], missing
+    assert not [h for h in headings if h.endswith(("#", "¶"))]
+    assert [c for c in sorted(comments) if html_unescape(c) not in body] == []
+    assert "](https://nodejs.org" not in body  # links resolved against where it was served
+    assert f"]({site}/api/documentation.html#stability-index)" in body

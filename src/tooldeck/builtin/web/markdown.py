@@ -53,7 +53,9 @@ _OG_TITLE = re.compile(
 )
 _BASE = re.compile(r"""<base[^>]+href\s*=\s*["']([^"']+)["']""", re.I)
 _LINK = re.compile(r"(!?\[(?:[^\]\\]|\\.)*\]\()(<[^>]*>|[^)\s]+)((?:\s+\"[^\"]*\")?\))")
+_ANCHOR_GLYPHS = frozenset({"¶", "#", "§", "🔗", "Â¶"})
 _ANCHOR_LINK = re.compile(r"\[(?:¶|#|§|🔗|Â¶)\]\([^)]*\)")
+_INDENTED_HEADING = re.compile(r"^[ \t]{1,3}(#{1,6} )")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -127,7 +129,9 @@ def _tidy(markdown: str) -> str:
             in_code = not in_code
             lines.append(line)
             continue
-        lines.append(line if in_code else _INLINE_TAGS.sub("", line).rstrip())
+        if not in_code:  # a heading indented by up to three spaces is still one: unindent
+            line = _INDENTED_HEADING.sub(r"\1", _INLINE_TAGS.sub("", line)).rstrip()
+        lines.append(line)
     text = "\n".join(lines)
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
@@ -308,7 +312,12 @@ class _Fallback(HTMLParser):
         depth = len(self.stack)
         if self.skip_at is not None:
             return
-        if _boilerplate(tag, attrs) and not (tag == "header" and inside_story):
+        in_code = bool(self.open.get("pre") or self.open.get("code"))
+        if (
+            not in_code  # a highlighter's "hljs-comment" span is code, not comments
+            and _boilerplate(tag, attrs)
+            and not (tag == "header" and inside_story)
+        ):
             if tag not in _VOID:
                 self.skip_at = depth
             return
@@ -415,8 +424,8 @@ class _Fallback(HTMLParser):
             href = self.links.pop() if self.links else ""
             if text and href and not href.startswith("#"):
                 self.emit(f"[{text}]({href.strip()})")
-            else:
-                self.emit(text)
+            elif not (href.startswith("#") and text in _ANCHOR_GLYPHS):
+                self.emit(text)  # (a heading's own "#" / "¶" permalink is dropped)
         elif tag == "blockquote":
             body = re.sub(r"\n{3,}", "\n\n", self.pop()).strip()
             quoted = "\n".join(f"> {line}".rstrip() for line in body.split("\n"))
