@@ -43,6 +43,7 @@ fragment = st.lists(
     st.one_of(
         st.sampled_from([f"<{t}>" for t in TAGS] + [f"</{t}>" for t in TAGS]),
         st.sampled_from(['<a href="/x">', '<a href="javascript:evil()">', "<pre class='lang-py'>"]),
+        st.sampled_from(["\\", "[", "]", "](/y)", "&#92;"]),  # text that looks like Markdown
         st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20),
     ),
     max_size=60,
@@ -68,7 +69,9 @@ def test_links_come_out_absolute_or_not_at_all(html: str) -> None:
             in_code = not in_code
         if in_code:
             continue
-        for target in re.findall(r"\]\(([^)\s]+)", line):
+        line = re.sub(r"`[^`]*`", "", line)  # a code span's brackets are text
+        # a `](` not escaped by the page's own text (an odd run of backslashes escapes it)
+        for target in re.findall(r"(?<!\\)(?:\\\\)*\]\(([^)\s]+)", line):
             assert urlsplit(target).scheme in ("http", "https", "mailto"), target
 
 

@@ -57,6 +57,8 @@ _ANCHOR_GLYPHS = frozenset({"¶", "#", "§", "🔗", "Â¶"})
 _ANCHOR_LINK = re.compile(r"\[(?:¶|#|§|🔗|Â¶)\]\([^)]*\)")
 _INDENTED_HEADING = re.compile(r"^[ \t]{1,3}(#{1,6} )")
 _FENCE = re.compile(r"^\s*(```|~~~)")
+_MD_TEXT = re.compile(r"[\\\[\]]")
+_BARE_BRACKET = re.compile(r"(?<!\\)((?:\\\\)*)([\[\]])")  # not escaped yet
 
 
 def extract_title(html: str) -> str:
@@ -304,6 +306,8 @@ class _Fallback(HTMLParser):
 
     # -- events --------------------------------------------------------------------------
     def handle_starttag(self, tag: str, attrs_list: list[tuple[str, str | None]]) -> None:
+        if tag == "a" and self.open.get("a"):
+            self.handle_endtag("a")  # links do not nest: a new one closes the open one
         attrs = {k: (v or "") for k, v in attrs_list}
         inside_story = bool(self.open.get("article") or self.open.get("main"))
         if tag not in _VOID:
@@ -421,6 +425,8 @@ class _Fallback(HTMLParser):
             self.emit("*")
         elif tag == "a":
             text = re.sub(r"\s+", " ", self.pop()).strip()
+            # code inside a link keeps its brackets; as link text they would end it early
+            text = _BARE_BRACKET.sub(r"\1\\\2", text)
             href = self.links.pop() if self.links else ""
             if text and href and not href.startswith("#"):
                 self.emit(f"[{text}]({href.strip()})")
@@ -450,8 +456,12 @@ class _Fallback(HTMLParser):
             return
         if self.pre:
             self.emit(data)
+        elif self.open.get("code"):
+            self.emit(re.sub(r"\s+", " ", data))  # a code span shows backslashes as typed
         else:
-            self.emit(re.sub(r"\s+", " ", data))
+            # Text is text: a bracket or backslash on the page must not open, close or
+            # escape a link of ours (``[a\](/x)`` would hide the link from absolute_links).
+            self.emit(_MD_TEXT.sub(r"\\\g<0>", re.sub(r"\s+", " ", data)))
 
 
 def _language(classes: str) -> str:
