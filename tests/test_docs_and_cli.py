@@ -1,8 +1,10 @@
-"""The README's examples run, and the CLI demo works offline."""
+"""The README's set-up commands are CI's, and the CLI demo works offline.
+
+The README's Python examples run in tests/test_docs_blocks.py, with every docs page's.
+"""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -10,18 +12,6 @@ from typer.testing import CliRunner
 from tooldeck.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_readme_python_examples_run(capsys: object) -> None:
-    text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert blocks, "the README has a Python example"
-    for block in blocks:
-        # dont_inherit: run as a user's script would, without this file's
-        # ``from __future__ import annotations`` (string annotations a Pydantic model
-        # defined in the block could not resolve later, outside the block)
-        code = compile(block, "README.md", "exec", dont_inherit=True)
-        exec(code, {"__name__": "readme_example"})
 
 
 def test_readme_set_up_commands_are_the_ones_ci_runs() -> None:

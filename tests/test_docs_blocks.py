@@ -1,0 +1,211 @@
+"""Every ```python block in README.md and docs/*.md runs, as the program a user would paste.
+
+Each block is one test, with an id such as ``docs/mcp.md:2`` (the file and the block's
+number in it, from 1). It is written to a file in a fresh temporary directory and run by
+a new interpreter (``sys.executable``) with that directory as its working directory:
+
+- a fresh process is the only namespace that is really fresh: a block cannot see what an
+  earlier block (or this test process) imported, registered, patched or left running
+  (event loops, MCP threads, ``atexit`` hooks, environment variables);
+- a block that writes files (a ``.tooldeck`` home, a SQLite store, a config file) writes
+  them into the temporary directory, never into the repository;
+- a block that hangs or crashes the interpreter fails its own test, with its output, and
+  nothing else.
+
+The cost is an interpreter start and ``import tooldeck`` per block (about a second).
+
+Nothing here reaches the network: blocks use ``ScriptedModel`` (the offline model) and
+``mcp-server-time``; telemetry goes to a real OTLP receiver on 127.0.0.1 (the default
+endpoint variable names it), and a compatible server's address is a closed local port.
+A block that cannot run offline (it needs a provider's API key) is marked with
+``<!-- docs: typecheck-only -->`` on the line before its fence; it is then checked by mypy
+instead of run, with the project's settings (strict) and cache, so that after the test
+command's own mypy run only the blocks themselves are checked. Keep those rare.
+
+New pages are picked up by the glob: nothing to register.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from otlp_receiver import OtlpReceiver
+
+ROOT = Path(__file__).resolve().parents[1]
+TYPECHECK_ONLY = "<!-- docs: typecheck-only -->"
+FENCE = re.compile(r"^```(\S*)\s*$")
+TIMEOUT = 120
+
+
+@dataclass(frozen=True)
+class Block:
+    path: str  # relative to the repository root, e.g. "docs/mcp.md"
+    index: int  # from 1, among the file's Python blocks
+    line: int  # the line of the opening fence, from 1
+    code: str
+    typecheck_only: bool
+
+    @property
+    def id(self) -> str:
+        return f"{self.path}:{self.index}"
+
+
+def python_blocks(path: Path) -> list[Block]:
+    """The ```python blocks of one Markdown file, with the marker before each."""
+    rel = path.relative_to(ROOT).as_posix()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if match is None:
+            i += 1
+            continue
+        language, start = match.group(1).lower(), i
+        i += 1
+        while i < len(lines) and lines[i].rstrip() != "```":
+            i += 1
+        if i == len(lines):
+            raise ValueError(f"{rel}:{start + 1}: a code block that is never closed")
+        if language in ("python", "py"):
+            before = [line.strip() for line in lines[:start] if line.strip()]
+            blocks.append(
+                Block(
+                    path=rel,
+                    index=len(blocks) + 1,
+                    line=start + 1,
+                    code="\n".join(lines[start + 1 : i]) + "\n",
+                    typecheck_only=bool(before) and before[-1] == TYPECHECK_ONLY,
+                )
+            )
+        i += 1
+    return blocks
+
+
+def markdown_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+BLOCKS = [block for path in markdown_files() for block in python_blocks(path)]
+
+
+def _script(block: Block, directory: Path) -> Path:
+    # A file, not ``-c``: tracebacks then show the block's own lines.
+    name = re.sub(r"\W", "_", block.id)
+    script = directory / f"{name}.py"
+    script.write_text(block.code, encoding="utf-8")
+    return script
+
+
+@pytest.fixture(scope="module")
+def otlp_endpoint() -> Iterator[str]:
+    """A real OTLP/HTTP receiver, for blocks that export telemetry (its default variable)."""
+    with OtlpReceiver() as receiver:
+        yield receiver.endpoint
+
+
+def _env(tmp_path: Path, otlp_endpoint: str) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        # A block sees no provider key (a block that would need one fails here, not later),
+        # and no tooldeck or OpenTelemetry settings of the machine running the tests.
+        if not key.endswith("_API_KEY") and not key.startswith(("TOOLDECK_", "OTEL_"))
+    }
+    home = tmp_path / "home"  # ~/.tooldeck and ~/.config stay in the temp dir
+    home.mkdir()
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        TOOLDECK_CACHE_DIR=os.environ.get("TOOLDECK_CACHE_DIR", str(tmp_path / "cache")),
+        # A compatible server's address where nothing listens: a block that talks to one
+        # shows its error path (ProviderError), offline.
+        TOOLDECK_BASE_URL="http://127.0.0.1:9/v1",
+        OTEL_EXPORTER_OTLP_ENDPOINT=otlp_endpoint,
+        OTEL_BSP_SCHEDULE_DELAY="50",
+        OTEL_METRIC_EXPORT_INTERVAL="200",
+        PYTHONDONTWRITEBYTECODE="1",
+        COLUMNS="100",
+    )
+    return env
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{argv[-1]} did not finish within {TIMEOUT} s\n{exc.stdout}\n{exc.stderr}")
+
+
+def test_the_docs_have_python_blocks() -> None:
+    assert len(BLOCKS) >= 20
+    assert {block.path for block in BLOCKS} >= {"README.md", "docs/mcp.md", "docs/policy.md"}
+
+
+@pytest.fixture(scope="module")
+def typecheck_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """mypy's errors per typecheck-only block, from one run over all of them."""
+    marked = [block for block in BLOCKS if block.typecheck_only]
+    if not marked:
+        return {}
+    directory = tmp_path_factory.mktemp("typecheck-only")
+    scripts = {block.id: _script(block, directory) for block in marked}
+    argv = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        str(ROOT / "pyproject.toml"),
+        "--cache-dir",
+        str(ROOT / ".mypy_cache"),
+        "--no-error-summary",
+        "--show-absolute-path",
+        *map(str, scripts.values()),
+    ]
+    done = _run(argv, ROOT, {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode in (0, 1), f"mypy did not run\n{done.stdout}\n{done.stderr}"
+    lines = done.stdout.splitlines()
+    return {
+        block_id: [line for line in lines if line.startswith(f"{script}:")]
+        for block_id, script in scripts.items()
+    }
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
+def test_docs_block(
+    block: Block, tmp_path: Path, otlp_endpoint: str, typecheck_errors: dict[str, list[str]]
+) -> None:
+    if block.typecheck_only:
+        errors = "\n".join(typecheck_errors[block.id])
+        assert not errors, f"{block.path}:{block.line} (typecheck-only)\n{errors}"
+        return
+    work = tmp_path / "work"
+    work.mkdir()
+    script = _script(block, work)
+    done = _run([sys.executable, str(script)], work, _env(tmp_path, otlp_endpoint))
+    assert done.returncode == 0, f"{block.path}:{block.line}\n{done.stdout}\n{done.stderr}"
+
+
+def test_a_marker_must_sit_right_before_a_python_block() -> None:
+    """A typecheck-only marker anywhere else would silently mark nothing."""
+    for path in markdown_files():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if line.strip() != TYPECHECK_ONLY:
+                continue
+            after = [following for following in lines[number + 1 :] if following.strip()]
+            rel = path.relative_to(ROOT)
+            assert after, f"{rel}:{number + 1}: a marker at the end of the file"
+            assert FENCE.match(after[0]) and after[0].startswith("```py"), (
+                f"{rel}:{number + 1}: the marker is not right before a Python block"
+            )
