@@ -8,13 +8,15 @@ over, all from the same decision function:
   this session, whatever the arguments; a tool denied only for some arguments stays;
 - the policy hook itself (``policy=``): the dispatcher asks it again about every call,
   with its validated arguments, right before execution;
-- :meth:`approver` wraps a human interface (a programmatic async callback, the CLI
-  prompt, or :func:`wait_for_human` for a run that waits): it records approve-always
-  grants, re-checks edited arguments and writes the human's answers to the audit log.
+- :meth:`SessionPolicy.approver` wraps a human interface (a programmatic async callback,
+  the CLI prompt, or :func:`wait_for_human` for a run that waits): it records
+  approve-always grants, re-checks edited arguments and writes the human's answers to the
+  audit log.
 
-For ``delegate_task``, :meth:`child` gives a sub-agent at most the parent's permissions
-plus the sub-agent's own restrictions, and :meth:`for_delegation` returns the
-``child_policy`` factory and approver to pass to ``delegate_task_tool``.
+For ``delegate_task``, :meth:`SessionPolicy.child` gives a sub-agent at most the parent's
+permissions plus the sub-agent's own restrictions, and
+:meth:`SessionPolicy.for_delegation` returns the ``child_policy`` factory and approver to
+pass to ``delegate_task_tool``.
 """
 
 from __future__ import annotations
