@@ -12,7 +12,8 @@ a new interpreter (``sys.executable``) with that directory as its working direct
 - a block that hangs or crashes the interpreter fails its own test, with its output, and
   nothing else.
 
-The cost is an interpreter start and ``import tooldeck`` per block (about a second).
+The cost is an interpreter start and ``import tooldeck`` per block (about a second); the
+blocks selected for a test session run a few at a time, before their tests report.
 
 Nothing here reaches the network: blocks use ``ScriptedModel`` (the offline model) and
 ``mcp-server-time``; telemetry goes to a real OTLP receiver on 127.0.0.1 (the default
@@ -27,6 +28,7 @@ New pages are picked up by the glob: nothing to register.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -98,10 +100,11 @@ BLOCKS = [block for path in markdown_files() for block in python_blocks(path)]
 
 
 def _script(block: Block, directory: Path) -> Path:
-    # A file, not ``-c``: tracebacks then show the block's own lines.
+    # A file, not ``-c``: tracebacks then show the block's own lines, and with the blank
+    # lines before it their numbers are the Markdown file's.
     name = re.sub(r"\W", "_", block.id)
     script = directory / f"{name}.py"
-    script.write_text(block.code, encoding="utf-8")
+    script.write_text("\n" * block.line + block.code, encoding="utf-8")
     return script
 
 
@@ -138,28 +141,34 @@ def _env(tmp_path: Path, otlp_endpoint: str) -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int | None, str]:
+    """The exit status (``None`` after the timeout) and everything the program printed."""
     try:
-        return subprocess.run(
+        done = subprocess.run(
             argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{argv[-1]} did not finish within {TIMEOUT} s\n{exc.stdout}\n{exc.stderr}")
+        return None, f"did not finish within {TIMEOUT} s\n{exc.stdout!r}\n{exc.stderr!r}"
+    return done.returncode, f"{done.stdout}\n{done.stderr}"
 
 
-def test_the_docs_have_python_blocks() -> None:
-    assert len(BLOCKS) >= 20
-    assert {block.path for block in BLOCKS} >= {"README.md", "docs/mcp.md", "docs/policy.md"}
+def _run_block(block: Block, tmp_path: Path, otlp_endpoint: str) -> str | None:
+    """Run one block as a program; what went wrong, or ``None``."""
+    work = tmp_path / "work"
+    work.mkdir(parents=True)
+    script = _script(block, work)
+    status, output = _run([sys.executable, str(script)], work, _env(tmp_path, otlp_endpoint))
+    return None if status == 0 else f"{block.path}:{block.line} exited with {status}\n{output}"
 
 
-@pytest.fixture(scope="module")
-def typecheck_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """mypy's errors per typecheck-only block, from one run over all of them."""
-    marked = [block for block in BLOCKS if block.typecheck_only]
-    if not marked:
-        return {}
-    directory = tmp_path_factory.mktemp("typecheck-only")
-    scripts = {block.id: _script(block, directory) for block in marked}
+def _typecheck(blocks: list[Block], directory: Path) -> dict[str, str | None]:
+    """mypy over all the typecheck-only blocks at once: what it says about each, or ``None``.
+
+    The project's settings (strict) and its cache: after the test command's own mypy run,
+    only the blocks themselves are checked.
+    """
+    directory.mkdir(parents=True)
+    scripts = {block.id: _script(block, directory) for block in blocks}
     argv = [
         sys.executable,
         "-m",
@@ -172,28 +181,57 @@ def typecheck_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list
         "--show-absolute-path",
         *map(str, scripts.values()),
     ]
-    done = _run(argv, ROOT, {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-    assert done.returncode in (0, 1), f"mypy did not run\n{done.stdout}\n{done.stderr}"
-    lines = done.stdout.splitlines()
-    return {
-        block_id: [line for line in lines if line.startswith(f"{script}:")]
-        for block_id, script in scripts.items()
-    }
+    status, output = _run(argv, ROOT, {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    if status not in (0, 1):
+        return {block.id: f"mypy did not run ({status})\n{output}" for block in blocks}
+    lines = output.splitlines()
+    found = {}
+    for block in blocks:
+        errors = [line for line in lines if line.startswith(f"{scripts[block.id]}:")]
+        found[block.id] = f"{block.path}:{block.line} (typecheck-only)\n" + "\n".join(errors)
+        if not errors:
+            found[block.id] = None
+    return found
+
+
+@pytest.fixture(scope="module")
+def outcomes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, otlp_endpoint: str
+) -> dict[str, str | None]:
+    """Every selected block's outcome, the blocks run a few at a time (each in its own
+    process and directory, so they cannot meet)."""
+    selected = [
+        item.callspec.params["block"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.originalname == "test_docs_block"
+    ]
+    base = tmp_path_factory.mktemp("docs-blocks")
+    marked = [block for block in selected if block.typecheck_only]
+    workers = max(2, min(4, os.cpu_count() or 2))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        checked = pool.submit(_typecheck, marked, base / "typecheck-only") if marked else None
+        runs = {
+            block.id: pool.submit(
+                _run_block, block, base / re.sub(r"\W", "_", block.id), otlp_endpoint
+            )
+            for block in selected
+            if not block.typecheck_only
+        }
+        found = {block_id: run.result() for block_id, run in runs.items()}
+        if checked is not None:
+            found.update(checked.result())
+    return found
+
+
+def test_the_docs_have_python_blocks() -> None:
+    assert len(BLOCKS) >= 20
+    assert {block.path for block in BLOCKS} >= {"README.md", "docs/mcp.md", "docs/policy.md"}
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
-def test_docs_block(
-    block: Block, tmp_path: Path, otlp_endpoint: str, typecheck_errors: dict[str, list[str]]
-) -> None:
-    if block.typecheck_only:
-        errors = "\n".join(typecheck_errors[block.id])
-        assert not errors, f"{block.path}:{block.line} (typecheck-only)\n{errors}"
-        return
-    work = tmp_path / "work"
-    work.mkdir()
-    script = _script(block, work)
-    done = _run([sys.executable, str(script)], work, _env(tmp_path, otlp_endpoint))
-    assert done.returncode == 0, f"{block.path}:{block.line}\n{done.stdout}\n{done.stderr}"
+def test_docs_block(block: Block, outcomes: dict[str, str | None]) -> None:
+    problem = outcomes[block.id]
+    assert problem is None, problem
 
 
 def test_a_marker_must_sit_right_before_a_python_block() -> None:
