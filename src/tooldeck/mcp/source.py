@@ -1,6 +1,6 @@
 """``McpSource``: the tools of configured MCP servers, as a per-turn category creator.
 
-Usage::
+Usage:
 
     source = McpSource.from_file("mcp.json")
     async with source:                       # connects the autostart servers, lists tools

@@ -1,6 +1,6 @@
 """Large tool results: offload to disk, recall by reference, and a hard guard.
 
-One :class:`OffloadStore` per session::
+One :class:`OffloadStore` per session:
 
     store = OffloadStore(home, session_id, events=bus)
     turn = TurnContext(session_id, home, status_sources={"offload": store.status_source})

@@ -2,7 +2,7 @@
 
 Sources, strongest first: keyword arguments, environment variables, the ``[web]``
 section of the config file (``TOOLDECK_CONFIG``, else
-``$XDG_CONFIG_HOME/tooldeck/config.toml``, else ``~/.config/tooldeck/config.toml``)::
+``$XDG_CONFIG_HOME/tooldeck/config.toml``, else ``~/.config/tooldeck/config.toml``):
 
     [web]
     search = "brave"           # brave | tavily | searxng | ddgs   (TOOLDECK_WEB_SEARCH)
