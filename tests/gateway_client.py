@@ -73,11 +73,8 @@ async def gateway(
     elicit: Elicit | None = None,
     notes: Notes | None = None,
 ) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=PY,
-        args=["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
-        + ["--lexical", *args],
-    )
+    serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
+    params = StdioServerParameters(command=PY, args=[*serve, "--lexical", *args])
     async with (
         stdio_client(params) as (read, write),
         ClientSession(read, write, elicitation_callback=elicit, message_handler=notes) as client,
