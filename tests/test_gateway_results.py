@@ -17,6 +17,7 @@ import anyio
 
 from gateway_client import (
     ALLOW_ALL,
+    Notes,
     gateway,
     result_of,
     stdio,
@@ -115,9 +116,12 @@ def test_recall_is_isolated_between_client_sessions(tmp_path: Path) -> None:
 def test_an_upstream_killed_mid_session_is_reported_then_reconnected(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"alpha": stdio("basic.py"), "time": time_server()})
     policy = write_policy(tmp_path, ALLOW_ALL)
+    notes = Notes()
 
     async def main() -> None:
-        async with gateway(config, tmp_path / "s", "--core", "*", "--policy", str(policy)) as c:
+        args = ("--core", "*", "--policy", str(policy))
+        async with gateway(config, tmp_path / "s", *args, notes=notes) as c:
+            await c.list_tools()
             pid = result_of(await c.call_tool("alpha__pid", {}))
             os.kill(pid, signal.SIGKILL)
             # the other server keeps serving meanwhile
@@ -135,5 +139,7 @@ def test_an_upstream_killed_mid_session_is_reported_then_reconnected(tmp_path: P
             for message in seen:  # while it was away, the client was told which server
                 assert "alpha" in message, message
             assert "alpha__pid" in [t.name for t in (await c.list_tools()).tools]
+            with anyio.fail_after(10):  # its tools were listed anew: announced
+                await notes.changed.wait()
 
     anyio.run(main)

@@ -50,6 +50,17 @@ def serve_command(
         bool,
         typer.Option("--lexical", help="Rank tool_search by words only (no embedder)."),
     ] = False,
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            help="Serve streamable HTTP on this port (http://HOST:PORT/mcp) instead of stdio.",
+        ),
+    ] = None,
+    host: Annotated[
+        str,
+        typer.Option("--host", help="With --http: a loopback address (no authentication yet)."),
+    ] = "127.0.0.1",
     check_only: Annotated[
         bool,
         typer.Option(
@@ -58,7 +69,7 @@ def serve_command(
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="With --check: print JSON.")] = False,
 ) -> None:
-    """Serve the servers of an MCP config over stdio, behind tooldeck's policy."""
+    """Serve the servers of an MCP config over stdio (or HTTP), behind tooldeck's policy."""
     import anyio
 
     from ..errors import ToolDefinitionError
@@ -78,6 +89,13 @@ def serve_command(
         typer.echo("tooldeck serve: --offload-tokens >= 0 and --guard-tokens >= 200", err=True)
         raise typer.Exit(2)
     home = state.expanduser()
+    if http is not None and host not in ("127.0.0.1", "::1", "localhost"):
+        typer.echo(
+            f"tooldeck serve: --host {host} is not a loopback address; the gateway has no "
+            "HTTP authentication yet, so it serves loopback only",
+            err=True,
+        )
+        raise typer.Exit(2)
 
     async def run() -> None:
         try:
@@ -97,7 +115,10 @@ def serve_command(
             if check_only:
                 _print_check(check(gateway), json_output)
                 return
-            await gateway.serve_stdio()
+            if http is not None:
+                await gateway.serve_http(host, http)
+            else:
+                await gateway.serve_stdio()
 
     anyio.run(run)
 

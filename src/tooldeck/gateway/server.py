@@ -7,9 +7,9 @@ elicitation (:mod:`.approval`). When a call changes what the session lists (a
 answer; a watcher sends it too when an upstream server's tools change (a re-list, a
 drop, a reconnect). The server declares ``tools.listChanged``.
 
-Sessions are kept per client connection (stdio: one per process; the lowlevel server
-gives each connection its own). Served in the handshake era (``initialize``), which
-is what stdio clients speak; see ``docs/gateway.md``.
+Sessions: over stdio the process serves one client, one session; over streamable HTTP
+each client connection (``Mcp-Session-Id``) gets its own. HTTP is served on loopback
+addresses only (there is no authentication in front of it yet). See ``docs/gateway.md``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 
 from ..policy import Policy
@@ -35,12 +36,31 @@ __all__ = ["Gateway"]
 
 _log = logging.getLogger("tooldeck.gateway")
 WATCH_SECONDS = 1.0
-_Peer = tuple[ServerSession, tuple[str, ...]]  # where to announce, what was announced
+_Peer = tuple[ServerSession, tuple[tuple[str, int], ...]]  # where to announce, what was listed
 INSTRUCTIONS = (
     "tooldeck gateway: the tools of several MCP servers behind one policy. Only a few "
     "tools are listed; find the others with tool_search (they are then listed, or call "
     "them with call_tool). Large results are stored: read them with recall_tool_result."
 )
+
+
+class _Server(Server[Any]):
+    """The lowlevel server, declaring ``tools.listChanged`` on every transport."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 class Gateway:
@@ -63,10 +83,10 @@ class Gateway:
         self.offload_tokens = offload_tokens
         self.guard_tokens = guard_tokens
         self._sessions: weakref.WeakKeyDictionary[Any, GatewaySession] = weakref.WeakKeyDictionary()
-        self._peers: weakref.WeakKeyDictionary[
-            GatewaySession, tuple[ServerSession, tuple[str, ...]]
-        ] = weakref.WeakKeyDictionary()
-        self.server: Server[Any] = Server(
+        self._peers: weakref.WeakKeyDictionary[GatewaySession, _Peer] = weakref.WeakKeyDictionary()
+        self._single: GatewaySession | None = None  # stdio: the one client
+        self._stdio = False
+        self.server: Server[Any] = _Server(
             "tooldeck",
             version=__version__,
             instructions=INSTRUCTIONS,
@@ -84,26 +104,30 @@ class Gateway:
         )
 
     def _session(self, ctx: ServerRequestContext[Any]) -> GatewaySession:
-        key = getattr(ctx.session, "_connection", None) or self
+        if self._stdio:
+            if self._single is None:
+                self._single = self.new_session()
+                _log.info("client session %s started", self._single.id)
+            return self._single
+        key = getattr(ctx.session, "_connection", None)
+        if key is None:
+            raise RuntimeError("the MCP SDK gave this request no connection")
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = self.new_session()
             _log.info("client session %s started", session.id)
         return session
 
-    def _remember(self, session: GatewaySession, peer: ServerSession) -> tuple[str, ...]:
-        names = session.listed_names()
-        self._peers[session] = (peer, names)
-        return names
+    def _remember(self, session: GatewaySession, peer: ServerSession) -> None:
+        self._peers[session] = (peer, session.listing_key())
 
     # -- handlers ---------------------------------------------------------------------
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         session = self._session(ctx)
-        tools = session.listed()
-        self._peers[session] = (ctx.session, tuple(t.name for t in tools))
-        return types.ListToolsResult(tools=tools)
+        self._remember(session, ctx.session)
+        return types.ListToolsResult(tools=session.listed())
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -125,9 +149,9 @@ class Gateway:
         """Announce upstream changes of what a session lists (runs until cancelled)."""
         while True:
             await anyio.sleep(WATCH_SECONDS)
-            for session, (peer, names) in list(self._peers.items()):
-                now = session.listed_names()
-                if now == names:
+            for session, (peer, listed) in list(self._peers.items()):
+                now = session.listing_key()
+                if now == listed:
                     continue
                 self._peers[session] = (peer, now)
                 try:
@@ -145,4 +169,20 @@ class Gateway:
             tg.start_soon(self.watch)
             async with stdio_server() as (read, write):
                 await self.server.run(read, write, options)
+            tg.cancel_scope.cancel()
+
+    async def serve_http(self, host: str = "127.0.0.1", port: int = 8765) -> None:
+        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled (loopback only)."""
+        import uvicorn
+
+        if host not in LOOPBACK:
+            raise ValueError(
+                f"the gateway serves HTTP on loopback addresses only ({', '.join(LOOPBACK)}), "
+                f"not {host!r}: there is no authentication in front of it yet"
+            )
+        app = self.server.streamable_http_app(host=host)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.watch)
+            await uvicorn.Server(config).serve()
             tg.cancel_scope.cancel()

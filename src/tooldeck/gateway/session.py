@@ -142,21 +142,30 @@ class GatewaySession:
         self._cache = (view, search, toolset)
         return search, toolset
 
-    def listed(self, view: CatalogView | None = None) -> list[types.Tool]:
-        """What ``tools/list`` answers this session now."""
-        view = view or self.catalog.view()
-        out: list[types.Tool] = []
+    def _entries(self, view: CatalogView) -> list[tuple[str, Tool, bool]]:
+        """``(client name, tool, the gateway's own)`` of what this session lists."""
+        out: list[tuple[str, Tool, bool]] = []
         if len(view.tools) > len(view.core):
             search, _ = self._own(view)
-            out.append(listed_tool(SEARCH_TOOL_NAME, search, own=True))
-            out.append(listed_tool(CALL_TOOL_NAME, _CALL_TOOL, own=True))
-        out.append(listed_tool(RECALL_TOOL_NAME, self.store.recall_tool, own=True))
+            out.append((SEARCH_TOOL_NAME, search, True))
+            out.append((CALL_TOOL_NAME, _CALL_TOOL, True))
+        out.append((RECALL_TOOL_NAME, self.store.recall_tool, True))
         names = [*view.core, *(n for n in self.loaded if n in view.tools and n not in view.core)]
-        out.extend(listed_tool(n, view.tools[n]) for n in names)
+        out.extend((n, view.tools[n], False) for n in names)
         return out
 
+    def listed(self, view: CatalogView | None = None) -> list[types.Tool]:
+        """What ``tools/list`` answers this session now."""
+        entries = self._entries(view or self.catalog.view())
+        return [listed_tool(name, tool, own=own) for name, tool, own in entries]
+
     def listed_names(self) -> tuple[str, ...]:
-        return tuple(t.name for t in self.listed())
+        return tuple(name for name, _, _ in self._entries(self.catalog.view()))
+
+    def listing_key(self) -> tuple[tuple[str, int], ...]:
+        """Changes whenever the listing may have: a tool added or gone, or re-listed by its
+        server (a reconnect, a list_changed upstream: new tool objects, maybe new schemas)."""
+        return tuple((name, id(tool)) for name, tool, _ in self._entries(self.catalog.view()))
 
     # -- calls ----------------------------------------------------------------------------
     async def call(
