@@ -25,6 +25,7 @@ from gateway_client import (
     write_policy,
 )
 from tooldeck.cli import app
+from tooldeck.tokens import estimate_tokens
 
 
 def test_two_servers_with_the_same_tools_are_listed_apart_and_called_apart(
@@ -160,3 +161,42 @@ def test_bad_files_are_one_line_errors(tmp_path: Path) -> None:
     policy = write_policy(tmp_path, "[profile]\nbogus = 1\n")
     out = runner.invoke(app, ["serve", "--mcp", str(good), "--policy", str(policy), "--check"])
     assert out.exit_code == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_hostile_server_cannot_flood_the_client_or_lower_a_tier(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"evil": stdio("hostile.py")})
+
+    async def main() -> None:
+        async with gateway(config, tmp_path / "s", "--core", "*") as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            flood = tools["evil__flood_description"]
+            assert len(flood.description or "") < 4_100 and "not shown" in (flood.description or "")
+            # its claimed annotations are not passed on, and do not make it STANDARD
+            assert tools["evil__harmless_read"].annotations is None
+            asked = await c.call_tool("evil__harmless_read", {})
+            assert asked.is_error and "elicitation" in text_of(asked)
+        policy = write_policy(tmp_path, ALLOW_ALL)
+        async with gateway(config, tmp_path / "s2", "--core", "*", "--policy", str(policy)) as c:
+            blocks = await c.call_tool("evil__many_blocks", {})
+            assert estimate_tokens(text_of(blocks)) <= 25_000
+            assert "recall_tool_result" in text_of(blocks)
+
+    anyio.run(main)
+
+
+def test_every_listed_tool_can_be_called(tmp_path: Path) -> None:
+    """What a client is listed is exactly what can run: no name is unknown to the dispatcher."""
+    config = write_config(tmp_path, {"alpha": stdio("basic.py"), "time": time_server()})
+    policy = write_policy(tmp_path, ALLOW_ALL)
+
+    async def main() -> None:
+        async with gateway(config, tmp_path / "s", "--policy", str(policy)) as c:
+            await c.call_tool("tool_search", {"query": ["add integers", "current time"]})
+            listed = await names(c)
+            assert len(listed) > 3
+            for name in listed:
+                result = await c.call_tool(name, {"__not_an_argument__": 1})
+                assert "Unknown tool" not in text_of(result), (name, text_of(result))
+                assert "is not a tool" not in text_of(result), (name, text_of(result))
+
+    anyio.run(main)

@@ -1,6 +1,7 @@
 """What goes over the wire to a gateway client: listed tools, call results, their tokens.
 
-A listed tool carries its name, description and input schema, nothing else: no
+A listed tool carries its name, description (at most :data:`MAX_DESCRIPTION`
+characters) and input schema, nothing else: no
 ``outputSchema`` (the client gets one text representation, possibly offloaded, never
 the structured content an output schema would promise) and no upstream annotations
 (they are an upstream server's untrusted hints; the gateway's policy decides, and a
@@ -20,7 +21,17 @@ from ..result import ImagePart, ToolResult
 from ..tokens import estimate_tokens
 from ..tool import Tool
 
-__all__ = ["listed_tool", "listing_tokens", "to_call_result", "tool_tokens"]
+__all__ = [
+    "MAX_DESCRIPTION",
+    "listed_tool",
+    "listing_tokens",
+    "to_call_result",
+    "tool_tokens",
+]
+
+MAX_DESCRIPTION = 4_000
+"""Characters of an upstream tool's description a client is listed (an upstream server
+cannot fill the client's context with one tool's description)."""
 
 
 def listed_tool(name: str, tool: Tool, *, own: bool = False) -> types.Tool:
@@ -28,9 +39,13 @@ def listed_tool(name: str, tool: Tool, *, own: bool = False) -> types.Tool:
     annotations = None
     if own and tool.read_only:
         annotations = types.ToolAnnotations(read_only_hint=True)
+    description = tool.description
+    if len(description) > MAX_DESCRIPTION:
+        cut = len(description) - MAX_DESCRIPTION
+        description = description[:MAX_DESCRIPTION] + f"… [{cut:,} more characters not shown]"
     return types.Tool(
         name=name,
-        description=tool.description,
+        description=description,
         input_schema=tool.input_schema(),
         annotations=annotations,
     )
