@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import ClientSession
@@ -37,12 +38,19 @@ def _free_port() -> int:
         return port
 
 
+TOKEN = "t0k3n-" + "x" * 40
+
+
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[str]:
+def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
     port = _free_port()
     args = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(tmp_path / "s")]
-    proc = subprocess.Popen([PY, *args, "--lexical", "--http", str(port)])
+    args += ["--lexical", "--http", str(port)]
+    if getattr(request, "param", None) == "token":
+        (tmp_path / "token").write_text(TOKEN + "\n")
+        args += ["--token-file", str(tmp_path / "token")]
+    proc = subprocess.Popen([PY, *args])
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -64,10 +72,12 @@ def served(tmp_path: Path) -> Iterator[str]:
 
 @asynccontextmanager
 async def client(
-    url: str, elicit: Any = None, notes: Notes | None = None
+    url: str, elicit: Any = None, notes: Notes | None = None, token: str | None = None
 ) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
-        streamable_http_client(url) as (read, write),
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write, elicitation_callback=elicit, message_handler=notes) as c,
     ):
         with anyio.fail_after(30):
@@ -106,9 +116,40 @@ def test_two_http_clients_have_their_own_sessions(served: str) -> None:
     assert notes.list_changed >= 1
 
 
-def test_http_is_refused_on_a_non_loopback_address(tmp_path: Path) -> None:
+def test_http_without_a_token_is_refused_on_a_non_loopback_address(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
     out = CliRunner().invoke(
         app, ["serve", "--mcp", str(config), "--http", "8999", "--host", "0.0.0.0"]
     )
     assert out.exit_code == 2 and "loopback" in out.stderr
+
+
+@pytest.mark.parametrize("served", ["token"], indirect=True)
+def test_with_a_token_every_request_needs_it(served: str) -> None:
+    async def main() -> None:
+        async with httpx2.AsyncClient() as http:
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+                answer = await http.post(served, json=hello, headers=headers)
+                assert answer.status_code == 401
+                assert answer.headers["www-authenticate"].startswith("Bearer")
+        async with client(served, token=TOKEN) as c:
+            assert "tool_search" in [t.name for t in (await c.list_tools()).tools]
+
+    anyio.run(main)
+
+
+def test_a_short_token_is_refused(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    (tmp_path / "token").write_text("short")
+    args = [
+        "serve",
+        "--mcp",
+        str(config),
+        "--http",
+        "8999",
+        "--token-file",
+        str(tmp_path / "token"),
+    ]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 2 and "at least 32" in out.stderr

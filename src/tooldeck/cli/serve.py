@@ -59,8 +59,18 @@ def serve_command(
     ] = None,
     host: Annotated[
         str,
-        typer.Option("--host", help="With --http: a loopback address (no authentication yet)."),
+        typer.Option(
+            "--host", help="With --http: the address (other than loopback only with a token)."
+        ),
     ] = "127.0.0.1",
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="With --http: a file holding the bearer token every request must carry "
+            "(or $TOOLDECK_GATEWAY_TOKEN).",
+        ),
+    ] = None,
     check_only: Annotated[
         bool,
         typer.Option(
@@ -89,10 +99,11 @@ def serve_command(
         typer.echo("tooldeck serve: --offload-tokens >= 0 and --guard-tokens >= 200", err=True)
         raise typer.Exit(2)
     home = state.expanduser()
-    if http is not None and host not in ("127.0.0.1", "::1", "localhost"):
+    token = _token(token_file) if http is not None else None
+    if http is not None and token is None and host not in ("127.0.0.1", "::1", "localhost"):
         typer.echo(
-            f"tooldeck serve: --host {host} is not a loopback address; the gateway has no "
-            "HTTP authentication yet, so it serves loopback only",
+            f"tooldeck serve: --host {host} is not a loopback address; serving it needs a "
+            "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN)",
             err=True,
         )
         raise typer.Exit(2)
@@ -116,11 +127,30 @@ def serve_command(
                 _print_check(check(gateway), json_output)
                 return
             if http is not None:
-                await gateway.serve_http(host, http)
+                await gateway.serve_http(host, http, token=token)
             else:
                 await gateway.serve_stdio()
 
     anyio.run(run)
+
+
+def _token(path: Path | None) -> str | None:
+    """The bearer token (checked), from the file or the environment; None without either."""
+    import os
+
+    from ..gateway.http_auth import TokenError, check_token
+
+    try:
+        if path is not None:
+            text = path.expanduser().read_text(encoding="utf-8")
+        else:
+            text = os.environ.get("TOOLDECK_GATEWAY_TOKEN", "")
+            if not text:
+                return None
+        return check_token(text)
+    except (OSError, UnicodeDecodeError, TokenError) as exc:
+        typer.echo(f"tooldeck serve: {path or '$TOOLDECK_GATEWAY_TOKEN'}: {exc}", err=True)
+        raise typer.Exit(2) from exc
 
 
 def _print_check(report: object, json_output: bool) -> None:

@@ -9,7 +9,8 @@ deferred loading, tooldeck's policy chain and approvals, and large-result offloa
 - :mod:`.approval`: approvals asked of the client's user by elicitation;
 - :mod:`.evidence`: the record of every upstream result, complete;
 - :mod:`.session`: one client session: its listing, its dispatcher, its offload store;
-- :mod:`.server`: the lowlevel MCP server, list_changed, stdio;
+- :mod:`.server`: the lowlevel MCP server, list_changed, stdio and streamable HTTP;
+- :mod:`.http_auth`: a static bearer token in front of HTTP;
 - :mod:`.check`: what a client would see, without serving (``tooldeck serve --check``).
 
 See ``docs/gateway.md``.

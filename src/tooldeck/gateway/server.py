@@ -8,8 +8,8 @@ answer; a watcher sends it too when an upstream server's tools change (a re-list
 drop, a reconnect). The server declares ``tools.listChanged``.
 
 Sessions: over stdio the process serves one client, one session; over streamable HTTP
-each client connection (``Mcp-Session-Id``) gets its own. HTTP is served on loopback
-addresses only (there is no authentication in front of it yet). See ``docs/gateway.md``.
+each client connection (``Mcp-Session-Id``) gets its own. HTTP without a bearer token
+(:mod:`.http_auth`) is served on loopback addresses only. See ``docs/gateway.md``.
 """
 
 from __future__ import annotations
@@ -171,16 +171,26 @@ class Gateway:
                 await self.server.run(read, write, options)
             tg.cancel_scope.cancel()
 
-    async def serve_http(self, host: str = "127.0.0.1", port: int = 8765) -> None:
-        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled (loopback only)."""
+    async def serve_http(
+        self, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None
+    ) -> None:
+        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled.
+
+        With ``token`` every request needs ``Authorization: Bearer <token>``
+        (:mod:`.http_auth`); without one, only loopback addresses are served.
+        """
         import uvicorn
 
-        if host not in LOOPBACK:
+        from .http_auth import BearerToken
+
+        if host not in LOOPBACK and token is None:
             raise ValueError(
-                f"the gateway serves HTTP on loopback addresses only ({', '.join(LOOPBACK)}), "
-                f"not {host!r}: there is no authentication in front of it yet"
+                f"the gateway serves HTTP without a token on loopback addresses only "
+                f"({', '.join(LOOPBACK)}), not {host!r}"
             )
-        app = self.server.streamable_http_app(host=host)
+        app: Any = self.server.streamable_http_app(host=host)
+        if token is not None:
+            app = BearerToken(app, token)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.watch)
