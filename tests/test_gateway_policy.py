@@ -152,3 +152,29 @@ def test_dangerous_asks_even_when_a_rule_allows_and_annotations_never_lower_it(
     assert len(answers.asked) == 2
     tiers = {e["tier"] for e in _audit(state) if e["tool"] == "mcp__alpha__wipe" and "tier" in e}
     assert tiers == {"DANGEROUS"}
+
+
+def test_approve_always_holds_for_the_session_but_never_for_dangerous(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    policy = write_policy(tmp_path, 'dangerous = ["mcp__alpha__wipe"]\n')
+    always = types.ElicitResult(action="accept", content={"approve": True, "always": True})
+    answers = Answers(always, always, always)
+    state = tmp_path / "s"
+
+    async def main() -> None:
+        args = ("--core", "*", "--policy", str(policy))
+        async with gateway(config, state, *args, elicit=answers) as c:
+            for text in ("one", "two", "three"):
+                ran = await c.call_tool("alpha__echo", {"text": text})
+                assert text_of(ran) == text
+            assert len(answers.asked) == 1  # the grant answered the later calls
+            for _ in range(2):
+                assert result_of(await c.call_tool("alpha__wipe", {})) == "wiped"
+            assert len(answers.asked) == 3  # DANGEROUS: asked every time
+        async with gateway(config, tmp_path / "s2", *args) as c:  # another session
+            fresh = await c.call_tool("alpha__echo", {"text": "x"})
+            assert fresh.is_error
+
+    anyio.run(main)
+    grants = [e for e in _audit(state) if e["decision"] == "approve-always"]
+    assert [e["tool"] for e in grants] == ["mcp__alpha__echo"]

@@ -2,8 +2,10 @@
 
 The gateway's policy chain (:mod:`tooldeck.policy`) decides every call; a call it says
 *ask* about is put to the client's user with an ``elicitation/create`` form request
-(one boolean, "approve"), when the client declared the ``elicitation`` capability in
-its ``initialize`` request. Only an accepted form with ``approve: true`` approves;
+(``approve``, and ``always`` for an approve-always grant of that tool for the rest of
+the session: recorded and audited by :class:`~tooldeck.policy.PolicyApprover`, never for
+a DANGEROUS tool), when the client declared the ``elicitation`` capability in its
+``initialize`` request. Only an accepted form with ``approve: true`` approves;
 decline, cancel, a missing or malformed answer, or a failed request is a deny. A
 client without elicitation gets every such call denied, with a message saying how to
 allow it (a rule in the gateway's policy file): nothing that needs a human runs without
@@ -22,7 +24,7 @@ from typing import Any
 from mcp.server.session import ServerSession
 
 from ..approvals import ApprovalAnswer, ApprovalRequest, Approver, arguments_json
-from ..policy import canonical_json
+from ..policy import approve_always, canonical_json
 
 __all__ = ["APPROVAL_SCHEMA", "ARGUMENTS_SHOWN", "NO_ELICITATION", "elicitation_asker"]
 
@@ -42,7 +44,14 @@ APPROVAL_SCHEMA: dict[str, Any] = {
             "title": "Run this call",
             "description": "Check to let this one call run.",
             "default": False,
-        }
+        },
+        "always": {
+            "type": "boolean",
+            "title": "Also allow this tool for the rest of this session",
+            "description": "Later calls of this tool run without asking (never for "
+            "DANGEROUS tools, which are asked call by call).",
+            "default": False,
+        },
     },
     "required": ["approve"],
 }
@@ -83,7 +92,8 @@ def elicitation_asker(session: ServerSession, request_id: Any, shown_name: str) 
                 continue
             content = result.content or {}
             if result.action == "accept" and content.get("approve") is True:
-                answers.append(ApprovalAnswer(True))
+                always = content.get("always") is True
+                answers.append(approve_always() if always else ApprovalAnswer(True))
             elif result.action == "accept":
                 answers.append(ApprovalAnswer(False, "the user did not approve"))
             else:
