@@ -111,6 +111,8 @@ def test_recall_is_isolated_between_client_sessions(tmp_path: Path) -> None:
     anyio.run(main)
     sessions = {p.name.split(".")[0] for p in state.glob("*.audit.jsonl")}
     assert len(sessions) == 2  # each client its own session id
+    offload = state / ".tooldeck" / "tool-offload"
+    assert not offload.exists() or list(offload.iterdir()) == []  # removed when they ended
 
 
 def test_an_upstream_killed_mid_session_is_reported_then_reconnected(tmp_path: Path) -> None:

@@ -115,6 +115,7 @@ class Gateway:
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = self.new_session()
+            weakref.finalize(key, session.close)  # the connection ended: so did the session
             _log.info("client session %s started", session.id)
         return session
 
@@ -164,12 +165,17 @@ class Gateway:
         """Serve one client over this process's stdin and stdout until it disconnects."""
         from mcp.server.stdio import stdio_server
 
-        options = self.server.create_initialization_options(NotificationOptions(tools_changed=True))
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.watch)
-            async with stdio_server() as (read, write):
-                await self.server.run(read, write, options)
-            tg.cancel_scope.cancel()
+        self._stdio = True
+        options = self.server.create_initialization_options()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.watch)
+                async with stdio_server() as (read, write):
+                    await self.server.run(read, write, options)
+                tg.cancel_scope.cancel()
+        finally:
+            if self._single is not None:
+                self._single.close()
 
     async def serve_http(
         self, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None
@@ -192,7 +198,11 @@ class Gateway:
         if token is not None:
             app = BearerToken(app, token)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.watch)
-            await uvicorn.Server(config).serve()
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.watch)
+                await uvicorn.Server(config).serve()
+                tg.cancel_scope.cancel()
+        finally:
+            for session in list(self._sessions.values()):
+                session.close()

@@ -3,7 +3,8 @@
 Each client connection gets a :class:`GatewaySession` with a random id, its own policy
 state (:class:`~tooldeck.policy.SessionPolicy`: approve-always grants, the audit log
 ``<state>/<id>.audit.jsonl``), its own offload store (so ``recall_tool_result`` reads
-only this session's results) and its own evidence record (``<state>/<id>.calls.jsonl``).
+only this session's results; they are removed when the session ends) and its own
+evidence record (``<state>/<id>.calls.jsonl``).
 
 Listed: the gateway's tools (``tool_search`` and ``call_tool`` while some tools are
 deferred, ``recall_tool_result``), the core tools, then every tool ``tool_search`` found
@@ -17,6 +18,7 @@ evidence first (the complete upstream result), then offload and the hard guard.
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,6 +45,7 @@ from .wire import listed_tool
 
 __all__ = ["CALL_TOOL_NAME", "SEARCH_TOOL_NAME", "GatewaySession"]
 
+_log = logging.getLogger("tooldeck.gateway")
 SEARCH_TOOL_NAME = "tool_search"
 CALL_TOOL_NAME = "call_tool"
 _NAME_SHOWN = 120
@@ -121,6 +124,13 @@ class GatewaySession:
         self.loaded: dict[str, None] = {}  # client names tool_search found, in order
         self._calls = itertools.count(1)
         self._cache: tuple[CatalogView, Tool, Toolset] | None = None
+
+    def close(self) -> None:
+        """The session ended: its stored results go (audit log and evidence record stay)."""
+        try:
+            self.store.cleanup()
+        except OSError as exc:
+            _log.warning("the stored results of %s were not removed: %s", self.id, exc)
 
     # -- the tools of this session ------------------------------------------------------
     def _own(self, view: CatalogView) -> tuple[Tool, Toolset]:
