@@ -73,7 +73,7 @@ app.add_typer(policy_app, name="policy")
 app.command("timeline", help="Show a saved turn or an OTLP/JSON trace as a timeline.")(
     timeline_command
 )
-app.command("serve", help="Serve the tools of MCP servers as one MCP server (stdio).")(
+app.command("serve", help="Serve the tools of MCP servers as one MCP server (stdio or HTTP).")(
     serve_command
 )
 app.command("approve", help="Answer the calls a waiting run needs approved (writes answers).")(
