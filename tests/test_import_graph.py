@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src"
-PACKAGES = ("tooldeck.workflows", "tooldeck.jobs", "tooldeck.schedules")
+PACKAGES = ("tooldeck.workflows", "tooldeck.jobs", "tooldeck.schedules", "tooldeck.gateway")
 
 
 def _module_name(path: Path) -> str:

@@ -18,6 +18,7 @@ from .policy import policy_app
 from .report import HANDLER_KEY, VERBOSE_KEY, CliGroup, cli_logging
 from .schedules import scheduler_command, schedules_app
 from .search import search_command
+from .serve import serve_command
 from .timeline import timeline_command
 from .toolkits import agents_app, toolkits_app
 from .tools import app as tools_app
@@ -71,6 +72,9 @@ app.command("scheduler", help="Fire due schedules and run the jobs they make.")(
 app.add_typer(policy_app, name="policy")
 app.command("timeline", help="Show a saved turn or an OTLP/JSON trace as a timeline.")(
     timeline_command
+)
+app.command("serve", help="Serve the tools of MCP servers as one MCP server (stdio or HTTP).")(
+    serve_command
 )
 app.command("approve", help="Answer the calls a waiting run needs approved (writes answers).")(
     approve_command

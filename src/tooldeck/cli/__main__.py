@@ -1,0 +1,5 @@
+"""``python -m tooldeck.cli``: the ``tooldeck`` command."""
+
+from . import main
+
+main()

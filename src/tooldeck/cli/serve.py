@@ -1,0 +1,185 @@
+"""``tooldeck serve --mcp CONFIG``: serve the tools of MCP servers as one MCP server.
+
+Only typer is imported here; the gateway (and the MCP SDK) are imported inside the
+command, so ``tooldeck --help`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["serve_command"]
+
+
+def serve_command(
+    mcp: Annotated[
+        Path, typer.Option("--mcp", help='The MCP config file ({"mcpServers": {...}}).')
+    ],
+    policy: Annotated[
+        list[Path] | None,
+        typer.Option("--policy", "-p", help="A policy file (TOML or JSON); repeat to merge."),
+    ] = None,
+    core: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--core",
+            help="Globs of tool names (<server>__<tool>) listed from the start; repeat. "
+            "The rest is found with tool_search. '*' lists everything.",
+        ),
+    ] = None,
+    state: Annotated[
+        Path,
+        typer.Option(
+            "--state",
+            help="Where audit logs, evidence records and offloaded results are kept.",
+        ),
+    ] = Path("~/.tooldeck/gateway"),
+    offload_tokens: Annotated[
+        int,
+        typer.Option("--offload-tokens", help="Results over this many tokens are stored."),
+    ] = 15_000,
+    guard_tokens: Annotated[
+        int,
+        typer.Option("--guard-tokens", help="No result the client gets exceeds this."),
+    ] = 25_000,
+    lexical: Annotated[
+        bool,
+        typer.Option("--lexical", help="Rank tool_search by words only (no embedder)."),
+    ] = False,
+    http: Annotated[
+        int | None,
+        typer.Option(
+            "--http",
+            help="Serve streamable HTTP on this port (http://HOST:PORT/mcp) instead of stdio.",
+        ),
+    ] = None,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host", help="With --http: the address (other than loopback only with a token)."
+        ),
+    ] = "127.0.0.1",
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="With --http: a file holding the bearer token every request must carry "
+            "(or $TOOLDECK_GATEWAY_TOKEN).",
+        ),
+    ] = None,
+    check_only: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="Print what a client would be listed, with token costs; do not serve."
+        ),
+    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="With --check: print JSON.")] = False,
+) -> None:
+    """Serve the servers of an MCP config over stdio (or HTTP), behind tooldeck's policy."""
+    import anyio
+
+    from ..errors import ToolDefinitionError
+    from ..gateway import Catalog, Gateway
+    from ..gateway.check import check
+    from ..mcp import McpConfig, McpConfigError, McpSource
+    from ..policy import Policy, PolicyError
+
+    try:
+        config = McpConfig.load(mcp)
+        rules = Policy.load(*(policy or []))
+    except (McpConfigError, PolicyError) as exc:
+        problems = "; ".join(exc.problems)
+        typer.echo(f"tooldeck serve: {exc.source}: {problems}", err=True)
+        raise typer.Exit(2) from exc
+    if offload_tokens < 0 or guard_tokens < 200:
+        typer.echo("tooldeck serve: --offload-tokens >= 0 and --guard-tokens >= 200", err=True)
+        raise typer.Exit(2)
+    home = state.expanduser()
+    token = _token(token_file) if http is not None else None
+    if http is not None and token is None and host not in ("127.0.0.1", "::1", "localhost"):
+        typer.echo(
+            f"tooldeck serve: --host {host} is not a loopback address; serving it needs a "
+            "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN)",
+            err=True,
+        )
+        raise typer.Exit(2)
+
+    async def run() -> None:
+        try:
+            source = McpSource(config, client_name="tooldeck-gateway")
+        except ToolDefinitionError as exc:
+            typer.echo(f"tooldeck serve: {str(exc).splitlines()[0]}", err=True)
+            raise typer.Exit(2) from exc
+        async with source:
+            catalog = Catalog(source, core=core or (), semantic=False if lexical else "auto")
+            gateway = Gateway(
+                catalog,
+                rules,
+                state=home,
+                offload_tokens=offload_tokens,
+                guard_tokens=guard_tokens,
+            )
+            if check_only:
+                _print_check(check(gateway), json_output)
+                return
+            if http is not None:
+                await gateway.serve_http(host, http, token=token)
+            else:
+                await gateway.serve_stdio()
+
+    anyio.run(run)
+
+
+def _token(path: Path | None) -> str | None:
+    """The bearer token (checked), from the file or the environment; None without either."""
+    import os
+
+    from ..gateway.http_auth import TokenError, check_token
+
+    try:
+        if path is not None:
+            text = path.expanduser().read_text(encoding="utf-8")
+        else:
+            text = os.environ.get("TOOLDECK_GATEWAY_TOKEN", "")
+            if not text:
+                return None
+        return check_token(text)
+    except (OSError, UnicodeDecodeError, TokenError) as exc:
+        typer.echo(f"tooldeck serve: {path or '$TOOLDECK_GATEWAY_TOKEN'}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+def _print_check(report: object, json_output: bool) -> None:
+    from ..gateway.check import CheckReport
+
+    assert isinstance(report, CheckReport)
+    if json_output:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title="tools/list a client gets")
+    table.add_column("tool")
+    table.add_column("tokens", justify="right")
+    for name, tokens in report.listed:
+        table.add_row(name, f"{tokens:,}")
+    console.print(table)
+    console.print(
+        f"listed: {report.listed_tokens:,} tokens; behind tool_search: "
+        f"{report.catalog_tools:,} tools ({report.all_tokens:,} tokens if all were listed; "
+        f"{report.saving:.1%} saved)",
+        highlight=False,
+    )
+    for s in report.servers:
+        line = f"  {s['name']}: {s['state']}, {s['tools']} tools"
+        if s["error"]:
+            line += f" ({s['error']})"
+        console.print(line, markup=False, highlight=False)
+        for note in (*s["collisions"], *s["skipped"]):
+            console.print(f"    {note}", markup=False, highlight=False)

@@ -1,0 +1,31 @@
+"""``tooldeck serve``: an MCP server in front of MCP servers (``tooldeck.gateway``).
+
+The gateway aggregates the servers of an ``mcpServers`` config (through
+:class:`~tooldeck.mcp.McpSource`) and serves them to one MCP client per session with
+deferred loading, tooldeck's policy chain and approvals, and large-result offload:
+
+- :mod:`.catalog`: the upstream tools under collision-free client names, the search index;
+- :mod:`.wire`: listed tools and call results as MCP types, their token cost;
+- :mod:`.approval`: approvals asked of the client's user by elicitation;
+- :mod:`.evidence`: the record of every upstream result, complete;
+- :mod:`.session`: one client session: its listing, its dispatcher, its offload store;
+- :mod:`.server`: the lowlevel MCP server, list_changed, stdio and streamable HTTP;
+- :mod:`.http_auth`: a static bearer token in front of HTTP;
+- :mod:`.check`: what a client would see, without serving (``tooldeck serve --check``).
+
+See ``docs/gateway.md``.
+"""
+
+from .catalog import Catalog, CatalogView, client_name
+from .server import Gateway
+from .session import CALL_TOOL_NAME, SEARCH_TOOL_NAME, GatewaySession
+
+__all__ = [
+    "CALL_TOOL_NAME",
+    "SEARCH_TOOL_NAME",
+    "Catalog",
+    "CatalogView",
+    "Gateway",
+    "GatewaySession",
+    "client_name",
+]

@@ -1,0 +1,71 @@
+"""The evidence record: every executed call's complete upstream result, one JSON line each.
+
+The client gets one representation of a result (offloaded and guarded when large); the
+record keeps what the upstream server really answered: the whole ``CallToolResult`` as
+it came over the wire (``details["mcp"]``, see :mod:`tooldeck.mcp_results`), with the
+session, the call id, the tool, the server and the SHA-256 of the arguments. It is a
+result hook placed before the offload store's, so it sees the result unchanged; it
+returns the result as it got it. Lines are appended with one ``write`` (``O_APPEND``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..context import ToolContext
+from ..policy import arguments_digest, canonical_json
+from ..result import ToolResult
+from ..tool import Tool
+from ..transcript import ToolCall
+
+__all__ = ["EvidenceLog"]
+
+_log = logging.getLogger("tooldeck.gateway")
+
+
+class EvidenceLog:
+    """Append-only JSON Lines of executed calls (``path=None``: nothing is written)."""
+
+    def __init__(self, path: str | Path | None, session_id: str) -> None:
+        self.path = Path(path) if path is not None else None
+        self.session_id = session_id
+        self._lock = threading.Lock()
+
+    def hook(self, call: ToolCall, tool: Tool, result: ToolResult, ctx: ToolContext) -> ToolResult:
+        """The result hook: record, and hand the result on unchanged."""
+        if self.path is None:
+            return result
+        details = result.details if isinstance(result.details, dict) else {}
+        mcp = getattr(tool, "mcp", None)
+        entry: dict[str, Any] = {
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "session_id": self.session_id,
+            "call_id": call.call_id,
+            "tool": tool.name,
+            "server": getattr(mcp, "server", None),
+            "upstream_tool": getattr(mcp, "tool", None),
+            "args_sha256": arguments_digest(call.arguments),
+            "is_error": result.is_error,
+            "result": details.get("mcp"),
+        }
+        if entry["result"] is None:  # not an upstream result: what the tool returned
+            entry["text"] = result.text()
+        line = (canonical_json(entry) + "\n").encode("utf-8")
+        try:
+            with self._lock:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    written = os.write(fd, line)
+                    while written < len(line):
+                        written += os.write(fd, line[written:])
+                finally:
+                    os.close(fd)
+        except OSError:
+            _log.exception("the evidence record %s cannot be written", self.path)
+        return result

@@ -1,0 +1,208 @@
+"""The gateway's MCP server: one lowlevel :class:`mcp.server.Server` over the catalog.
+
+``tools/list`` answers the client session's listing (:class:`GatewaySession.listed`);
+``tools/call`` runs the call through the session's dispatcher, with approvals asked by
+elicitation (:mod:`.approval`). When a call changes what the session lists (a
+``tool_search`` found tools), ``notifications/tools/list_changed`` is sent before the
+answer; a watcher sends it too when an upstream server's tools change (a re-list, a
+drop, a reconnect). The server declares ``tools.listChanged``.
+
+Sessions: over stdio the process serves one client, one session; over streamable HTTP
+each client connection (``Mcp-Session-Id``) gets its own. HTTP without a bearer token
+(:mod:`.http_auth`) is served on loopback addresses only. See ``docs/gateway.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+
+from ..policy import Policy
+from .approval import elicitation_asker
+from .catalog import Catalog
+from .session import GatewaySession
+from .wire import to_call_result
+
+__all__ = ["Gateway"]
+
+_log = logging.getLogger("tooldeck.gateway")
+WATCH_SECONDS = 1.0
+_Peer = tuple[ServerSession, tuple[tuple[str, int], ...]]  # where to announce, what was listed
+INSTRUCTIONS = (
+    "tooldeck gateway: the tools of several MCP servers behind one policy. Only a few "
+    "tools are listed; find the others with tool_search (they are then listed, or call "
+    "them with call_tool). Large results are stored: read them with recall_tool_result."
+)
+
+
+class _Server(Server[Any]):
+    """The lowlevel server, declaring ``tools.listChanged`` on every transport."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+class Gateway:
+    """The tools of ``catalog`` served to MCP clients, one :class:`GatewaySession` each."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        policy: Policy | None = None,
+        *,
+        state: Path | None = None,
+        offload_tokens: int = 15_000,
+        guard_tokens: int = 25_000,
+    ) -> None:
+        from .. import __version__
+
+        self.catalog = catalog
+        self.policy = policy or Policy()
+        self.state = state
+        self.offload_tokens = offload_tokens
+        self.guard_tokens = guard_tokens
+        self._sessions: weakref.WeakKeyDictionary[Any, GatewaySession] = weakref.WeakKeyDictionary()
+        self._peers: weakref.WeakKeyDictionary[GatewaySession, _Peer] = weakref.WeakKeyDictionary()
+        self._single: GatewaySession | None = None  # stdio: the one client
+        self._stdio = False
+        self.server: Server[Any] = _Server(
+            "tooldeck",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    def new_session(self) -> GatewaySession:
+        return GatewaySession(
+            self.catalog,
+            self.policy,
+            self.state,
+            offload_tokens=self.offload_tokens,
+            guard_tokens=self.guard_tokens,
+        )
+
+    def _session(self, ctx: ServerRequestContext[Any]) -> GatewaySession:
+        if self._stdio:
+            if self._single is None:
+                self._single = self.new_session()
+                _log.info("client session %s started", self._single.id)
+            return self._single
+        key = getattr(ctx.session, "_connection", None)
+        if key is None:
+            raise RuntimeError("the MCP SDK gave this request no connection")
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = self.new_session()
+            weakref.finalize(key, session.close)  # the connection ended: so did the session
+            _log.info("client session %s started", session.id)
+        return session
+
+    def _remember(self, session: GatewaySession, peer: ServerSession) -> None:
+        self._peers[session] = (peer, session.listing_key())
+
+    # -- handlers ---------------------------------------------------------------------
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        session = self._session(ctx)
+        self._remember(session, ctx.session)
+        return types.ListToolsResult(tools=session.listed())
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        session = self._session(ctx)
+        before = session.listed_names()
+        asker = elicitation_asker(ctx.session, ctx.request_id, params.name)
+        result = await session.call(params.name, params.arguments, asker)
+        if session.listed_names() != before:
+            self._remember(session, ctx.session)
+            try:
+                await ctx.session.send_tool_list_changed()
+            except Exception as exc:  # the client went away: the answer fails the same way
+                _log.debug("list_changed not sent: %s", exc)
+        return to_call_result(result)
+
+    # -- upstream changes -------------------------------------------------------------
+    async def watch(self) -> None:
+        """Announce upstream changes of what a session lists (runs until cancelled)."""
+        while True:
+            await anyio.sleep(WATCH_SECONDS)
+            for session, (peer, listed) in list(self._peers.items()):
+                now = session.listing_key()
+                if now == listed:
+                    continue
+                self._peers[session] = (peer, now)
+                try:
+                    await peer.send_tool_list_changed()
+                except Exception as exc:
+                    _log.debug("list_changed not sent to %s: %s", session.id, exc)
+
+    # -- serving ----------------------------------------------------------------------
+    async def serve_stdio(self) -> None:
+        """Serve one client over this process's stdin and stdout until it disconnects."""
+        from mcp.server.stdio import stdio_server
+
+        self._stdio = True
+        options = self.server.create_initialization_options()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.watch)
+                async with stdio_server() as (read, write):
+                    await self.server.run(read, write, options)
+                tg.cancel_scope.cancel()
+        finally:
+            if self._single is not None:
+                self._single.close()
+
+    async def serve_http(
+        self, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None
+    ) -> None:
+        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled.
+
+        With ``token`` every request needs ``Authorization: Bearer <token>``
+        (:mod:`.http_auth`); without one, only loopback addresses are served.
+        """
+        import uvicorn
+
+        from .http_auth import BearerToken
+
+        if host not in LOOPBACK and token is None:
+            raise ValueError(
+                f"the gateway serves HTTP without a token on loopback addresses only "
+                f"({', '.join(LOOPBACK)}), not {host!r}"
+            )
+        app: Any = self.server.streamable_http_app(host=host)
+        if token is not None:
+            app = BearerToken(app, token)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.watch)
+                await uvicorn.Server(config).serve()
+                tg.cancel_scope.cancel()
+        finally:
+            for session in list(self._sessions.values()):
+                session.close()

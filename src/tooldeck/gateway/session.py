@@ -1,0 +1,233 @@
+"""One client session of the gateway: what it lists, and how its calls run.
+
+Each client connection gets a :class:`GatewaySession` with a random id, its own policy
+state (:class:`~tooldeck.policy.SessionPolicy`: approve-always grants, the audit log
+``<state>/<id>.audit.jsonl``), its own offload store (so ``recall_tool_result`` reads
+only this session's results; they are removed when the session ends) and its own
+evidence record (``<state>/<id>.calls.jsonl``).
+
+Listed: the gateway's tools (``tool_search`` and ``call_tool`` while some tools are
+deferred, ``recall_tool_result``), the core tools, then every tool ``tool_search`` found
+in this session, in the order found; found tools stay listed while their server serves
+them. Every call, whatever its name (``call_tool`` is unwrapped first, so the policy
+judges the real tool), goes through one :class:`~tooldeck.dispatch.Dispatcher`:
+validation, the policy chain, approvals, the upstream call, then the result hooks:
+evidence first (the complete upstream result), then offload and the hard guard.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..approvals import Approver
+from ..arguments import validate_arguments
+from ..assembly import Toolset
+from ..context import ToolContext
+from ..dispatch import Dispatcher, unknown_tool_message
+from ..errors import ArgumentError
+from ..offload import RECALL_TOOL_NAME, OffloadStore
+from ..policy import Policy, SessionPolicy
+from ..result import ToolResult
+from ..search import tool_search_tool
+from ..tool import Tool
+from ..transcript import ToolCall
+from .catalog import Catalog, CatalogView
+from .evidence import EvidenceLog
+from .wire import listed_tool
+
+__all__ = ["CALL_TOOL_NAME", "SEARCH_TOOL_NAME", "GatewaySession"]
+
+_log = logging.getLogger("tooldeck.gateway")
+SEARCH_TOOL_NAME = "tool_search"
+CALL_TOOL_NAME = "call_tool"
+_NAME_SHOWN = 120
+
+
+class CallToolParams(BaseModel):
+    """Arguments of ``call_tool``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        min_length=1,
+        max_length=200,
+        description="The exact name of a tool that tool_search returned.",
+    )
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="The tool's arguments, as its schema describes them."
+    )
+
+
+def _call_tool_tool() -> Tool:
+    # the gateway unwraps call_tool before dispatching: this runs only if it is called twice
+    def routed(params: CallToolParams, ctx: ToolContext) -> ToolResult:
+        return ToolResult.error("call_tool cannot call call_tool.")
+
+    return Tool(
+        name=CALL_TOOL_NAME,
+        description=(
+            "Call a tool that tool_search found, by its exact name, with its arguments. "
+            "Use it when the found tool is not in your tool list yet."
+        ),
+        params=CallToolParams,
+        execute=routed,
+        read_only=True,
+    )
+
+
+_CALL_TOOL = _call_tool_tool()
+_SEARCH_DESCRIPTION = (
+    "Search the {count} tools of the connected services that are not listed yet, by what "
+    "you need to do. One short query per capability; for several, pass a list "
+    "(['search issues', 'send message']). Returns the best matches' names and one-line "
+    "descriptions. The tools found are added to your tool list; if your tool list does "
+    "not update, call them with call_tool(name, arguments)."
+)
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= _NAME_SHOWN else name[:_NAME_SHOWN] + "…"
+
+
+class GatewaySession:
+    """The state of one client session. See the module docstring."""
+
+    _ids = itertools.count(1)
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        policy: Policy,
+        state: Path | None,
+        *,
+        offload_tokens: int = 15_000,
+        guard_tokens: int = 25_000,
+    ) -> None:
+        self.id = "gw-" + secrets.token_hex(8)
+        self.catalog = catalog
+        self.policy = SessionPolicy(policy, session_id=self.id, directory=state)
+        if state is None:
+            self.store = OffloadStore("/dev/null", self.id, threshold_tokens=0)
+        else:
+            self.store = OffloadStore(
+                state, self.id, threshold_tokens=offload_tokens, guard_tokens=guard_tokens
+            )
+        self.evidence = EvidenceLog(state / f"{self.id}.calls.jsonl" if state else None, self.id)
+        self.loaded: dict[str, None] = {}  # client names tool_search found, in order
+        self._calls = itertools.count(1)
+        self._cache: tuple[CatalogView, Tool, Toolset] | None = None
+
+    def close(self) -> None:
+        """The session ended: its stored results go (audit log and evidence record stay)."""
+        try:
+            self.store.cleanup()
+        except OSError as exc:
+            _log.warning("the stored results of %s were not removed: %s", self.id, exc)
+
+    # -- the tools of this session ------------------------------------------------------
+    def _own(self, view: CatalogView) -> tuple[Tool, Toolset]:
+        cached = self._cache
+        if cached is not None and cached[0] is view:
+            return cached[1], cached[2]
+
+        def found(names: list[str]) -> None:
+            for tool_name in names:
+                shown = view.name_of(tool_name)
+                if shown is not None:
+                    self.loaded.setdefault(shown, None)
+
+        deferred = len(view.tools) - len(view.core)
+        search = tool_search_tool(
+            view.index, found, description=_SEARCH_DESCRIPTION.format(count=deferred)
+        )
+        toolset = Toolset([*view.tools.values(), search, self.store.recall_tool])
+        self._cache = (view, search, toolset)
+        return search, toolset
+
+    def _entries(self, view: CatalogView) -> list[tuple[str, Tool, bool]]:
+        """``(client name, tool, the gateway's own)`` of what this session lists."""
+        out: list[tuple[str, Tool, bool]] = []
+        if len(view.tools) > len(view.core):
+            search, _ = self._own(view)
+            out.append((SEARCH_TOOL_NAME, search, True))
+            out.append((CALL_TOOL_NAME, _CALL_TOOL, True))
+        out.append((RECALL_TOOL_NAME, self.store.recall_tool, True))
+        names = [*view.core, *(n for n in self.loaded if n in view.tools and n not in view.core)]
+        out.extend((n, view.tools[n], False) for n in names)
+        return out
+
+    def listed(self, view: CatalogView | None = None) -> list[types.Tool]:
+        """What ``tools/list`` answers this session now."""
+        entries = self._entries(view or self.catalog.view())
+        return [listed_tool(name, tool, own=own) for name, tool, own in entries]
+
+    def listed_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _, _ in self._entries(self.catalog.view()))
+
+    def listing_key(self) -> tuple[tuple[str, int], ...]:
+        """Changes whenever the listing may have: a tool added or gone, or re-listed by its
+        server (a reconnect, a list_changed upstream: new tool objects, maybe new schemas)."""
+        return tuple((name, id(tool)) for name, tool, _ in self._entries(self.catalog.view()))
+
+    # -- calls ----------------------------------------------------------------------------
+    async def call(
+        self, name: str, arguments: Mapping[str, Any] | None, asker: Approver
+    ) -> ToolResult:
+        """Run one client call through the dispatcher; every failure is an error result."""
+        args: Any = dict(arguments or {})
+        if name == CALL_TOOL_NAME:
+            try:
+                inner = validate_arguments(_CALL_TOOL, args).params
+            except ArgumentError as exc:
+                return ToolResult.error(exc.model_message)
+            assert isinstance(inner, CallToolParams)
+            if inner.name == CALL_TOOL_NAME:
+                return ToolResult.error("call_tool cannot call call_tool.")
+            name, args = inner.name, inner.arguments
+        view = self.catalog.view()
+        tool = await self._resolve(name)
+        if tool is None:
+            view = self.catalog.view()
+            known = [t.name for t in self.listed(view)] + list(view.tools)
+            message = unknown_tool_message(_short(name), list(dict.fromkeys(known)))
+            down = self.catalog.down()
+            if down:
+                message += " Servers not serving now: " + "; ".join(down) + "."
+            return ToolResult.error(message)
+        view = self.catalog.view()
+        _, toolset = self._own(view)
+        dispatcher = Dispatcher(
+            toolset,
+            session_id=self.id,
+            policy=self.policy,
+            approver=self.policy.approver(asker, who="mcp-client-user"),
+            result_hooks=(self.evidence.hook, self.store.hook),
+            timeout=None,  # each upstream server's own timeout applies
+        )
+        call = ToolCall(f"{self.id}-{next(self._calls)}", tool.name, args)
+        outcome = await dispatcher.dispatch([call])
+        return outcome.outputs[0].result
+
+    async def _resolve(self, name: str) -> Tool | None:
+        """The tool a client name means; waits (bounded) for its server to come back."""
+        view = self.catalog.view()
+        if name == SEARCH_TOOL_NAME and len(view.tools) > len(view.core):
+            return self._own(view)[0]
+        if name == RECALL_TOOL_NAME:
+            return self.store.recall_tool
+        tool = view.tools.get(name)
+        if tool is not None:
+            return tool
+        origin = self.catalog.source.lookup("mcp__" + name)
+        if origin is None:
+            return None
+        await self.catalog.source.refresh([origin[0]])  # reconnects a server that dropped
+        return self.catalog.view().tools.get(name)

@@ -1,0 +1,155 @@
+"""``tooldeck serve --http``: two clients of one gateway process over streamable HTTP.
+
+The gateway runs as a subprocess on a free loopback port, in front of
+tests/mcp_servers/basic.py; the clients are the official SDK's ``ClientSession`` over
+``streamable_http_client``. Sessions are per client: listings, approvals and stored
+results never cross.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from typer.testing import CliRunner
+
+from gateway_client import PY, Notes, stdio, text_of, write_config
+from tooldeck.cli import app
+
+REF = re.compile(r"ref_[0-9a-f]{16}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+TOKEN = "t0k3n-" + "x" * 40
+
+
+@pytest.fixture
+def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    port = _free_port()
+    args = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(tmp_path / "s")]
+    args += ["--lexical", "--http", str(port)]
+    if getattr(request, "param", None) == "token":
+        (tmp_path / "token").write_text(TOKEN + "\n")
+        args += ["--token-file", str(tmp_path / "token")]
+    proc = subprocess.Popen([PY, *args])
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None, "the gateway exited"
+            assert time.monotonic() < deadline, "the gateway did not listen"
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@asynccontextmanager
+async def client(
+    url: str, elicit: Any = None, notes: Notes | None = None, token: str | None = None
+) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write, elicitation_callback=elicit, message_handler=notes) as c,
+    ):
+        with anyio.fail_after(30):
+            await c.initialize()
+        yield c
+
+
+async def _approve(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"approve": True})
+
+
+def test_two_http_clients_have_their_own_sessions(served: str) -> None:
+    notes = Notes()
+    huge = "private to A " * 20_000
+
+    async def main() -> None:
+        async with client(served, _approve, notes) as a, client(served) as b:
+            init = await a.list_tools()
+            assert [t.name for t in init.tools][:1] == ["tool_search"]
+            await a.call_tool("tool_search", {"query": "echo the text back"})
+            assert "alpha__echo" in [t.name for t in (await a.list_tools()).tools]
+            assert "alpha__echo" not in [t.name for t in (await b.list_tools()).tools]
+            # A's user approves by elicitation; B's client has none: denied
+            stored = await a.call_tool("alpha__echo", {"text": huge})
+            assert not stored.is_error
+            denied = await b.call_tool("alpha__echo", {"text": "x"})
+            assert denied.is_error and "elicitation" in text_of(denied)
+            ref = REF.search(text_of(stored))
+            assert ref is not None
+            theirs = await b.call_tool("recall_tool_result", {"ref_id": ref.group()})
+            assert theirs.is_error and "private to A" not in text_of(theirs)
+            mine = await a.call_tool("recall_tool_result", {"ref_id": ref.group()})
+            assert "private to A" in text_of(mine)
+
+    anyio.run(main)
+    assert notes.list_changed >= 1
+
+
+def test_http_without_a_token_is_refused_on_a_non_loopback_address(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    out = CliRunner().invoke(
+        app, ["serve", "--mcp", str(config), "--http", "8999", "--host", "0.0.0.0"]
+    )
+    assert out.exit_code == 2 and "loopback" in out.stderr
+
+
+@pytest.mark.parametrize("served", ["token"], indirect=True)
+def test_with_a_token_every_request_needs_it(served: str) -> None:
+    async def main() -> None:
+        async with httpx2.AsyncClient() as http:
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+                answer = await http.post(served, json=hello, headers=headers)
+                assert answer.status_code == 401
+                assert answer.headers["www-authenticate"].startswith("Bearer")
+        async with client(served, token=TOKEN) as c:
+            assert "tool_search" in [t.name for t in (await c.list_tools()).tools]
+
+    anyio.run(main)
+
+
+def test_a_short_token_is_refused(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    (tmp_path / "token").write_text("short")
+    args = [
+        "serve",
+        "--mcp",
+        str(config),
+        "--http",
+        "8999",
+        "--token-file",
+        str(tmp_path / "token"),
+    ]
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 2 and "at least 32" in out.stderr
