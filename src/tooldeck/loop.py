@@ -27,15 +27,15 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ._sync import run_sync as _run_sync
+from .approvals import ApprovalRequest, PendingCall, PendingStep, PendingStore
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
 from .continuation import ContinuePolicy
 from .dispatch import (
     ApprovalAnswer,
-    ApprovalRequest,
     Approver,
     Dispatcher,
     PendingApproval,
@@ -54,13 +54,14 @@ from .events import (
 from .model import Model, ModelRequest, ModelSettings
 from .notices import NoticeSource, notice_messages
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
+from .policy.ask import ApproveRule, protection
 from .result import ToolResult
 from .result_guard import session_guard
+from .sources import ToolItem, tool_source
 from .streaming import LiveTurn, TurnStream, stream_step
 from .structured import AnswerCheck, OutputType
 from .telemetry.settings import active as telemetry_active
 from .telemetry.turns import TurnTrace
-from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
 __all__ = [
@@ -86,53 +87,6 @@ _NOT_RUN = {
     StopReason.CONTENT_FILTER: "the response was stopped by a content filter",
     StopReason.ERROR: "the provider reported an error",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCall:
-    """A call of a waiting step that needs a human's answer, as the human is shown it."""
-
-    call_id: str
-    name: str
-    tier: str
-    reason: str
-    display: Any  # JSON data: the arguments, or the tool's own approval display
-
-    @classmethod
-    def of(cls, request: ApprovalRequest) -> PendingCall:
-        return cls(
-            request.call.call_id,
-            request.call.name,
-            request.tool.tier,
-            request.reason,
-            request.display,
-        )
-
-
-@dataclass(slots=True)
-class PendingStep:
-    """A model step waiting for approval, finished later by :meth:`Session.resume`."""
-
-    message: AssistantMessage  # the step's response: its calls
-    outputs: tuple[ToolOutput, ...]  # outputs the step already has; never produced again
-    calls: tuple[PendingCall, ...]  # the calls waiting for an answer
-    start: int  # where the turn's user message is in the transcript
-    steps: int  # model steps the turn has used
-    usage: Usage  # the turn's usage so far
-
-
-class PendingStore(Protocol):
-    """Keeps a waiting step between processes (``tooldeck.policy.PendingFiles`` is one)."""
-
-    def save(self, session_id: str, transcript: Sequence[Item], step: PendingStep) -> None: ...
-
-    def load(self, session_id: str) -> tuple[list[Item], PendingStep] | None:
-        """The waiting step and the transcript up to it, or ``None``."""
-        ...
-
-    def claim(self, session_id: str) -> bool:
-        """Take the waiting step to finish it: true at most once per saved step."""
-        ...
 
 
 @dataclass(slots=True)
@@ -172,16 +126,28 @@ class RunResult:
         return value
 
 
-ToolsetSource = Toolset | Sequence[Tool] | ToolPlanner | Callable[[TurnContext], Toolset | ToolPlan]
+ToolsetSource = (
+    Toolset | ToolPlanner | Callable[[TurnContext], Toolset | ToolPlan] | Sequence[ToolItem]
+)
 
 
 @dataclass
 class Session:
     """A conversation: keeps the transcript across turns and runs each turn through the loop.
 
-    ``tools`` is a :class:`Toolset`, a list of tools, or a function ``(TurnContext) ->
-    Toolset`` that assembles the tools afresh before every model step (so a tool found by
-    search, or the recall tool after a first offload, is callable from the next step).
+    ``tools`` is a :class:`Toolset`, a :class:`~tooldeck.plan.ToolPlanner`, a function
+    ``(TurnContext) -> Toolset`` that assembles the tools afresh before every model step
+    (so a tool found by search, or the recall tool after a first offload, is callable
+    from the next step), or a flat list mixing tools, Toolsets, MCP sources, skill
+    catalogs, registries and creators (:mod:`tooldeck.sources`: list order, a name made
+    twice is an error naming both). Without ``turn=`` the session makes each turn's
+    :class:`TurnContext` itself: its session id and signal, and *no* home (file tools
+    refuse, large results are guarded, never written), no web, no jobs.
+    ``approve`` asks before some calls run (``"WRITE"``: WRITE and DANGEROUS tools; a
+    tuple of tiers or tool names; a function of the request), answered by ``approver``
+    (an async batch :data:`~tooldeck.dispatch.Approver`, or a plain function of one
+    request returning ``True`` / ``False`` / an ``ApprovalAnswer``), else at the
+    console. With ``policy`` too, the stricter verdict wins (:mod:`tooldeck.policy.ask`).
     ``result_hooks`` transform each executed call's result before it is recorded. When
     none of them is an offload store's ``hook``, the default size guard is added (offload
     under the turn's home, else guard only; see :mod:`tooldeck.result_guard`);
@@ -198,13 +164,14 @@ class Session:
     """
 
     model: Model
-    tools: ToolsetSource
+    tools: ToolsetSource = ()
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     instructions: str | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
     max_steps: int = 20
     policy: PolicyHook | None = None
-    approver: Approver | None = None
+    approver: Approver | Callable[[ApprovalRequest], Any] | None = None
+    approve: ApproveRule | None = None  # ask before these run: "WRITE", ("WRITE", "x"), fn
     timeout: float | None = 300.0
     result_hooks: Sequence[ResultHook] = ()
     events: EventBus = field(default_factory=EventBus)
@@ -218,9 +185,26 @@ class Session:
     owns_model: bool = False  # aclose() / async with also close the model
     _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
     notices: NoticeSource | None = None  # e.g. ended background jobs, seen once before a prompt
+    _source: tuple[Any, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        protection(self.policy, self.approve, self.approver)  # a bad approve=: one line, now
+        self._tool_source()  # a bad tools list: one line, now
+
+    def _tool_source(self) -> Toolset | ToolPlanner | Callable[[TurnContext], Any]:
+        """``tools`` as a Toolset, a planner or a per-step creator (a list: made once)."""
+        source = self.tools
+        if isinstance(source, Toolset | ToolPlanner) or callable(source):
+            return source
+        key = (source, tuple(map(id, source)))
+        cached = self._source
+        if cached is None or cached[0][0] is not source or cached[0][1] != key[1]:
+            self._source = cached = (key, tool_source(source))
+        made: Toolset | Callable[[TurnContext], Toolset] = cached[1]
+        return made
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
-        source = self.tools
+        source = self._tool_source()
         if isinstance(source, Toolset):
             return ToolPlan.eager(source)
         if isinstance(source, ToolPlanner):
@@ -230,7 +214,7 @@ class Session:
                 raise ValueError("a toolset factory needs a TurnContext: pass turn=")
             made = source(turn)
             return made if isinstance(made, ToolPlan) else ToolPlan.eager(made)
-        return ToolPlan.eager(Toolset(source))
+        raise TypeError(f"tools={source!r} is not a tool source")  # pragma: no cover
 
     async def _announce(self, plan: ToolPlan) -> None:
         if not isinstance(self.tools, ToolPlanner):
@@ -347,25 +331,25 @@ class Session:
         *,
         streaming: bool = False,
     ) -> RunResult:
-        turn = turn or self.turn
-        signal = signal or (turn.signal if turn else AbortSignal())
+        turn = turn or self.turn or TurnContext(self.session_id, signal=signal or AbortSignal())
+        signal = signal or turn.signal
         guard = session_guard(
             self.result_hooks,
             enabled=self.guard,
             session_id=self.session_id,
-            home=turn.home if turn else None,
+            home=turn.home,
             events=self.events,
         )
         plan = guard.offer_recall(self._plan(turn))
-        per_step = (
-            callable(self.tools) and not isinstance(self.tools, Toolset)
-        ) or guard.adds_tools
+        source = self._tool_source()
+        per_step = not isinstance(source, Toolset) or guard.adds_tools
+        policy, approver = protection(self.policy, self.approve, self.approver)
         dispatcher = Dispatcher(
             plan.executable,
             session_id=self.session_id,
             turn=turn,
-            policy=self.policy,
-            approver=self.approver,
+            policy=policy,
+            approver=approver,
             timeout=self.timeout,
             events=self.events,
             result_hooks=guard.hooks,
