@@ -177,7 +177,8 @@ def assemble(ctx: TurnContext, creators: Sequence[CreatorFn]) -> Toolset:
                 raise AssemblyError(f"tool creator {who} returned {t!r}, not a Tool")
             if t.name in origin:
                 raise AssemblyError(
-                    f"tool {t.name!r} is created twice: by {origin[t.name]} and by {who}"
+                    f"tool {t.name!r} is created twice: by {origin[t.name]} and by {who}; "
+                    "rename one of them or leave one out"
                 )
             origin[t.name] = who
             tools.append(t)
