@@ -33,7 +33,6 @@ result = tooldeck.run_sync(
     model_from_env(offline), [find_invoice], "Summarise invoice 42.", output_type=Invoice
 )
 invoice: Invoice = result.structured
-print(
-    f"{type(invoice).__name__}: {invoice.customer} owes {invoice.total_eur} EUR, paid={invoice.paid}"
-)
+print(f"{type(invoice).__name__}: {invoice.customer} owes {invoice.total_eur} EUR", end="")
+print(f", paid={invoice.paid}")
 print("model steps:", result.steps)

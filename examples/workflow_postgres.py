@@ -45,10 +45,10 @@ def model_for(run: TaskRun):
 
 
 async def main() -> None:
-    async with PostgresStore(DSN, schema="tooldeck_examples") as store:
-        async with WorkflowEngine(store, model_for, catalog=[workflow]) as engine:
-            run = await asyncio.wait_for(engine.run(workflow, {"job": "a heat pump"}), 60)
-            stored = await store.get_workflow(run.id)
+    store = PostgresStore(DSN, schema="tooldeck_examples")
+    async with store, WorkflowEngine(store, model_for, catalog=[workflow]) as engine:
+        run = await asyncio.wait_for(engine.run(workflow, {"job": "a heat pump"}), 60)
+        stored = await store.get_workflow(run.id)
     estimate: Estimate = run.results["estimate"]
     print("state:", run.state, "| stored in PostgreSQL as", stored.state if stored else None)
     print(f"estimate: {estimate.low}-{estimate.high} ({type(estimate).__name__})")

@@ -48,9 +48,9 @@ def model_for(run: TaskRun):  # offline: each task submits a result computed fro
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
-        async with SQLiteStore(Path(folder) / "workflows.db") as store:
-            async with WorkflowEngine(store, model_for, catalog=[workflow]) as engine:
-                run = await asyncio.wait_for(engine.run(workflow, {"topic": "heat pumps"}), 60)
+        store = SQLiteStore(Path(folder) / "workflows.db")
+        async with store, WorkflowEngine(store, model_for, catalog=[workflow]) as engine:
+            run = await asyncio.wait_for(engine.run(workflow, {"topic": "heat pumps"}), 60)
     research: Findings = run.results["research"]
     verdict: Verdict = run.results["verdict"]
     print("state:", run.state)
