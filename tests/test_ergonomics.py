@@ -321,3 +321,16 @@ def test_run_sync_in_a_running_loop_is_one_line() -> None:
         assert "\n" not in str(info.value)
 
     asyncio.run(inside())
+
+
+# -- a model string ----------------------------------------------------------------------------
+def test_a_model_string_is_built_and_owned(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tooldeck.errors import MissingCredentials
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MissingCredentials, match="OPENAI_API_KEY") as info:
+        tooldeck.run_sync("openai:gpt-5.4", [shout], "hi")
+    assert "\n" not in str(info.value) and ran == []
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used")  # nothing is sent: no turn runs
+    session = Session("openai:gpt-5.4", [shout])
+    assert session.owns_model and type(session.model).__name__ == "OpenAIResponsesModel"

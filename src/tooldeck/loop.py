@@ -55,6 +55,7 @@ from .model import Model, ModelRequest, ModelSettings
 from .notices import NoticeSource, notice_messages
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .policy.ask import ApproveRule, protection
+from .providers import model_from_string
 from .result import ToolResult
 from .result_guard import session_guard
 from .sources import ToolItem, tool_source
@@ -159,11 +160,13 @@ class Session:
 
     ``async with Session(...)`` / :meth:`aclose` close only what the session was told
     to own: the model when ``owns_model=True`` (default ``False``: a model passed in
-    belongs to the caller, who may share it between sessions). :meth:`run_sync` runs a
+    belongs to the caller, who may share it between sessions). ``model`` may be a
+    ``kind:model`` string (``"openai:gpt-5.4"``, :func:`~tooldeck.providers.model_from_string`);
+    the session then owns the model it made. :meth:`run_sync` runs a
     turn from synchronous code.
     """
 
-    model: Model
+    model: Model | str  # a str is a model_from_string spec ("openai:gpt-5.4"): owned
     tools: ToolsetSource = ()
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     instructions: str | None = None
@@ -188,6 +191,9 @@ class Session:
     _source: tuple[Any, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.model, str):  # a bad spec or a missing key: one line, now
+            self.model = model_from_string(self.model)
+            self.owns_model = True  # made here, so closed here
         protection(self.policy, self.approve, self.approver)  # a bad approve=: one line, now
         self._tool_source()  # a bad tools list: one line, now
 
@@ -539,16 +545,18 @@ class Session:
         the step's ``ToolCallDone`` events, so a consumer that leaves then still finds it
         (with a "not executed" output for each call).
         """
+        model = self.model
+        assert not isinstance(model, str)  # made into a model in __post_init__
         if streaming:
             return await stream_step(
-                self.model,
+                model,
                 request,
                 self.events,
                 self.session_id,
                 step,
                 record=self.transcript.append,
             )
-        message = await self.model.respond(request)
+        message = await model.respond(request)
         self.transcript.append(message)
         return message
 
@@ -645,7 +653,7 @@ def _answers_by_id(
     return by_id
 
 
-async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
+async def run(model: Model | str, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
     """Run one turn: ``await tooldeck.run(model, toolset, "prompt")``.
 
     Options are :class:`Session` fields (``instructions``, ``settings``, ``max_steps``,
@@ -655,8 +663,8 @@ async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -
     ``settings``).
     """
     signal = options.pop("signal", None)
-    session = Session(model, tools, **_typed_options(options))
-    return await session.run(prompt, signal=signal)
+    async with Session(model, tools, **_typed_options(options)) as session:
+        return await session.run(prompt, signal=signal)  # a model it made is closed after
 
 
 def _typed_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -669,7 +677,7 @@ def _typed_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def stream(
-    model: Model, tools: ToolsetSource, prompt: str, **options: Any
+    model: Model | str, tools: ToolsetSource, prompt: str, **options: Any
 ) -> TurnStream[RunResult]:
     """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
 
@@ -680,7 +688,7 @@ def stream(
     return session.stream(prompt, signal=signal)
 
 
-def run_sync(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
+def run_sync(model: Model | str, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
     """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
 
     Refuses inside a running event loop (Jupyter, async code): ``await tooldeck.run(...)``
