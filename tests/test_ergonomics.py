@@ -334,3 +334,44 @@ def test_a_model_string_is_built_and_owned(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used")  # nothing is sent: no turn runs
     session = Session("openai:gpt-5.4", [shout])
     assert session.owns_model and type(session.model).__name__ == "OpenAIResponsesModel"
+
+
+# -- docs/comparison.md: its tooldeck code runs -------------------------------------------------
+def test_the_tooldeck_code_of_the_comparison_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every tooldeck block of docs/comparison.md, on a ScriptedModel for the model string."""
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "comparison.md").read_text()
+    blocks = re.findall(r"```py\n(.*?)```", text, re.S)[0::3]  # tooldeck, pydantic-ai, agents
+    scripts = [
+        [reply(call("get_weather", {"city": "Paris"})), reply("Sunny.")],
+        [
+            reply(
+                call("add", {"a": 2, "b": 3}),
+                call("mcp__time__get_current_time", {"timezone": "UTC"}),
+            ),
+            reply("5, and the time."),
+        ],
+        [reply(call("save_note", {"title": "milk", "text": "buy milk"})), reply("Saved.")],
+        [reply('{"customer": "ACME", "total_eur": 200.5, "paid": false}')],
+    ]
+    expected = [
+        "Sunny.",
+        "5, and the time.",
+        "Saved.",
+        "customer='ACME' total_eur=200.5 paid=False",
+    ]
+    assert len(blocks) == len(scripts) == 4
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))  # the approval: yes
+    for block, script, printed in zip(blocks, scripts, expected, strict=True):
+        assert '"openai:gpt-5.4"' in block
+        model = ScriptedModel(script)
+        code = compile(
+            block.replace('"openai:gpt-5.4"', "MODEL"), "comparison.md", "exec", dont_inherit=True
+        )
+        exec(code, {"MODEL": model, "__name__": "comparison"})
+        assert capsys.readouterr().out.strip().splitlines()[-1] == printed
+        outputs = [i for i in model.requests[-1].transcript if isinstance(i, tooldeck.ToolOutput)]
+        assert all(not o.is_error for o in outputs)  # every call ran (the approval said yes)
