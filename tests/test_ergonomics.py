@@ -375,3 +375,28 @@ def test_the_tooldeck_code_of_the_comparison_runs(
         assert capsys.readouterr().out.strip().splitlines()[-1] == printed
         outputs = [i for i in model.requests[-1].transcript if isinstance(i, tooldeck.ToolOutput)]
         assert all(not o.is_error for o in outputs)  # every call ran (the approval said yes)
+
+
+def test_an_async_predicate_is_awaited() -> None:
+    async def rule(request: ApprovalRequest) -> bool:
+        await asyncio.sleep(0)
+        return request.call.name == "save_note"
+
+    asked: list[str] = []
+    model = ScriptedModel(
+        [reply(call("shout", {"text": "a"}), call("save_note", {"text": "n"})), reply("ok")]
+    )
+    Session(
+        model, [shout, save_note], approve=rule, approver=lambda r: asked.append(r.call.name)
+    ).run_sync("go")
+    assert asked == ["save_note"] and ran == ["shout"]  # None from the approver: a deny
+
+
+def test_a_tool_planner_takes_a_flat_list_too() -> None:
+    from tooldeck.plan import ToolPlanner
+
+    model = ScriptedModel([reply(call("save_note", {"text": "n"})), reply("ok")])
+    planner = ToolPlanner([shout, lambda ctx: [save_note]], model=model, semantic=False)
+    result = Session(model, planner).run_sync("go")
+    assert texts(result) == ["saved 'n'"]
+    assert [t.name for t in model.requests[0].tools] == ["shout", "save_note"]

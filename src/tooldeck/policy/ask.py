@@ -34,7 +34,7 @@ every time.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
 
 import anyio.to_thread
@@ -86,15 +86,15 @@ class AskBefore:
         named = [t for t in TIERS if t in self.tiers] + [str(s) for s in self.selectors]
         self.describe = " and ".join(named) + (" tools" if self.tiers else "")
 
-    def __call__(self, tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
+    def __call__(
+        self, tool: Tool, params: Any, call: ToolCall
+    ) -> PolicyDecision | Awaitable[PolicyDecision]:
         tier = self.tier_of(tool)
         if self.test is not None:
             verdict = self.test(ApprovalRequest(call, tool, params, ""))
-            if verdict is False:
-                return PolicyDecision("allow", "approve= does not ask about this call", "approve")
-            return PolicyDecision(
-                "ask", f"{tool.name} is {tier}: approve= asks before it", "approve"
-            )
+            if inspect.isawaitable(verdict):
+                return self._later(verdict, tool, tier)
+            return self._judged(verdict, tool, tier)
         mcp = getattr(tool, "mcp", None)
         server = getattr(mcp, "server", None)
         facts = ToolFacts(
@@ -105,6 +105,15 @@ class AskBefore:
                 "ask", f"{tool.name} is {tier}: approve= asks before {self.describe}", "approve"
             )
         return PolicyDecision("allow", f"approve= asks before {self.describe} only", "approve")
+
+    async def _later(self, verdict: Awaitable[Any], tool: Tool, tier: str) -> PolicyDecision:
+        return self._judged(await verdict, tool, tier)
+
+    def _judged(self, verdict: Any, tool: Tool, tier: str) -> PolicyDecision:
+        """Anything but ``False`` asks: a rule that cannot say no never lets a call through."""
+        if verdict is False:
+            return PolicyDecision("allow", "approve= does not ask about this call", "approve")
+        return PolicyDecision("ask", f"{tool.name} is {tier}: approve= asks before it", "approve")
 
 
 def _answer(value: Any) -> ApprovalAnswer:
