@@ -35,6 +35,13 @@ EXPECTED: dict[str, list[str]] = {
         r"^save_note: Denied by the user: never store passwords in notes$",
         r"^notes kept: \{'todo': 'buy milk'\}$",
     ],
+    "policy_and_approve.py": [
+        r'^asked: save_note \{"path": "drafts/a.md"',  # the policy allows it; approve= asks
+        r"^save_note: saved drafts/a.md$",
+        r"^save_note: Denied by the user\.$",
+        r"^delete_note: Denied by policy: notes are never deleted by the agent$",
+        r"^audit: .*\('save_note', 'approve', 'approval'\)",  # audited through the policy
+    ],
     "deferred_loading.py": [
         r"^300 tools; shown now: 1 \(",
         r"^search found: github__list_issues$",
@@ -66,6 +73,11 @@ EXPECTED: dict[str, list[str]] = {
         r"^Invoice: ACME owes 200.5 EUR, paid=False$",
         r"^model steps: 3$",  # the invalid answer was sent back once
     ],
+}
+
+ABSENT: dict[str, list[str]] = {  # lines that must not appear
+    "approve_writes.py": [r"^asked: read_note"],  # a read-only tool is never asked about
+    "policy_and_approve.py": [r"^asked: delete_note"],  # denied by the policy: nobody asked
 }
 
 
@@ -109,3 +121,5 @@ def test_example_runs_offline(name: str) -> None:
     lines = done.stdout.splitlines()
     for pattern in EXPECTED.get(name, [r"(?!)"]):  # none listed: fails
         assert any(re.search(pattern, line) for line in lines), (pattern, done.stdout[-2000:])
+    for pattern in ABSENT.get(name, []):
+        assert not any(re.search(pattern, line) for line in lines), (pattern, done.stdout)
