@@ -400,3 +400,12 @@ def test_a_tool_planner_takes_a_flat_list_too() -> None:
     result = Session(model, planner).run_sync("go")
     assert texts(result) == ["saved 'n'"]
     assert [t.name for t in model.requests[0].tools] == ["shout", "save_note"]
+
+
+def test_one_source_alone_needs_no_list_and_no_turn(tmp_path: Path) -> None:
+    server = {"basic": {"command": sys.executable, "args": [str(SERVERS / "basic.py"), "stdio"]}}
+    with McpSource(server) as source:
+        model = ScriptedModel([reply(call("mcp__basic__add", {"a": 1, "b": 1})), reply("2")])
+        assert texts(Session(model, source).run_sync("go")) == ['{"result":2}']
+    model = ScriptedModel([reply(call("shout", {"text": "b"})), reply("ok")])
+    assert texts(Session(model, shout).run_sync("go")) == ["B"]

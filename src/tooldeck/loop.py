@@ -63,6 +63,7 @@ from .streaming import LiveTurn, TurnStream, stream_step
 from .structured import AnswerCheck, OutputType
 from .telemetry.settings import active as telemetry_active
 from .telemetry.turns import TurnTrace
+from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
 __all__ = [
@@ -200,12 +201,15 @@ class Session:
     def _tool_source(self) -> Toolset | ToolPlanner | Callable[[TurnContext], Any]:
         """``tools`` as a Toolset, a planner or a per-step creator (a list: made once)."""
         source = self.tools
-        if isinstance(source, Toolset | ToolPlanner) or callable(source):
+        if isinstance(source, Toolset | ToolPlanner):
             return source
-        key = (source, tuple(map(id, source)))
+        if callable(source) and not isinstance(source, Tool):
+            return source  # a factory (an McpSource is one): it may return a ToolPlan
+        items = source if isinstance(source, list | tuple) else [source]  # one item alone
+        key = (source, tuple(map(id, items)))
         cached = self._source
         if cached is None or cached[0][0] is not source or cached[0][1] != key[1]:
-            self._source = cached = (key, tool_source(source))
+            self._source = cached = (key, tool_source(items))
         made: Toolset | Callable[[TurnContext], Toolset] = cached[1]
         return made
 
@@ -219,7 +223,9 @@ class Session:
             if turn is None:
                 raise ValueError("a toolset factory needs a TurnContext: pass turn=")
             made = source(turn)
-            return made if isinstance(made, ToolPlan) else ToolPlan.eager(made)
+            if isinstance(made, ToolPlan):
+                return made
+            return ToolPlan.eager(made if isinstance(made, Toolset) else Toolset(made))
         raise TypeError(f"tools={source!r} is not a tool source")  # pragma: no cover
 
     async def _announce(self, plan: ToolPlan) -> None:
