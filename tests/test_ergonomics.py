@@ -409,3 +409,21 @@ def test_one_source_alone_needs_no_list_and_no_turn(tmp_path: Path) -> None:
         assert texts(Session(model, source).run_sync("go")) == ['{"result":2}']
     model = ScriptedModel([reply(call("shout", {"text": "b"})), reply("ok")])
     assert texts(Session(model, shout).run_sync("go")) == ["B"]
+
+
+def test_model_from_env_falls_back_only_when_nothing_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tooldeck.errors import MissingCredentials, UnknownModel
+    from tooldeck.providers import model_from_env
+
+    offline = ScriptedModel([reply("x")])
+    monkeypatch.delenv("TOOLDECK_MODEL", raising=False)
+    assert model_from_env(offline) is offline
+    monkeypatch.setenv("TOOLDECK_MODEL", "bogus")
+    with pytest.raises(UnknownModel):
+        model_from_env(offline)
+    monkeypatch.setenv("TOOLDECK_MODEL", "anthropic:claude-sonnet-4-6")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(MissingCredentials, match="ANTHROPIC_API_KEY"):
+        model_from_env(offline)  # a set variable never falls back silently
