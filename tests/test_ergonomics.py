@@ -427,3 +427,29 @@ def test_model_from_env_falls_back_only_when_nothing_is_set(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(MissingCredentials, match="ANTHROPIC_API_KEY"):
         model_from_env(offline)  # a set variable never falls back silently
+
+
+def test_edited_arguments_are_judged_by_the_policy_again() -> None:
+    from tooldeck import PolicyDecision
+
+    def no_secrets(t: Tool, params: Any, c: tooldeck.ToolCall) -> PolicyDecision:
+        bad = "secret" in str(params)
+        return PolicyDecision("deny" if bad else "allow", "no secrets in notes")
+
+    def edits(request: ApprovalRequest) -> ApprovalAnswer:
+        return ApprovalAnswer(True, arguments={"text": "the secret"})
+
+    model = ScriptedModel([reply(call("save_note", {"text": "fine"})), reply("ok")])
+    result = Session(
+        model, [save_note], policy=no_secrets, approve="WRITE", approver=edits
+    ).run_sync("go")
+    assert ran == [] and "edited arguments are denied by policy" in texts(result)[0]
+    model = ScriptedModel([reply(call("save_note", {"text": "fine"})), reply("ok")])
+    fine = Session(
+        model,
+        [save_note],
+        policy=no_secrets,
+        approve="WRITE",
+        approver=lambda r: ApprovalAnswer(True, arguments={"text": "better"}),
+    ).run_sync("go")
+    assert texts(fine) == ["saved 'better'"]  # an edit the policy allows runs as edited

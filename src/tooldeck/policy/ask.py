@@ -34,20 +34,36 @@ every time.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import anyio.to_thread
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, Approver, PolicyDecision, PolicyHook
+from ..approvals import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    PolicyDecision,
+    PolicyHook,
+    answering,
+)
+from ..arguments import validate_arguments
+from ..errors import ArgumentError
 from ..tool import TIERS, Tier, Tool
 from ..transcript import ToolCall
-from .both import BothMustAllow
+from .both import BothMustAllow, policy_decision
 from .chain import Policy
 from .rules import Selector, ToolFacts, parse_selectors
 from .session import SessionPolicy
 
-__all__ = ["ApproveRule", "AskBefore", "CallbackApprover", "as_approver", "protection"]
+__all__ = [
+    "ApproveRule",
+    "AskBefore",
+    "CallbackApprover",
+    "EditsRechecked",
+    "as_approver",
+    "protection",
+]
 
 ApproveRule: TypeAlias = str | Sequence[str] | Callable[[ApprovalRequest], Any]
 """What ``approve=`` takes: a tier (and those above it), selectors, or a predicate."""
@@ -167,6 +183,42 @@ def as_approver(approver: Any) -> Approver | None:
     return CallbackApprover(approver)
 
 
+class EditsRechecked:
+    """An approver whose edited arguments are judged by the session's policy hook again.
+
+    The decision is made on what will execute: an answer that edits a call's arguments
+    is checked by ``policy`` with the edited (validated) arguments, and a deny there
+    turns the answer into a deny. (A :class:`~tooldeck.policy.PolicyApprover` does this
+    itself; this wraps the other approvers of ``approve=`` and plain functions.)
+    """
+
+    def __init__(self, ask: Approver, policy: PolicyHook) -> None:
+        self.ask = ask
+        self.policy = policy
+
+    def with_answers(self, answers: Mapping[str, ApprovalAnswer]) -> EditsRechecked:
+        """This approver, with ``answers`` given as the human's (a resumed step)."""
+        return EditsRechecked(answering(answers, self.ask), self.policy)
+
+    async def __call__(self, requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
+        given = list(await self.ask(requests))
+        checked: list[ApprovalAnswer] = []
+        for request, answer in zip(requests, given, strict=False):
+            if isinstance(answer, ApprovalAnswer) and answer.approved and answer.arguments:
+                try:
+                    params = validate_arguments(request.tool, answer.arguments).params
+                except ArgumentError:
+                    checked.append(answer)  # the dispatcher says why, once
+                    continue
+                decided = await policy_decision(self.policy, request.tool, params, request.call)
+                if decided.action == "deny":
+                    answer = ApprovalAnswer(
+                        False, f"the edited arguments are denied by policy: {decided.reason}"
+                    )
+            checked.append(answer)
+        return checked + given[len(checked) :]
+
+
 def protection(
     policy: PolicyHook | None, approve: ApproveRule | None, approver: Any
 ) -> tuple[PolicyHook | None, Approver | None]:
@@ -184,5 +236,7 @@ def protection(
             made = PromptApprover(policy=session, offer_always=session is not None)
             ours = True
     if session is not None and made is not None and ours:
-        made = session.approver(made)  # audited, approve-always kept
+        made = session.approver(made)  # audited, approve-always kept, edits checked again
+    elif hook is not None and made is not None and (ours or approve is not None):
+        made = EditsRechecked(made, hook)  # the decision is made on what will run
     return hook, made

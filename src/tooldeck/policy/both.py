@@ -15,12 +15,15 @@ from ..tool import Tool
 from ..transcript import ToolCall
 from .session import SessionPolicy
 
-__all__ = ["BothMustAllow", "inherit_policy"]
+__all__ = ["BothMustAllow", "inherit_policy", "policy_decision"]
 
 _RANK = {"allow": 0, "ask": 1, "deny": 2}
 
 
-async def _decision(policy: PolicyHook, tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
+async def policy_decision(
+    policy: PolicyHook, tool: Tool, params: Any, call: ToolCall
+) -> PolicyDecision:
+    """``policy``'s decision, awaited; anything that is not a decision is a deny."""
     decided = policy(tool, params, call)
     if inspect.isawaitable(decided):
         decided = await decided
@@ -42,10 +45,10 @@ class BothMustAllow:
         self.explicit = explicit
 
     async def __call__(self, tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
-        first = await _decision(self.inherited, tool, params, call)
+        first = await policy_decision(self.inherited, tool, params, call)
         if first.action == "deny":
             return first
-        second = await _decision(self.explicit, tool, params, call)
+        second = await policy_decision(self.explicit, tool, params, call)
         return second if _RANK[second.action] > _RANK[first.action] else first
 
     def visible(self, tool: Tool) -> bool:
