@@ -43,6 +43,9 @@ from otlp_receiver import OtlpReceiver
 
 ROOT = Path(__file__).resolve().parents[1]
 TYPECHECK_ONLY = "<!-- docs: typecheck-only -->"
+# A block another test runs (it names the test file), or another library's code (it says
+# so): not collected here. tests/test_docs_blocks.py checks that the named test exists.
+RUN_ELSEWHERE = re.compile(r"^<!-- docs: (?:run by (tests/\S+\.py)|peer code) -->$")
 FENCE = re.compile(r"^```(\S*)\s*$")
 TIMEOUT = 120
 
@@ -77,8 +80,8 @@ def python_blocks(path: Path) -> list[Block]:
             i += 1
         if i == len(lines):
             raise ValueError(f"{rel}:{start + 1}: a code block that is never closed")
-        if language in ("python", "py"):
-            before = [line.strip() for line in lines[:start] if line.strip()]
+        before = [line.strip() for line in lines[:start] if line.strip()]
+        if language in ("python", "py") and not (before and RUN_ELSEWHERE.match(before[-1])):
             blocks.append(
                 Block(
                     path=rel,
@@ -239,7 +242,7 @@ def test_a_marker_must_sit_right_before_a_python_block() -> None:
     for path in markdown_files():
         lines = path.read_text(encoding="utf-8").splitlines()
         for number, line in enumerate(lines):
-            if line.strip() != TYPECHECK_ONLY:
+            if line.strip() != TYPECHECK_ONLY and not RUN_ELSEWHERE.match(line.strip()):
                 continue
             after = [following for following in lines[number + 1 :] if following.strip()]
             rel = path.relative_to(ROOT)
@@ -247,3 +250,16 @@ def test_a_marker_must_sit_right_before_a_python_block() -> None:
             assert FENCE.match(after[0]) and after[0].startswith("```py"), (
                 f"{rel}:{number + 1}: the marker is not right before a Python block"
             )
+
+
+def test_a_block_run_elsewhere_names_a_test_that_reads_its_page() -> None:
+    for path in markdown_files():
+        rel = path.relative_to(ROOT).as_posix()
+        for line in path.read_text(encoding="utf-8").splitlines():
+            found = RUN_ELSEWHERE.match(line.strip())
+            if found and found.group(1):
+                test_file = ROOT / found.group(1)
+                assert test_file.is_file(), f"{rel}: {found.group(1)} does not exist"
+                assert path.name in test_file.read_text(encoding="utf-8"), (
+                    f"{rel}: {found.group(1)} never reads {path.name}"
+                )

@@ -4,7 +4,9 @@ The vocabulary the dispatcher and the policy package share: :class:`PolicyDecisi
 (allow / deny / ask), the :class:`PolicyHook` protocol and its default
 :func:`allow_all`; an :class:`ApprovalRequest` shown to an :data:`Approver`, its
 :class:`ApprovalAnswer`, :class:`PendingApproval` for an approver that cannot answer
-now, and :func:`answering` to finish a waiting step with answers given later.
+now, and :func:`answering` to finish a waiting step with answers given later; a
+step that waits (:class:`PendingStep`, its :class:`PendingCall` s) and where it is kept
+between processes (:class:`PendingStore`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from .tool import Tool
-from .transcript import ToolCall, ToolOutput
+from .transcript import AssistantMessage, Item, ToolCall, ToolOutput, Usage
 
 __all__ = [
     "ApprovalAnswer",
     "ApprovalRequest",
     "Approver",
     "PendingApproval",
+    "PendingCall",
+    "PendingStep",
+    "PendingStore",
     "PolicyDecision",
     "PolicyHook",
     "allow_all",
@@ -141,3 +146,50 @@ def answering(answers: Mapping[str, ApprovalAnswer], approver: Approver | None) 
         ]
 
     return approve
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A call of a waiting step that needs a human's answer, as the human is shown it."""
+
+    call_id: str
+    name: str
+    tier: str
+    reason: str
+    display: Any  # JSON data: the arguments, or the tool's own approval display
+
+    @classmethod
+    def of(cls, request: ApprovalRequest) -> PendingCall:
+        return cls(
+            request.call.call_id,
+            request.call.name,
+            request.tool.tier,
+            request.reason,
+            request.display,
+        )
+
+
+@dataclass(slots=True)
+class PendingStep:
+    """A model step waiting for approval, finished later by :meth:`Session.resume`."""
+
+    message: AssistantMessage  # the step's response: its calls
+    outputs: tuple[ToolOutput, ...]  # outputs the step already has; never produced again
+    calls: tuple[PendingCall, ...]  # the calls waiting for an answer
+    start: int  # where the turn's user message is in the transcript
+    steps: int  # model steps the turn has used
+    usage: Usage  # the turn's usage so far
+
+
+class PendingStore(Protocol):
+    """Keeps a waiting step between processes (``tooldeck.policy.PendingFiles`` is one)."""
+
+    def save(self, session_id: str, transcript: Sequence[Item], step: PendingStep) -> None: ...
+
+    def load(self, session_id: str) -> tuple[list[Item], PendingStep] | None:
+        """The waiting step and the transcript up to it, or ``None``."""
+        ...
+
+    def claim(self, session_id: str) -> bool:
+        """Take the waiting step to finish it: true at most once per saved step."""
+        ...

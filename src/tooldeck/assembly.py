@@ -41,7 +41,8 @@ class TurnContext:
     """The facts of one turn that decide which tools exist and how they behave.
 
     - ``session_id``: the session this turn belongs to;
-    - ``home``: the agent's home directory (file tools cannot leave it);
+    - ``home``: the agent's home directory (file tools cannot leave it); ``None``: no
+      home, so less power: file tools refuse, large results are guarded, never stored;
     - ``env``: environment variables for tools that start processes;
     - ``web_provider``: the turn's web binding, ``None`` for no web tools: a
       :class:`~tooldeck.web.WebProvider` (``web_search`` and ``web_fetch``), a provider
@@ -61,7 +62,7 @@ class TurnContext:
     """
 
     session_id: str
-    home: Path
+    home: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     web_provider: WebProvider | str | None = None
     web_access: NetPolicy | None = None
@@ -75,7 +76,8 @@ class TurnContext:
     def __post_init__(self) -> None:
         if self.turn_kind not in ("text", "workflow_task"):
             raise ValueError(f"turn_kind must be 'text' or 'workflow_task', not {self.turn_kind!r}")
-        object.__setattr__(self, "home", Path(self.home))
+        if self.home is not None:
+            object.__setattr__(self, "home", Path(self.home))
 
 
 class Creator(Protocol):
@@ -175,7 +177,8 @@ def assemble(ctx: TurnContext, creators: Sequence[CreatorFn]) -> Toolset:
                 raise AssemblyError(f"tool creator {who} returned {t!r}, not a Tool")
             if t.name in origin:
                 raise AssemblyError(
-                    f"tool {t.name!r} is created twice: by {origin[t.name]} and by {who}"
+                    f"tool {t.name!r} is created twice: by {origin[t.name]} and by {who}; "
+                    "rename one of them or leave one out"
                 )
             origin[t.name] = who
             tools.append(t)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,20 +42,19 @@ from .dispatch import (
     ApprovalRequest,
     Approver,
     PendingApproval,
-    PolicyDecision,
     PolicyHook,
 )
 from .events import Event
 from .loop import Session
 from .model import Model
 from .policy import PolicyApprover, SessionPolicy
+from .policy.both import BothMustAllow, inherit_policy
 from .result import ToolResult
 from .result_guard import child_hooks
 from .telemetry.names import AGENT_NAME
 from .telemetry.turns import turn_attributes
 from .tool import Tool
 from .toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
-from .transcript import ToolCall
 
 __all__ = [
     "CONTROL_TOOLS",
@@ -98,63 +96,14 @@ class SubAgentFinished(Event):
     steps: int
 
 
-_RANK = {"allow": 0, "ask": 1, "deny": 2}
 _CANNOT_WAIT = "no human could answer now, and a sub-agent's call cannot wait for a later approval"
-
-
-async def _decision(policy: PolicyHook, tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
-    decided = policy(tool, params, call)
-    if inspect.isawaitable(decided):
-        decided = await decided
-    if not isinstance(decided, PolicyDecision) or decided.action not in _RANK:
-        return PolicyDecision("deny", f"the policy answered {decided!r}, not a decision")
-    return decided
-
-
-class BothMustAllow:
-    """A sub-agent's policy when one is given explicitly: the inherited one AND it.
-
-    Each call is judged by the inherited policy first (a deny there ends it), then by the
-    explicit one; the stricter verdict wins (deny > ask > allow), with its reason. A
-    tool is shown only when both show it. Its sub-agents derive both parts again.
-    """
-
-    def __init__(self, inherited: PolicyHook, explicit: PolicyHook) -> None:
-        self.inherited = inherited
-        self.explicit = explicit
-
-    async def __call__(self, tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
-        first = await _decision(self.inherited, tool, params, call)
-        if first.action == "deny":
-            return first
-        second = await _decision(self.explicit, tool, params, call)
-        return second if _RANK[second.action] > _RANK[first.action] else first
-
-    def visible(self, tool: Tool) -> bool:
-        for part in (self.inherited, self.explicit):
-            shows = getattr(part, "visible", None)
-            if callable(shows) and not shows(tool):
-                return False
-        return True
-
-    def child(self, agent: str, session_id: str) -> BothMustAllow:
-        return BothMustAllow(
-            _inherit(self.inherited, agent, session_id), _inherit(self.explicit, agent, session_id)
-        )
-
-
-def _inherit(policy: PolicyHook, agent: str, session_id: str) -> PolicyHook:
-    """The policy a sub-agent ``agent`` of a session with ``policy`` runs under."""
-    if isinstance(policy, SessionPolicy | BothMustAllow):
-        return policy.child(agent, session_id)
-    return policy  # a plain hook: the same function judges the child's calls
 
 
 def _child_policy(
     parent: PolicyHook, explicit: PolicyHook | None, agent: str, session_id: str
 ) -> PolicyHook:
     """The inherited policy, made stricter (never looser) by an explicit one."""
-    inherited = _inherit(parent, agent, session_id)
+    inherited = inherit_policy(parent, agent, session_id)
     if explicit is None or explicit is parent or explicit is inherited:
         return inherited
     if (

@@ -27,15 +27,15 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ._sync import run_sync as _run_sync
+from .approvals import ApprovalRequest, PendingCall, PendingStep, PendingStore
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
 from .continuation import ContinuePolicy
 from .dispatch import (
     ApprovalAnswer,
-    ApprovalRequest,
     Approver,
     Dispatcher,
     PendingApproval,
@@ -54,8 +54,11 @@ from .events import (
 from .model import Model, ModelRequest, ModelSettings
 from .notices import NoticeSource, notice_messages
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
+from .policy.ask import ApproveRule, protection
+from .providers import model_from_string
 from .result import ToolResult
 from .result_guard import session_guard
+from .sources import ToolItem, tool_source
 from .streaming import LiveTurn, TurnStream, stream_step
 from .structured import AnswerCheck, OutputType
 from .telemetry.settings import active as telemetry_active
@@ -86,53 +89,6 @@ _NOT_RUN = {
     StopReason.CONTENT_FILTER: "the response was stopped by a content filter",
     StopReason.ERROR: "the provider reported an error",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCall:
-    """A call of a waiting step that needs a human's answer, as the human is shown it."""
-
-    call_id: str
-    name: str
-    tier: str
-    reason: str
-    display: Any  # JSON data: the arguments, or the tool's own approval display
-
-    @classmethod
-    def of(cls, request: ApprovalRequest) -> PendingCall:
-        return cls(
-            request.call.call_id,
-            request.call.name,
-            request.tool.tier,
-            request.reason,
-            request.display,
-        )
-
-
-@dataclass(slots=True)
-class PendingStep:
-    """A model step waiting for approval, finished later by :meth:`Session.resume`."""
-
-    message: AssistantMessage  # the step's response: its calls
-    outputs: tuple[ToolOutput, ...]  # outputs the step already has; never produced again
-    calls: tuple[PendingCall, ...]  # the calls waiting for an answer
-    start: int  # where the turn's user message is in the transcript
-    steps: int  # model steps the turn has used
-    usage: Usage  # the turn's usage so far
-
-
-class PendingStore(Protocol):
-    """Keeps a waiting step between processes (``tooldeck.policy.PendingFiles`` is one)."""
-
-    def save(self, session_id: str, transcript: Sequence[Item], step: PendingStep) -> None: ...
-
-    def load(self, session_id: str) -> tuple[list[Item], PendingStep] | None:
-        """The waiting step and the transcript up to it, or ``None``."""
-        ...
-
-    def claim(self, session_id: str) -> bool:
-        """Take the waiting step to finish it: true at most once per saved step."""
-        ...
 
 
 @dataclass(slots=True)
@@ -172,16 +128,28 @@ class RunResult:
         return value
 
 
-ToolsetSource = Toolset | Sequence[Tool] | ToolPlanner | Callable[[TurnContext], Toolset | ToolPlan]
+ToolsetSource = (
+    Toolset | ToolPlanner | Callable[[TurnContext], Toolset | ToolPlan] | Sequence[ToolItem]
+)
 
 
 @dataclass
 class Session:
     """A conversation: keeps the transcript across turns and runs each turn through the loop.
 
-    ``tools`` is a :class:`Toolset`, a list of tools, or a function ``(TurnContext) ->
-    Toolset`` that assembles the tools afresh before every model step (so a tool found by
-    search, or the recall tool after a first offload, is callable from the next step).
+    ``tools`` is a :class:`Toolset`, a :class:`~tooldeck.plan.ToolPlanner`, a function
+    ``(TurnContext) -> Toolset`` that assembles the tools afresh before every model step
+    (so a tool found by search, or the recall tool after a first offload, is callable
+    from the next step), or a flat list mixing tools, Toolsets, MCP sources, skill
+    catalogs, registries and creators (:mod:`tooldeck.sources`: list order, a name made
+    twice is an error naming both). Without ``turn=`` the session makes each turn's
+    :class:`TurnContext` itself: its session id and signal, and *no* home (file tools
+    refuse, large results are guarded, never written), no web, no jobs.
+    ``approve`` asks before some calls run (``"WRITE"``: WRITE and DANGEROUS tools; a
+    tuple of tiers or tool names; a function of the request), answered by ``approver``
+    (an async batch :data:`~tooldeck.dispatch.Approver`, or a plain function of one
+    request returning ``True`` / ``False`` / an ``ApprovalAnswer``), else at the
+    console. With ``policy`` too, the stricter verdict wins (:mod:`tooldeck.policy.ask`).
     ``result_hooks`` transform each executed call's result before it is recorded. When
     none of them is an offload store's ``hook``, the default size guard is added (offload
     under the turn's home, else guard only; see :mod:`tooldeck.result_guard`);
@@ -193,18 +161,21 @@ class Session:
 
     ``async with Session(...)`` / :meth:`aclose` close only what the session was told
     to own: the model when ``owns_model=True`` (default ``False``: a model passed in
-    belongs to the caller, who may share it between sessions). :meth:`run_sync` runs a
+    belongs to the caller, who may share it between sessions). ``model`` may be a
+    ``kind:model`` string (``"openai:gpt-5.4"``, :func:`~tooldeck.providers.model_from_string`);
+    the session then owns the model it made. :meth:`run_sync` runs a
     turn from synchronous code.
     """
 
-    model: Model
-    tools: ToolsetSource
+    model: Model | str  # a str is a model_from_string spec ("openai:gpt-5.4"): owned
+    tools: ToolsetSource = ()
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
     instructions: str | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
     max_steps: int = 20
     policy: PolicyHook | None = None
-    approver: Approver | None = None
+    approver: Approver | Callable[[ApprovalRequest], Any] | None = None
+    approve: ApproveRule | None = None  # ask before these run: "WRITE", ("WRITE", "x"), fn
     timeout: float | None = 300.0
     result_hooks: Sequence[ResultHook] = ()
     events: EventBus = field(default_factory=EventBus)
@@ -218,9 +189,32 @@ class Session:
     owns_model: bool = False  # aclose() / async with also close the model
     _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
     notices: NoticeSource | None = None  # e.g. ended background jobs, seen once before a prompt
+    _source: tuple[Any, Any] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, str):  # a bad spec or a missing key: one line, now
+            self.model = model_from_string(self.model)
+            self.owns_model = True  # made here, so closed here
+        protection(self.policy, self.approve, self.approver)  # a bad approve=: one line, now
+        self._tool_source()  # a bad tools list: one line, now
+
+    def _tool_source(self) -> Toolset | ToolPlanner | Callable[[TurnContext], Any]:
+        """``tools`` as a Toolset, a planner or a per-step creator (a list: made once)."""
+        source = self.tools
+        if isinstance(source, Toolset | ToolPlanner):
+            return source
+        if callable(source) and not isinstance(source, Tool):
+            return source  # a factory (an McpSource is one): it may return a ToolPlan
+        items = source if isinstance(source, list | tuple) else [source]  # one item alone
+        key = (source, tuple(map(id, items)))
+        cached = self._source
+        if cached is None or cached[0][0] is not source or cached[0][1] != key[1]:
+            self._source = cached = (key, tool_source(items))
+        made: Toolset | Callable[[TurnContext], Toolset] = cached[1]
+        return made
 
     def _plan(self, turn: TurnContext | None) -> ToolPlan:
-        source = self.tools
+        source = self._tool_source()
         if isinstance(source, Toolset):
             return ToolPlan.eager(source)
         if isinstance(source, ToolPlanner):
@@ -229,8 +223,10 @@ class Session:
             if turn is None:
                 raise ValueError("a toolset factory needs a TurnContext: pass turn=")
             made = source(turn)
-            return made if isinstance(made, ToolPlan) else ToolPlan.eager(made)
-        return ToolPlan.eager(Toolset(source))
+            if isinstance(made, ToolPlan):
+                return made
+            return ToolPlan.eager(made if isinstance(made, Toolset) else Toolset(made))
+        raise TypeError(f"tools={source!r} is not a tool source")  # pragma: no cover
 
     async def _announce(self, plan: ToolPlan) -> None:
         if not isinstance(self.tools, ToolPlanner):
@@ -347,25 +343,25 @@ class Session:
         *,
         streaming: bool = False,
     ) -> RunResult:
-        turn = turn or self.turn
-        signal = signal or (turn.signal if turn else AbortSignal())
+        turn = turn or self.turn or TurnContext(self.session_id, signal=signal or AbortSignal())
+        signal = signal or turn.signal
         guard = session_guard(
             self.result_hooks,
             enabled=self.guard,
             session_id=self.session_id,
-            home=turn.home if turn else None,
+            home=turn.home,
             events=self.events,
         )
         plan = guard.offer_recall(self._plan(turn))
-        per_step = (
-            callable(self.tools) and not isinstance(self.tools, Toolset)
-        ) or guard.adds_tools
+        source = self._tool_source()
+        per_step = not isinstance(source, Toolset) or guard.adds_tools
+        policy, approver = protection(self.policy, self.approve, self.approver)
         dispatcher = Dispatcher(
             plan.executable,
             session_id=self.session_id,
             turn=turn,
-            policy=self.policy,
-            approver=self.approver,
+            policy=policy,
+            approver=approver,
             timeout=self.timeout,
             events=self.events,
             result_hooks=guard.hooks,
@@ -555,16 +551,18 @@ class Session:
         the step's ``ToolCallDone`` events, so a consumer that leaves then still finds it
         (with a "not executed" output for each call).
         """
+        model = self.model
+        assert not isinstance(model, str)  # made into a model in __post_init__
         if streaming:
             return await stream_step(
-                self.model,
+                model,
                 request,
                 self.events,
                 self.session_id,
                 step,
                 record=self.transcript.append,
             )
-        message = await self.model.respond(request)
+        message = await model.respond(request)
         self.transcript.append(message)
         return message
 
@@ -661,7 +659,7 @@ def _answers_by_id(
     return by_id
 
 
-async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
+async def run(model: Model | str, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
     """Run one turn: ``await tooldeck.run(model, toolset, "prompt")``.
 
     Options are :class:`Session` fields (``instructions``, ``settings``, ``max_steps``,
@@ -671,8 +669,8 @@ async def run(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -
     ``settings``).
     """
     signal = options.pop("signal", None)
-    session = Session(model, tools, **_typed_options(options))
-    return await session.run(prompt, signal=signal)
+    async with Session(model, tools, **_typed_options(options)) as session:
+        return await session.run(prompt, signal=signal)  # a model it made is closed after
 
 
 def _typed_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -685,7 +683,7 @@ def _typed_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def stream(
-    model: Model, tools: ToolsetSource, prompt: str, **options: Any
+    model: Model | str, tools: ToolsetSource, prompt: str, **options: Any
 ) -> TurnStream[RunResult]:
     """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
 
@@ -696,7 +694,7 @@ def stream(
     return session.stream(prompt, signal=signal)
 
 
-def run_sync(model: Model, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
+def run_sync(model: Model | str, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
     """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
 
     Refuses inside a running event loop (Jupyter, async code): ``await tooldeck.run(...)``

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 from .assembly import Toolset, TurnContext
 from .events import Event
 from .schema import Provider, project
+from .sources import ToolItem, tool_source
 from .tokens import estimate_tokens
 from .tool import Tool
 
@@ -152,7 +153,7 @@ def _provider_of(model: Any) -> Provider:
     return "openai-chat"
 
 
-ToolSource: TypeAlias = Toolset | Sequence[Tool] | Callable[[TurnContext], Toolset]
+ToolSource: TypeAlias = Toolset | Sequence[ToolItem] | Callable[[TurnContext], Toolset]
 
 
 @dataclass
@@ -181,16 +182,19 @@ class ToolPlanner:
     _step: int = 0
     _last: ToolPlan | None = None
     _web_config: Any = None
+    _flat: tuple[Any, Toolset | Callable[[TurnContext], Toolset]] | None = None
 
     def _assemble(self, turn: TurnContext | None) -> Toolset:
         source = self.source
+        if not isinstance(source, Toolset) and not callable(source):
+            if self._flat is None or self._flat[0] is not source:  # a flat list: made once
+                self._flat = (source, tool_source(source))
+            source = self._flat[1]
         if isinstance(source, Toolset):
             return source
-        if callable(source):
-            if turn is None:
-                raise ValueError("a toolset factory needs a TurnContext: pass turn=")
-            return source(turn)
-        return Toolset(source)
+        if turn is None:
+            raise ValueError("a toolset factory needs a TurnContext: pass turn=")
+        return source(turn)
 
     def __call__(self, turn: TurnContext | None) -> ToolPlan:
         self._step += 1

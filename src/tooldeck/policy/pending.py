@@ -27,8 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..approvals import PendingCall, PendingStep
 from ..dispatch import ApprovalAnswer
-from ..loop import PendingCall, PendingStep
 from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
 from ..transcript import (
     AssistantMessage,

@@ -59,6 +59,7 @@ __all__ = [
     "OpenAIResponsesModel",
     "ScriptedModel",
     "call",
+    "model_from_env",
     "model_from_string",
     "reply",
 ]
@@ -111,6 +112,17 @@ def model_from_string(
     if kind == "anthropic":
         return AnthropicModel(name, base_url=base_url, **options)
     return ChatCompletionsModel(name, flavour, base_url=base_url, **options)  # type: ignore[arg-type]
+
+
+def model_from_env(offline: Model, *, variable: str = "TOOLDECK_MODEL", **options: Any) -> Model:
+    """The model named by ``$TOOLDECK_MODEL`` (``kind:model``, as ``tooldeck demo --model``
+    takes), else ``offline`` (a :class:`ScriptedModel`, so a program runs without a key).
+
+    A set variable with a bad spec or a missing key raises one line, as
+    :func:`model_from_string` does; it never falls back silently.
+    """
+    spec = os.environ.get(variable, "").strip()
+    return model_from_string(spec, **options) if spec else offline
 
 
 N = TypeVar("N", int, float)
