@@ -35,6 +35,7 @@ from ..policy.chain import PolicyError
 from ..policy.grants import parse_pattern
 from ..policy.pending import read_pending, save_answers
 from ..policy.session import ApproveAlways, SessionPolicy
+from .report import existing_file, user_error
 
 __all__ = ["PromptApprover", "approve_command", "ask_calls"]
 
@@ -185,11 +186,14 @@ def approve_command(
 ) -> None:
     """Answer the calls a waiting run needs approved; writes an answers file for resume."""
     console = Console()
+    what = "a waiting run's <session>.pending.json"
+    existing_file(pending, what)
     try:
         session_id, _, step = read_pending(pending)
     except (OSError, ValueError, KeyError) as exc:
-        console.print(f"[red]{pending}: {exc}[/red]")
-        raise typer.Exit(1) from exc
+        message = str(exc)
+        message = message if message.startswith(str(pending)) else f"{pending}: {message}"
+        raise user_error(f"{message}; give {what}") from exc
     console.print(f"Session [bold]{session_id}[/bold] waits for {len(step.calls)} answer(s).")
     given = ask_calls(step.calls, sys.stdin, console)
     target = answers or pending.with_name(f"{session_id}.answers.json")

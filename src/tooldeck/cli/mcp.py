@@ -17,6 +17,7 @@ from ..context import ToolContext
 from ..errors import ArgumentError
 from ..mcp import McpConfig, McpConfigError, McpProgress, McpSource, McpTool, ServerStatus
 from ..result import ImagePart, JsonPart, TextPart, ToolResult
+from .report import existing_file, user_error
 
 app = typer.Typer(
     help="List MCP servers from a config file and call their tools.", no_args_is_help=True
@@ -27,13 +28,12 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 def _load(console: Console, path: Path) -> McpConfig:
+    what = 'an MCP config file ({"mcpServers": {...}})'
+    existing_file(path, what)
     try:
         return McpConfig.load(path)
     except McpConfigError as exc:
-        console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
-        for problem in exc.problems:
-            console.print(f"  - {problem}", markup=False, highlight=False)
-        raise typer.Exit(2) from exc
+        raise user_error(f"{exc.source}: {'; '.join(exc.problems)}; give {what}") from exc
 
 
 def _first_line(text: str, limit: int = 80) -> str:
