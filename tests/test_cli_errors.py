@@ -335,3 +335,18 @@ def test_demo_keep_keeps_the_folder_it_names() -> None:
         import shutil
 
         shutil.rmtree(folder)
+
+
+def test_a_server_that_fails_to_start_is_said_once(tmp_path: Path) -> None:
+    config = tmp_path / "mcp.json"
+    missing = tmp_path / "no-such-server"
+    config.write_text(json.dumps({"mcpServers": {"broken": {"command": str(missing)}}}))
+    called = CliRunner().invoke(app, ["mcp", "call", str(config), "broken", "ping"])
+    assert (called.exit_code, called.output) == (
+        2,
+        f"error: MCP server 'broken' failed to start: FileNotFoundError: [Errno 2] No such "
+        f"file or directory: '{missing}'\n",
+    )
+    listed = CliRunner().invoke(app, ["mcp", "list", str(config)], env={"COLUMNS": "300"})
+    assert listed.exit_code == 1
+    assert listed.output.count("No such file or directory") == 1  # in its row, not also logged

@@ -152,7 +152,7 @@ def check_command(
             failed = True
             console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
             for problem in exc.problems:
-                console.print(f"  - {problem}", markup=False, highlight=False)
+                console.print(f"  - {problem}", markup=False, highlight=False, soft_wrap=True)
             continue
         named = {
             "modes": len(loaded.modes),

@@ -106,7 +106,7 @@ def check_command(
     except RegistryError as exc:
         console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]", highlight=False)
         for problem in exc.problems:
-            console.print(f"  - {_shorten(problem)}", markup=False, highlight=False)
+            console.print(f"  - {_shorten(problem)}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     by_category: dict[str, int] = {}
     for d in definitions:
