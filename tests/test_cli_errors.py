@@ -94,6 +94,7 @@ CASES: list[tuple[tuple[str, ...], int, str]] = [
         2,
         "No such command 'workflowz'. Did you mean 'workflows'?; see tooldeck --help",
     ),
+    (("--bogus",), 2, "No such option: --bogus (Possible options: --verbose); see tooldeck --help"),
     # folders of agents, grants files
     (
         ("agents", "check", "{t}/nodir"),
@@ -232,6 +233,13 @@ CASES: list[tuple[tuple[str, ...], int, str]] = [
         2,
         '{t}/nosuch.json does not exist; give an MCP config file ({"mcpServers": {...}})',
     ),
+    (
+        ("workflows", "run", "{t}/folder"),
+        2,
+        "{t}/folder is a folder, not a file; give a workflow script (a Python file defining a "
+        "Workflow)",
+    ),
+    (("scheduler", "--script", "{t}/nosuch.py", "--for", "0"), 2, "no script at {t}/nosuch.py"),
     # arguments meant for a human
     (
         ("policy", "explain", "write_file", "--args", '{"path": 3}'),

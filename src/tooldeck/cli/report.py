@@ -115,6 +115,14 @@ class CliGroup(TyperGroup):
     """The root command group: a provider error or a usage error from any command is one
     line (see the module docstring)."""
 
+    def make_context(self, info_name: Any, args: Any, parent: Any = None, **extra: Any) -> Any:
+        try:  # the root's own options (``tooldeck --bogus``)
+            return super().make_context(info_name, args, parent, **extra)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            raise user_error(_usage_line(exc), exc.exit_code) from None
+
     def invoke(self, ctx: Any) -> Any:  # typer's own click Context
         try:
             return super().invoke(ctx)

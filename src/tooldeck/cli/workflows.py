@@ -37,7 +37,7 @@ from ..workflows.script import load_script
 from ..workflows.shapes import WorkflowDefinitionError
 from ..workflows.store import PostgresStore, StoreError, WorkflowStore, open_store
 from ..workflows.store.base import WorkflowState
-from .report import exit_code, user_error
+from .report import existing_file, exit_code, user_error
 
 __all__ = ["workflows_app"]
 
@@ -184,6 +184,7 @@ def run_command(
     console = Console()
     if workers and not (dsn or os.environ.get("TOOLDECK_WORKFLOWS_DSN")):
         raise _fail(console, "--workers needs the workers' PostgreSQL database: --dsn DSN")
+    existing_file(file, "a workflow script (a Python file defining a Workflow)")
     try:
         script = load_script(file)
         chosen = script.workflow(workflow)
