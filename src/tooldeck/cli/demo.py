@@ -349,8 +349,10 @@ def demo_command(
     _export_telemetry(console)
     if model is not None:
         live = model_from_string(model)  # a bad spec or a missing key: one line, now
-        with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
+        with _demo_home(keep) as home:
             asyncio.run(_live_turn(console, Path(home), model, live))
+        if keep:
+            console.print(f"The demo's folder is kept: {home}", highlight=False, soft_wrap=True)
         return
     console.rule("[bold]tooldeck demo[/bold] (offline, no API keys)")
     _projection_table(console)

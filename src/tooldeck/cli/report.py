@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer._click.exceptions import NoArgsIsHelpError, UsageError  # click, as typer vendors it
 from typer.core import TyperGroup
 
 from ..errors import ModelConfigError, ProviderError
