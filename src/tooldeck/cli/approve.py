@@ -194,9 +194,15 @@ def approve_command(
         message = str(exc)
         message = message if message.startswith(str(pending)) else f"{pending}: {message}"
         raise user_error(f"{message}; give {what}") from exc
+    target = answers or pending.with_name(f"{session_id}.answers.json")
+    if target.is_dir():  # said before any question, so no answer is lost
+        raise user_error(f"{target} is a folder; give --answers a file to write")
+    if not target.parent.is_dir():
+        raise user_error(
+            f"{target.parent} does not exist; give --answers a file in a folder that does"
+        )
     console.print(f"Session [bold]{session_id}[/bold] waits for {len(step.calls)} answer(s).")
     given = ask_calls(step.calls, sys.stdin, console)
-    target = answers or pending.with_name(f"{session_id}.answers.json")
     by_id: dict[str, ApprovalAnswer] = {
         c.call_id: a for c, a in zip(step.calls, given, strict=True)
     }
