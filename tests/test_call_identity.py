@@ -90,7 +90,8 @@ def test_a_pending_file_whose_calls_share_an_id_is_never_answered_or_resumed(
         waiting["call_id"] = "c"
     path.write_text(json.dumps(data))
     out = CliRunner().invoke(approve_cli(), [str(path)], input="n\ny\n")
-    assert out.exit_code == 1
+    assert out.exit_code == 2  # a file the command cannot use: one line (docs/cli.md)
+    assert out.output.startswith("error: ") and out.output.count("\n") == 1
     assert "cannot be resumed" in out.output and "Traceback" not in out.output
     with pytest.raises(ValueError, match="cannot be resumed"):
         asyncio.run(bash_session(home, state, [reply("x")]).resume([]))

@@ -35,7 +35,8 @@ def invoke(*args: str, home: Path) -> tuple[int, str]:
         ),
         (
             ("workflows", "list", "--state", "bogus"),
-            "error: --state 'bogus' is not one of pending, running, succeeded, failed, cancelled\n",
+            "error: Invalid value for '--state': 'bogus' is not one of 'pending', 'running', "
+            "'succeeded', 'failed', 'cancelled'; see tooldeck workflows list --help\n",
         ),
         (
             ("agents", "check", "{tmp}/nodir"),

@@ -45,6 +45,9 @@ def test_demo_runs_offline_and_shows_decisions_and_repairs() -> None:
         "submitted",
     ):
         assert expected in out, expected
+    # the demo's folder is deleted at the end: never shown as where things are stored
+    assert "stored in a temporary folder, removed when the demo ends" in out
+    assert "tooldeck-demo-" not in out
 
 
 def test_demo_attaches_an_mcp_server_from_a_config_file(tmp_path: Path) -> None:

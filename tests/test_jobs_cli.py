@@ -44,14 +44,28 @@ def seed(db: Path) -> str:
 
 def test_read_commands_never_create_a_database(tmp_path: Path) -> None:
     db = tmp_path / "sub" / "db.sqlite3"
-    for args in (["jobs", "list"], ["schedules", "list"]):
-        result = invoke(*args, "--db", str(db))
+    home = {"COLUMNS": "200", "HOME": str(tmp_path / "home"), "TOOLDECK_WORKFLOWS_DB": ""}
+    for args in (["jobs", "list"], ["schedules", "list"]):  # nothing ran on this machine yet
+        result = runner.invoke(app, args, env=home)
         assert result.exit_code == 0 and "no database yet" in result.output
     for args in (["jobs", "show", "x"], ["schedules", "show", "x"], ["jobs", "cancel", "x"]):
-        result = invoke(*args, "--db", str(db))
+        result = runner.invoke(app, args, env=home)
         assert result.exit_code == 1
         assert result.output.strip().count("\n") == 0 and "error:" in result.output
+    for args in (
+        ["jobs", "list"],
+        ["schedules", "list"],
+        ["jobs", "show", "x"],
+        ["schedules", "show", "x"],
+        ["jobs", "cancel", "x"],
+    ):  # a --db that is not there is a mistake, named
+        result = invoke(*args, "--db", str(db))
+        assert (result.exit_code, result.output) == (
+            2,
+            f"error: {db} does not exist; give --db an existing workflow database\n",
+        )
     assert not db.exists() and not db.parent.exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_jobs_list_show_and_cancel(tmp_path: Path) -> None:

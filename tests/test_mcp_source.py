@@ -535,6 +535,9 @@ def test_cli_list_and_call(tmp_path: Path) -> None:
     added = runner.invoke(mcp_app, ["call", str(path), "basic", "add", "--args", '{"a":1,"b":2}'])
     assert added.exit_code == 0 and added.output.strip() == '{"result":3}'
     invalid = runner.invoke(mcp_app, ["call", str(path), "paged", "tool_01", "-a", '{"n":"x"}'])
-    assert invalid.exit_code == 2 and "Invalid arguments" in invalid.output
+    assert (invalid.exit_code, invalid.output) == (
+        2,
+        'error: --args for tool_01: $.n: "x" is not of type "integer"\n',
+    )
     unknown = runner.invoke(mcp_app, ["call", str(path), "nope", "add"])
     assert unknown.exit_code == 2 and "no MCP server 'nope'" in unknown.output

@@ -583,6 +583,12 @@ def test_tooldeck_approve_answers_a_waiting_run_from_the_terminal(tmp_path: Path
 
     app = typer.Typer()
     app.command()(approve_command)
+    nowhere = tmp_path / "nowhere" / "a.json"  # said before asking, so no answer is lost
+    out = CliRunner().invoke(app, [str(state / "later.pending.json"), "-o", str(nowhere)])
+    assert (out.exit_code, out.output) == (
+        2,
+        f"error: {nowhere.parent} does not exist; give --answers a file in a folder that does\n",
+    )
     out = CliRunner().invoke(app, [str(state / "later.pending.json")], input="y\nn\nno b\n")
     assert out.exit_code == 0, out.output
     assert "2 calls need approval (one batch)" in out.output

@@ -173,11 +173,15 @@ def test_a_file_that_is_not_a_timeline_is_one_line_of_error(tmp_path: Path, cont
     with pytest.raises(TimelineError):
         Timeline.load(path)
     result = CliRunner().invoke(app, ["timeline", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1  # one line saying what is wrong
     missing = CliRunner().invoke(app, ["timeline", str(tmp_path / "nope.json")])
-    assert missing.exit_code == 1 and "cannot read" in missing.output
+    assert (missing.exit_code, missing.output) == (
+        2,
+        f"error: {tmp_path / 'nope.json'} does not exist; give a saved timeline or an "
+        "OTLP/JSON trace file\n",
+    )
 
 
 def test_a_trace_gives_the_same_picture(otel: Recorded) -> None:

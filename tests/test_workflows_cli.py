@@ -90,7 +90,7 @@ def test_run_refuses_bad_scripts_inputs_and_models(tmp_path: Path) -> None:
     code, out = invoke(*args, "--dsn", "postgresql://localhost/x")
     assert code == 2 and "not both" in out
     code, out = invoke("run", str(tmp_path / "missing.py"), *db)
-    assert code == 2 and "no workflow script" in out
+    assert code == 2 and "missing.py does not exist; give a workflow script" in out
     script = tmp_path / "no_model.py"
     script.write_text(
         "from tooldeck.workflows import Task, Workflow\n"

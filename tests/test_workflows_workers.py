@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -592,6 +593,16 @@ def test_workflows_run_with_workers_shows_their_progress(workers: Workers) -> No
     assert "✓ total: submitted (1/3 submissions)" in result.output  # followed live
     claimed = query(workers, "SELECT reason FROM transitions WHERE reason LIKE 'claimed by %%'")
     assert claimed and all(str(r).endswith("@cli") for (r,) in claimed)
+    # the worker said what it did, one line per task state change, each once
+    workers.stop_all()
+    log = (workers.log_dir / "cli-0.log").read_text()
+    lines = [line for line in log.splitlines() if " task " in line and "(run wf-" in line]
+    said = [re.sub(r"^\d\d:\d\d:\d\d | \(run wf-\w+\)| after [\d.]+ s$", "", x) for x in lines]
+    names = sorted({x.split()[1] for x in said})
+    assert len(names) == 6
+    assert sorted(said) == sorted(
+        [f"task {n} claimed" for n in names] + [f"task {n} submitted" for n in names]
+    )
 
 
 def test_a_client_without_workers_is_told_to_start_one(pg_schema: str) -> None:
@@ -618,6 +629,13 @@ def test_worker_and_workers_flag_need_a_database() -> None:
     dead = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
     result = CliRunner().invoke(app, ["worker", "--dsn", dead, "--script", str(SCRIPT)], env=env)
     assert result.exit_code == 2 and "cannot connect to PostgreSQL" in result.output
+    assert result.output.startswith("error: ") and result.output.count("\n") == 1  # only that
+    result = CliRunner().invoke(app, ["worker", "--dsn", dead], env=env)
+    assert (result.exit_code, result.output) == (
+        2,
+        "error: a worker needs a model for its turns: --model KIND:MODEL (e.g. openai:gpt-5.4), "
+        "or --script FILE defining scripted_model(run) (a scripted stand-in)\n",
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,33 +6,96 @@ Define a tool once (:func:`tool` or :class:`Tool`), project it for each provider
 one dispatcher that owns validation, policy, ordering, timeouts and outputs.
 """
 
-from . import schema
-from .arguments import ValidatedArguments, validate_arguments
-from .assembly import Toolset, TurnContext, assemble
-from .context import Aborted, AbortSignal, ToolContext
-from .continuation import ContinuePolicy
-from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
-from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
-from .events import EventBus
-from .loop import RunResult, Session, run, run_sync, stream
-from .model import Model, ModelRequest, ModelSettings
-from .providers.scripted import ScriptedModel
-from .registry import Handlers, ToolRegistry
-from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
-from .schema import Projection, project, project_tools
-from .streaming import TurnStream
-from .tool import TOOL_NAME_PATTERN, ExecutionMode, Tool, tool
-from .transcript import (
-    AssistantMessage,
-    OpaqueItem,
-    StopReason,
-    ToolCall,
-    ToolOutput,
-    Usage,
-    UserMessage,
-)
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import schema
+    from .arguments import ValidatedArguments, validate_arguments
+    from .assembly import Toolset, TurnContext, assemble
+    from .context import Aborted, AbortSignal, ToolContext
+    from .continuation import ContinuePolicy
+    from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
+    from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
+    from .events import EventBus
+    from .loop import RunResult, Session, run, run_sync, stream
+    from .model import Model, ModelRequest, ModelSettings
+    from .providers.scripted import ScriptedModel
+    from .registry import Handlers, ToolRegistry
+    from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
+    from .schema import Projection, project, project_tools
+    from .streaming import TurnStream
+    from .tool import TOOL_NAME_PATTERN, ExecutionMode, Tool, tool
+    from .transcript import (
+        AssistantMessage,
+        OpaqueItem,
+        StopReason,
+        ToolCall,
+        ToolOutput,
+        Usage,
+        UserMessage,
+    )
 
 __version__ = "0.1.0"
+
+# Loaded on first use, so that ``import tooldeck`` (and the ``tooldeck`` command, whose
+# ``--help`` must start fast) pays only for what it touches: name -> defining module.
+_LAZY: dict[str, str] = {
+    "schema": "",
+    "ValidatedArguments": "arguments",
+    "validate_arguments": "arguments",
+    "Toolset": "assembly",
+    "TurnContext": "assembly",
+    "assemble": "assembly",
+    "Aborted": "context",
+    "AbortSignal": "context",
+    "ToolContext": "context",
+    "ContinuePolicy": "continuation",
+    "ApprovalAnswer": "dispatch",
+    "ApprovalRequest": "dispatch",
+    "Dispatcher": "dispatch",
+    "PolicyDecision": "dispatch",
+    "ArgumentError": "errors",
+    "SchemaError": "errors",
+    "TooldeckError": "errors",
+    "ToolDefinitionError": "errors",
+    "EventBus": "events",
+    "RunResult": "loop",
+    "Session": "loop",
+    "run": "loop",
+    "run_sync": "loop",
+    "stream": "loop",
+    "Model": "model",
+    "ModelRequest": "model",
+    "ModelSettings": "model",
+    "ScriptedModel": "providers.scripted",
+    "Handlers": "registry",
+    "ToolRegistry": "registry",
+    "ContentPart": "result",
+    "ImagePart": "result",
+    "JsonPart": "result",
+    "TextPart": "result",
+    "ToolResult": "result",
+    "Projection": "schema",
+    "project": "schema",
+    "project_tools": "schema",
+    "TurnStream": "streaming",
+    "TOOL_NAME_PATTERN": "tool",
+    "ExecutionMode": "tool",
+    "Tool": "tool",
+    "tool": "tool",
+    "AssistantMessage": "transcript",
+    "OpaqueItem": "transcript",
+    "StopReason": "transcript",
+    "ToolCall": "transcript",
+    "ToolOutput": "transcript",
+    "Usage": "transcript",
+    "UserMessage": "transcript",
+}
 
 __all__ = [
     "TOOL_NAME_PATTERN",
@@ -87,3 +150,34 @@ __all__ = [
     "tool",
     "validate_arguments",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = importlib.import_module(f"{__name__}.{module}" if module else f"{__name__}.{name}")
+    if module:
+        value = getattr(value, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+class _Package(types.ModuleType):
+    """Keeps an exported name meaning what ``__all__`` says once a namesake submodule loads.
+
+    Importing ``tooldeck.tool`` (the module) would otherwise rebind ``tooldeck.tool`` from
+    the decorator to the module, as the import system sets each submodule on its package.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _LAZY.get(name):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

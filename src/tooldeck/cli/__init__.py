@@ -2,35 +2,125 @@
 
 ``tooldeck -v COMMAND`` (or ``TOOLDECK_VERBOSE=1``) shows tracebacks and debug logs;
 without it an error is one line (see :mod:`tooldeck.cli.report`).
+
+Each command's module is imported only when that command runs: ``tooldeck --help`` lists
+the commands from :data:`COMMANDS` alone, without loading a provider SDK, MCP, DBOS or
+pydantic (``tests/test_cli_startup.py`` holds it to that).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import importlib
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
-from .approve import approve_command
-from .demo import demo_command
-from .jobs import jobs_app
-from .mcp import app as mcp_app
-from .policy import policy_app
+from ._help import print_group_help, tidy_help
 from .report import HANDLER_KEY, VERBOSE_KEY, CliGroup, cli_logging
-from .schedules import scheduler_command, schedules_app
-from .search import search_command
-from .serve import serve_command
-from .timeline import timeline_command
-from .toolkits import agents_app, toolkits_app
-from .tools import app as tools_app
-from .worker import worker_command
-from .workflows import workflows_app
+
+__all__ = ["COMMANDS", "LazyCommand", "app", "load_command", "main"]
+
+
+@dataclass(frozen=True, slots=True)
+class LazyCommand:
+    """A command known by name and help until it runs: ``target`` is ``module:attribute``
+    in this package, a ``typer.Typer`` (a group) or a command function."""
+
+    target: str
+    help: str
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "demo": LazyCommand(
+        "demo:demo_command",
+        "Run the offline demo (no API keys, no network), or with --model one live turn.",
+    ),
+    "tools": LazyCommand("tools:app", "Check, list and show tool definitions."),
+    "toolkits": LazyCommand("toolkits:toolkits_app", "List and inspect toolkits."),
+    "agents": LazyCommand("toolkits:agents_app", "Check agent definitions."),
+    "search": LazyCommand(
+        "search:search_command", "Search a catalog of tool definitions for a need, ranked."
+    ),
+    "mcp": LazyCommand("mcp:app", "List MCP servers from a config file and call their tools."),
+    "workflows": LazyCommand(
+        "workflows:workflows_app",
+        "Run workflows (task turns that submit schema-checked results) and inspect runs.",
+    ),
+    "worker": LazyCommand(
+        "worker:worker_command", "Run workflow task turns from the DBOS queue in PostgreSQL."
+    ),
+    "jobs": LazyCommand("jobs:jobs_app", "Inspect and cancel background agent jobs."),
+    "schedules": LazyCommand(
+        "schedules:schedules_app", "Inspect, cancel and fire schedules (cron, interval, once)."
+    ),
+    "scheduler": LazyCommand(
+        "schedules:scheduler_command", "Fire due schedules and run the jobs they make."
+    ),
+    "policy": LazyCommand(
+        "policy:policy_app",
+        "Explain and check access-control policies; list and revoke approve-always grants.",
+    ),
+    "timeline": LazyCommand(
+        "timeline:timeline_command", "Show a saved turn or an OTLP/JSON trace as a timeline."
+    ),
+    "serve": LazyCommand(
+        "serve:serve_command",
+        "Serve the tools of MCP servers as one MCP server (stdio or HTTP).",
+    ),
+    "approve": LazyCommand(
+        "approve:approve_command",
+        "Answer the calls a waiting run needs approved (writes answers).",
+    ),
+}
+
+
+def load_command(name: str) -> Any:
+    """The real click command behind ``COMMANDS[name]`` (imports its module)."""
+    entry = COMMANDS[name]
+    module, attribute = entry.target.split(":")
+    target = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+    if isinstance(target, typer.Typer):
+        command: Any = typer.main.get_group(target)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name, help=entry.help)(target)
+        command = typer.main.get_command(single)
+    command.name = name
+    return tidy_help(command)
+
+
+class _Placeholder(TyperCommand):
+    """What ``--help`` lists for a command whose module is not imported yet."""
+
+
+class _LazyGroup(CliGroup):
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        known = dict(self.commands)
+        self.commands.clear()  # in COMMANDS' order, then the eager ones (version)
+        for name, entry in COMMANDS.items():
+            self.commands[name] = _Placeholder(name, help=entry.help)
+        self.commands.update(known)
+        tidy_help(self)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        print_group_help(self, ctx)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if isinstance(command, _Placeholder) and name is not None:
+            command = self.commands[name] = load_command(name)
+        return name, command, rest
+
 
 app = typer.Typer(
     name="tooldeck",
     help="tooldeck: the tool runtime for LLM agents.",
     no_args_is_help=True,
     add_completion=False,
-    cls=CliGroup,
+    cls=_LazyGroup,
 )
 
 
@@ -49,36 +139,6 @@ def _options(
 ) -> None:
     ctx.meta[VERBOSE_KEY] = verbose
     ctx.meta[HANDLER_KEY] = ctx.with_resource(cli_logging(verbose))
-
-
-app.command(
-    "demo",
-    help="Run the offline demo (no API keys, no network), or with --model one live turn.",
-)(demo_command)
-app.add_typer(tools_app, name="tools")
-app.add_typer(toolkits_app, name="toolkits")
-app.add_typer(agents_app, name="agents")
-app.command("search", help="Search a catalog of tool definitions for a need, ranked.")(
-    search_command
-)
-app.add_typer(mcp_app, name="mcp")
-app.add_typer(workflows_app, name="workflows")
-app.command("worker", help="Run workflow task turns from the DBOS queue in PostgreSQL.")(
-    worker_command
-)
-app.add_typer(jobs_app, name="jobs")
-app.add_typer(schedules_app, name="schedules")
-app.command("scheduler", help="Fire due schedules and run the jobs they make.")(scheduler_command)
-app.add_typer(policy_app, name="policy")
-app.command("timeline", help="Show a saved turn or an OTLP/JSON trace as a timeline.")(
-    timeline_command
-)
-app.command("serve", help="Serve the tools of MCP servers as one MCP server (stdio or HTTP).")(
-    serve_command
-)
-app.command("approve", help="Answer the calls a waiting run needs approved (writes answers).")(
-    approve_command
-)
 
 
 @app.command("version", help="Print the installed version.")

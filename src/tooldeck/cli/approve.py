@@ -16,6 +16,7 @@ from rich.console import Console
 from ..dispatch import ApprovalAnswer
 from ..policy.pending import read_pending, save_answers
 from ..policy.prompt import PromptApprover, ask_calls
+from .report import existing_file, user_error
 
 __all__ = ["PromptApprover", "approve_command", "ask_calls"]
 
@@ -31,14 +32,23 @@ def approve_command(
 ) -> None:
     """Answer the calls a waiting run needs approved; writes an answers file for resume."""
     console = Console()
+    what = "a waiting run's <session>.pending.json"
+    existing_file(pending, what)
     try:
         session_id, _, step = read_pending(pending)
     except (OSError, ValueError, KeyError) as exc:
-        console.print(f"[red]{pending}: {exc}[/red]")
-        raise typer.Exit(1) from exc
+        message = str(exc)
+        message = message if message.startswith(str(pending)) else f"{pending}: {message}"
+        raise user_error(f"{message}; give {what}") from exc
+    target = answers or pending.with_name(f"{session_id}.answers.json")
+    if target.is_dir():  # said before any question, so no answer is lost
+        raise user_error(f"{target} is a folder; give --answers a file to write")
+    if not target.parent.is_dir():
+        raise user_error(
+            f"{target.parent} does not exist; give --answers a file in a folder that does"
+        )
     console.print(f"Session [bold]{session_id}[/bold] waits for {len(step.calls)} answer(s).")
     given = ask_calls(step.calls, sys.stdin, console)
-    target = answers or pending.with_name(f"{session_id}.answers.json")
     by_id: dict[str, ApprovalAnswer] = {
         c.call_id: a for c, a in zip(step.calls, given, strict=True)
     }

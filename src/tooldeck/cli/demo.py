@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,6 +43,7 @@ from ..tool import Tool, tool
 from ..transcript import AssistantMessage, ToolOutput
 from ..workflows.demo import run_demo_workflow
 from .progress import TurnProgress
+from .report import existing_file
 
 
 class Unit(StrEnum):
@@ -333,20 +336,30 @@ def demo_command(
         Path | None,
         typer.Option("--mcp", help="An mcpServers JSON config whose tools join the turn."),
     ] = None,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep", help="Keep the demo's folder (its files and workflow database); say where."
+        ),
+    ] = False,
 ) -> None:
     console = Console()
+    if mcp is not None:
+        existing_file(mcp, 'an MCP config file ({"mcpServers": {...}})')
     _export_telemetry(console)
     if model is not None:
         live = model_from_string(model)  # a bad spec or a missing key: one line, now
-        with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
+        with _demo_home(keep) as home:
             asyncio.run(_live_turn(console, Path(home), model, live))
+        if keep:
+            console.print(f"The demo's folder is kept: {home}", highlight=False, soft_wrap=True)
         return
     console.rule("[bold]tooldeck demo[/bold] (offline, no API keys)")
     _projection_table(console)
     _validation_table(console)
     _token_saving(console)
     timelines: list[Timeline] = []
-    with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
+    with _demo_home(keep) as home:
         if mcp is not None:
             from ..mcp import McpSource  # the MCP SDK loads only when a config is given
 
@@ -356,10 +369,22 @@ def demo_command(
                     console.print(f"MCP server {status.name}: {status.state}", markup=False)
         else:
             asyncio.run(_agent_turn(console, Path(home), timelines=timelines))
-        asyncio.run(run_demo_workflow(console, Path(home)))
+        asyncio.run(run_demo_workflow(console, Path(home), kept=keep))
     console.rule("The agent turn as a timeline (tooldeck timeline FILE shows a saved one)")
     for timeline in timelines:
         console.print(render(timeline))
+    if keep:
+        console.print(f"The demo's folder is kept: {home}", highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def _demo_home(keep: bool) -> Iterator[str]:
+    """A fresh folder for the demo: removed at the end, unless ``keep``."""
+    if keep:
+        yield tempfile.mkdtemp(prefix="tooldeck-demo-")
+        return
+    with tempfile.TemporaryDirectory(prefix="tooldeck-demo-") as home:
+        yield home
 
 
 def _export_telemetry(console: Console) -> None:

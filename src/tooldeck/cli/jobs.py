@@ -23,10 +23,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..jobs.runner import JobManager
-from ..jobs.store import JobRecord, JobTable
+from ..jobs.store import JobRecord, JobState, JobTable
 from ..workflows.render import STATE_STYLES
-from ..workflows.store import SQLiteStore, StoreError, WorkflowStore
-from .workflows import DbOption, DsnOption, SchemaOption, _fail, _store
+from ..workflows.store import StoreError, WorkflowStore
+from .workflows import DbOption, DsnOption, SchemaOption, _existing_store, _fail
 
 __all__ = ["jobs_app", "open_existing"]
 
@@ -38,12 +38,10 @@ _STYLES = {**STATE_STYLES, "lost": "magenta"}
 def open_existing(
     console: Console, db: Path | None, dsn: str | None, schema: str | None
 ) -> WorkflowStore | None:
-    """The configured store, or ``None`` for a SQLite file that does not exist (a read
-    command then reports that nothing is there, and creates nothing)."""
-    store = _store(console, db, dsn, schema)
-    if isinstance(store, SQLiteStore) and not store.path.exists():
-        return None
-    return store
+    """The configured store, or ``None`` when the default SQLite file does not exist yet
+    (a read command then reports that nothing is there, and creates nothing); a ``--db``
+    file that does not exist is an error naming it."""
+    return _existing_store(console, db, dsn, schema)
 
 
 def _state(state: str) -> Text:
@@ -124,7 +122,9 @@ def list_command(
     db: DbOption = None,
     dsn: DsnOption = None,
     pg_schema: SchemaOption = None,
-    state: Annotated[str | None, typer.Option("--state", help="Only jobs in this state.")] = None,
+    state: Annotated[
+        JobState | None, typer.Option("--state", help="Only jobs in this state.")
+    ] = None,
     session: Annotated[
         str | None, typer.Option("--session", help="Only jobs of this session.")
     ] = None,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,6 +20,7 @@ from ..context import ToolContext
 from ..errors import ArgumentError
 from ..mcp import McpConfig, McpConfigError, McpProgress, McpSource, McpTool, ServerStatus
 from ..result import ImagePart, JsonPart, TextPart, ToolResult
+from .report import VERBOSE_KEY, existing_file, json_kind, user_error
 
 app = typer.Typer(
     help="List MCP servers from a config file and call their tools.", no_args_is_help=True
@@ -27,13 +31,27 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 def _load(console: Console, path: Path) -> McpConfig:
+    what = 'an MCP config file ({"mcpServers": {...}})'
+    existing_file(path, what)
     try:
         return McpConfig.load(path)
     except McpConfigError as exc:
-        console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
-        for problem in exc.problems:
-            console.print(f"  - {problem}", markup=False, highlight=False)
-        raise typer.Exit(2) from exc
+        raise user_error(f"{exc.source}: {'; '.join(exc.problems)}; give {what}") from exc
+
+
+@contextmanager
+def _server_failures_in_the_output(ctx: typer.Context) -> Iterator[None]:
+    """While an ``mcp`` command runs, a server that fails to start is said once, by the
+    command's own output (its table row, its error line): not also as a log warning
+    (``-v`` shows both)."""
+    log = logging.getLogger("tooldeck.mcp")
+    saved = log.level
+    if not ctx.meta.get(VERBOSE_KEY):
+        log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(saved)
 
 
 def _first_line(text: str, limit: int = 80) -> str:
@@ -57,6 +75,7 @@ def _tool_row(tool: McpTool) -> dict[str, Any]:
 
 @app.command("list")
 def list_command(
+    ctx: typer.Context,
     config: ConfigArg,
     json_output: JsonOption = False,
     autostart_only: Annotated[
@@ -80,7 +99,8 @@ def list_command(
                     tools.setdefault(tool.mcp.server, []).append(tool)
             return source.status(), tools
 
-    statuses, tools = asyncio.run(collect())
+    with _server_failures_in_the_output(ctx):
+        statuses, tools = asyncio.run(collect())
     if json_output:
         out = [
             {**s.as_dict(), "tools": [_tool_row(t) for t in tools.get(s.name, [])]}
@@ -149,6 +169,7 @@ def _print_result(console: Console, result: ToolResult, json_output: bool) -> No
 
 @app.command("call")
 def call_command(
+    ctx: typer.Context,
     config: ConfigArg,
     server: Annotated[str, typer.Argument(help="The server's name in the config.")],
     tool: Annotated[str, typer.Argument(help="The tool's MCP name (or its exposed name).")],
@@ -165,16 +186,13 @@ def call_command(
     try:
         chosen = cfg[server]
     except KeyError as exc:
-        console.print(f"[red]{exc.args[0]}[/red]")
-        raise typer.Exit(2) from exc
+        raise user_error(str(exc.args[0])) from exc
     try:
         arguments = json.loads(args)
     except json.JSONDecodeError as exc:
-        console.print(f"[red]--args is not valid JSON: {exc.msg}[/red]")
-        raise typer.Exit(2) from exc
+        raise user_error(f"--args is not JSON ({exc}); give a JSON object") from exc
     if not isinstance(arguments, dict):
-        console.print("[red]--args must be a JSON object[/red]")
-        raise typer.Exit(2)
+        raise user_error(f"--args is {json_kind(arguments)}; give a JSON object")
     chosen = dataclasses.replace(chosen, autostart=True, timeout=timeout or chosen.timeout)
     single = McpConfig((chosen,), cfg.source)
 
@@ -184,32 +202,27 @@ def call_command(
             note = f" {event.message}" if event.message else ""
             err.print(f"progress {event.progress:g}{total}{note}", highlight=False)
 
-    async def run() -> ToolResult | None:
+    async def run() -> ToolResult:
         async with McpSource(single) as source:
             status = source.server_status(chosen.name)
             if status.state != "connected":
-                console.print(
-                    f"[red]server {chosen.name!r} is {status.state}: {status.error}[/red]"
-                )
-                return None
+                how = "failed to start" if status.state == "failed" else f"is {status.state}"
+                raise user_error(f"MCP server {chosen.name!r} {how}: {status.error}")
             found = [
                 t for t in source.tools() if isinstance(t, McpTool) and tool in (t.mcp.tool, t.name)
             ]
             if not found:
                 names = ", ".join(t.mcp.tool for t in source.tools() if isinstance(t, McpTool))
-                console.print(f"[red]no tool {tool!r} on {chosen.name!r}; tools: {names}[/red]")
-                return None
+                raise user_error(f"no tool {tool!r} on {chosen.name!r}; its tools: {names}")
             try:
                 validated = validate_arguments(found[0], arguments)
             except ArgumentError as exc:
-                console.print(f"[red]{exc.model_message}[/red]", highlight=False)
-                return None
-            ctx = ToolContext(tool_name=found[0].name, sink=progress)
-            return await found[0].invoke(validated.params, ctx)
+                raise user_error(f"--args for {tool}: " + "; ".join(exc.problems)) from exc
+            tool_ctx = ToolContext(tool_name=found[0].name, sink=progress)
+            return await found[0].invoke(validated.params, tool_ctx)
 
-    result = asyncio.run(run())
-    if result is None:
-        raise typer.Exit(2)
+    with _server_failures_in_the_output(ctx):
+        result = asyncio.run(run())
     _print_result(console, result, json_output)
     if result.is_error:
         raise typer.Exit(1)

@@ -15,7 +15,8 @@ from ..dispatch import arguments_json
 from ..errors import ArgumentError, ToolDefinitionError
 from ..policy.chain import Policy, PolicyContext, PolicyError
 from ..policy.grants import GrantStore
-from ..tool import TIERS, Tool
+from ..tool import Tier, Tool
+from .report import existing_file, json_kind, user_error
 
 policy_app = typer.Typer(
     help="Explain and check access-control policies; list and revoke approve-always grants.",
@@ -35,14 +36,19 @@ PolicyOption = Annotated[
 ]
 
 
+POLICY_FILE = "a policy file (TOML, or JSON for .json)"
+
+
 def _load(console: Console, paths: list[Path] | None) -> Policy:
+    for path in paths or []:
+        existing_file(path, POLICY_FILE)
     try:
         return Policy.load(*(paths or []))
     except PolicyError as exc:
-        console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
-        for problem in exc.problems:
-            console.print(f"  - {problem}", markup=False, highlight=False)
-        raise typer.Exit(1) from exc
+        raise user_error(
+            f"{exc.source}: {len(exc.problems)} problem(s) in the policy, the first: "
+            f"{exc.problems[0]}; see them all with tooldeck policy check {exc.source}"
+        ) from exc
 
 
 def _builtin_tool(name: str) -> Tool | None:
@@ -53,15 +59,12 @@ def _builtin_tool(name: str) -> Tool | None:
 
 
 def _tool(
-    console: Console, name: str, tier: str | None, namespace: str | None
+    console: Console, name: str, tier: Tier | None, namespace: str | None
 ) -> tuple[Tool, bool]:
     """The tool to explain, and whether it is the built-in one (its schema applies)."""
     known = _builtin_tool(name)
     if known is not None and tier is None and namespace is None:
         return known, True
-    if tier is not None and tier not in TIERS:
-        console.print(f"[red]--tier must be one of {', '.join(TIERS)}[/red]")
-        raise typer.Exit(2)
     try:
         made = Tool(
             name=name,
@@ -72,8 +75,7 @@ def _tool(
             namespace=namespace,
         )
     except ToolDefinitionError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from exc
+        raise user_error(str(exc)) from exc
     return made, False
 
 
@@ -90,7 +92,7 @@ def explain_command(
     ] = None,
     headless: Annotated[bool, typer.Option(help="A session with no human attached.")] = False,
     tier: Annotated[
-        str | None, typer.Option(help="The tier of a tool that is not built in (default WRITE).")
+        Tier | None, typer.Option(help="The tier of a tool that is not built in (default WRITE).")
     ] = None,
     namespace: Annotated[str | None, typer.Option(help="The tool's namespace.")] = None,
     grants: Annotated[
@@ -105,22 +107,19 @@ def explain_command(
     try:
         raw = json.loads(args)
     except json.JSONDecodeError as exc:
-        console.print(f"[red]--args is not JSON: {exc}[/red]")
-        raise typer.Exit(2) from exc
+        raise user_error(f"--args is not JSON ({exc}); give a JSON object") from exc
     if not isinstance(raw, dict):
-        console.print("[red]--args must be a JSON object[/red]")
-        raise typer.Exit(2)
+        raise user_error(f"--args is {json_kind(raw)}; give a JSON object")
     values: dict[str, Any] = raw
     if builtin:
         try:
             values = arguments_json(validate_arguments(tool, raw).params)
         except ArgumentError as exc:
-            console.print(f"[red]invalid arguments for {tool.name}: {exc.model_message}[/red]")
-            raise typer.Exit(2) from exc
+            raise user_error(f"--args for {tool.name}: " + "; ".join(exc.problems)) from exc
     ctx = PolicyContext(mode, agent, node, headless)
     if subagent:
         ctx = loaded.with_restriction(ctx, subagent)
-    decision = loaded.decide(tool, values, ctx, GrantStore(grants) if grants else None)
+    decision = loaded.decide(tool, values, ctx, _grants(grants) if grants else None)
     if as_json:
         typer.echo(json.dumps({"tool": tool.name, "args": values, **decision.as_dict()}, indent=2))
         return
@@ -145,13 +144,15 @@ def check_command(
     console = Console()
     failed = False
     for path in paths:
+        existing_file(path, POLICY_FILE)
+    for path in paths:
         try:
             loaded = Policy.from_file(path)
         except PolicyError as exc:
             failed = True
             console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
             for problem in exc.problems:
-                console.print(f"  - {problem}", markup=False, highlight=False)
+                console.print(f"  - {problem}", markup=False, highlight=False, soft_wrap=True)
             continue
         named = {
             "modes": len(loaded.modes),
@@ -169,17 +170,28 @@ def check_command(
         raise typer.Exit(1)
 
 
+def _grants(path: Path) -> GrantStore:
+    """The grants file at ``path``, read strictly: a file that is missing, a folder or not
+    a grants file is one line (exit 2), never "no grants"."""
+    what = "a session's <id>.grants.json"
+    existing_file(path, what)
+    store = GrantStore(path)
+    try:
+        store._read()
+    except PolicyError as exc:
+        raise user_error(f"{path}: {'; '.join(exc.problems)}; give {what}") from exc
+    except (OSError, ValueError) as exc:
+        raise user_error(f"{path}: cannot read it as JSON ({exc}); give {what}") from exc
+    return store
+
+
 @policy_app.command("grants")
 def grants_command(
     store: Annotated[Path, typer.Argument(help="A session's <id>.grants.json.")],
 ) -> None:
     """List a session's approve-always grants."""
     console = Console()
-    if not store.is_file():
-        what = "is a folder" if store.is_dir() else "does not exist"
-        console.print(f"[red]error:[/red] {store} {what}; give a session's <id>.grants.json")
-        raise typer.Exit(2)
-    found = GrantStore(store).grants
+    found = _grants(store).grants
     if not found:
         console.print("No grants.")
         return
@@ -198,14 +210,14 @@ def revoke_command(
 ) -> None:
     """Revoke one grant (by id) or every grant of a tool (--tool)."""
     console = Console()
-    grants = GrantStore(store)
     if (grant_id is None) == (tool is None):
-        console.print("[red]give a grant id or --tool NAME (one of them)[/red]")
-        raise typer.Exit(2)
+        raise user_error("give a grant id or --tool NAME (one of them)")
+    grants = _grants(store)
     if grant_id is not None:
         if not grants.revoke(grant_id):
-            console.print(f"[red]no grant {grant_id} in {store}[/red]")
-            raise typer.Exit(1)
+            raise user_error(
+                f"no grant {grant_id} in {store}; tooldeck policy grants {store} lists them", 1
+            )
         console.print(f"Revoked {grant_id}.")
     else:
         assert tool is not None

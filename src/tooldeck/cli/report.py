@@ -1,5 +1,13 @@
 """How the command line reports errors and logs: one line, the traceback only with ``-v``.
 
+The rule (docs/cli.md): a command never shrugs. A user error (a path that does not
+exist, a folder where a file is expected, a file that is not what the command reads, an
+unknown value, a command line typer cannot parse) is one line on stderr,
+``error: <what is wrong>; <what to do>``, and exit status 2, before anything is created
+(see :func:`user_error`, :func:`existing_file`, :func:`read_json`). Exit status 1 means the
+command ran and the answer is no (a check found problems, nothing matched, no such id, a
+run failed).
+
 A :class:`~tooldeck.errors.ProviderError` escaping any command (a model that cannot be
 built, a provider that cannot be reached...) is printed as ``error: <its one line>`` on
 stderr; the exit status is 2 when the model could not even be built (a bad model string,
@@ -19,14 +27,27 @@ import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError  # click, as typer vendors it
 from typer.core import TyperGroup
 
 from ..errors import ModelConfigError, ProviderError
 
-__all__ = ["CliGroup", "cli_logging", "exit_code", "log_handler", "report", "set_log_format"]
+__all__ = [
+    "CliGroup",
+    "cli_logging",
+    "existing_file",
+    "exit_code",
+    "json_kind",
+    "log_handler",
+    "read_json",
+    "report",
+    "set_log_format",
+    "user_error",
+]
 
 VERBOSE_KEY = "tooldeck.verbose"
 HANDLER_KEY = "tooldeck.log_handler"
@@ -43,8 +64,64 @@ def report(exc: ProviderError, *, verbose: bool) -> None:
     typer.echo(f"error: {exc}", err=True)
 
 
+def user_error(message: str, code: int = 2) -> typer.Exit:
+    """Print ``error: message`` on stderr, one line; returns the ``typer.Exit`` to raise."""
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    return typer.Exit(code)
+
+
+def existing_file(path: Path, what: str) -> Path:
+    """``path`` when it is a file; else a :func:`user_error` naming it and ``what`` to give."""
+    if path.is_file():
+        return path
+    where = "is a folder, not a file" if path.is_dir() else "does not exist"
+    raise user_error(f"{path} {where}; give {what}")
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The JSON document in ``path`` (a file: :func:`existing_file`), or one line saying why
+    not. Read as every config file is (size, depth and encoding limits)."""
+    from .._config_files import ConfigFileError, load_json
+
+    existing_file(path, what)
+    try:
+        return load_json(path)
+    except OSError as exc:
+        raise user_error(f"{path}: cannot read it ({exc.strerror or exc}); give {what}") from exc
+    except ConfigFileError as exc:
+        raise user_error(f"{path}: {exc.problem}; give {what}") from exc
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, for a message: 'an object', 'a list', 'a string'..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "a string" if isinstance(value, str) else "a number"
+
+
+def _usage_line(exc: UsageError) -> str:
+    message = exc.format_message().rstrip(".").replace("Value error, ", "")
+    path = exc.ctx.command_path if exc.ctx is not None else "tooldeck"
+    return f"{message}; see {path} --help"
+
+
 class CliGroup(TyperGroup):
-    """The root command group: turns a provider error from any command into its line."""
+    """The root command group: a provider error or a usage error from any command is one
+    line (see the module docstring)."""
+
+    def make_context(self, info_name: Any, args: Any, parent: Any = None, **extra: Any) -> Any:
+        try:  # the root's own options (``tooldeck --bogus``)
+            return super().make_context(info_name, args, parent, **extra)
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            raise user_error(_usage_line(exc), exc.exit_code) from None
 
     def invoke(self, ctx: Any) -> Any:  # typer's own click Context
         try:
@@ -52,6 +129,12 @@ class CliGroup(TyperGroup):
         except ProviderError as exc:
             report(exc, verbose=bool(ctx.meta.get(VERBOSE_KEY)))
             raise typer.Exit(exit_code(exc)) from None
+        except NoArgsIsHelpError:
+            raise
+        except UsageError as exc:
+            if ctx.meta.get(VERBOSE_KEY):
+                typer.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
+            raise user_error(_usage_line(exc), exc.exit_code) from None
 
 
 class _Stderr(logging.Handler):

@@ -18,7 +18,7 @@ import runpy
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, TypeAlias
 
 import typer
 from rich.console import Console
@@ -37,6 +37,8 @@ __all__ = ["scheduler_command", "schedules_app"]
 schedules_app = typer.Typer(
     help="Inspect, cancel and fire schedules (cron, interval, once).", no_args_is_help=True
 )
+
+ScheduleState: TypeAlias = Literal["active", "cancelled", "finished"]
 
 IdArgument = Annotated[str, typer.Argument(help="The schedule's id, or a unique prefix.")]
 
@@ -78,7 +80,7 @@ def list_command(
     dsn: DsnOption = None,
     pg_schema: SchemaOption = None,
     state: Annotated[
-        str | None, typer.Option("--state", help="active, cancelled, finished")
+        ScheduleState | None, typer.Option("--state", help="Only schedules in this state.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 50,
 ) -> None:

@@ -11,7 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..search import ToolIndex, load_definitions
+from ..search import ToolDoc, ToolIndex
+from .report import json_kind, user_error
+from .tools import SHAPE, definitions_document
 
 CatalogOption = Annotated[
     Path | None,
@@ -19,9 +21,8 @@ CatalogOption = Annotated[
         "--catalog",
         "-c",
         help=(
-            "A JSON file of tool definitions: a list, or an object with a 'tools' list "
-            "(name, description, input_schema, optional namespace and "
-            "namespace_description). Default: the built-in tools."
+            f"A definitions file: {SHAPE} (name, description, input_schema, optional "
+            "namespace and namespace_description). Default: the built-in tools."
         ),
     ),
 ]
@@ -56,17 +57,22 @@ def search_command(
         from ..builtin import DEFINITIONS_PATH
 
         catalog = DEFINITIONS_PATH
-    try:
-        docs = load_definitions(catalog)
-    except (OSError, json.JSONDecodeError, ValueError) as exc:
-        console.print(f"[red]{catalog}: {exc}[/red]", highlight=False)
-        raise typer.Exit(2) from exc
+    document, pointer = definitions_document(catalog)
+    docs: list[ToolDoc] = []
+    for i, item in enumerate(document["tools"]):
+        if not isinstance(item, dict):
+            raise user_error(
+                f"{catalog}: {pointer}/{i} is {json_kind(item)}; each tool definition is an object"
+            )
+        try:
+            docs.append(ToolDoc.from_definition(item))
+        except ValueError as exc:
+            raise user_error(f"{catalog}: {pointer}/{i}: {exc}") from exc
     started = time.perf_counter()
     try:
         index = ToolIndex(docs, semantic="auto" if semantic is None else semantic)
     except ValueError as exc:
-        console.print(f"[red]{catalog}: {exc}[/red]", highlight=False)
-        raise typer.Exit(2) from exc
+        raise user_error(f"{catalog}: {exc}") from exc
     built = time.perf_counter()
     hits = index.search(query, limit)
     searched = time.perf_counter()

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from ..timeline import Timeline, TimelineError, render
+from .report import existing_file, user_error
 
 
 def timeline_command(
@@ -22,9 +23,9 @@ def timeline_command(
 ) -> None:
     """Show a finished turn: steps, model calls with tokens, tool calls on a time axis."""
     console = Console()
+    existing_file(file, "a saved timeline or an OTLP/JSON trace file")
     try:
         timeline = Timeline.load(file)
     except TimelineError as exc:
-        Console(stderr=True).print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
+        raise user_error(str(exc)) from None
     console.print(render(timeline, width=width))

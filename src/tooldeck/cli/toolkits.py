@@ -13,6 +13,7 @@ from rich.tree import Tree
 
 from ..registry import check_document
 from ..toolkits import ToolkitError, ToolkitManifest, load_agents, resolve_agent_tools
+from .report import existing_file, user_error
 
 toolkits_app = typer.Typer(help="List and inspect toolkits.", no_args_is_help=True)
 agents_app = typer.Typer(help="Check agent definitions.", no_args_is_help=True)
@@ -31,11 +32,12 @@ def _known_tools() -> list[str]:
 
 
 def _manifest(console: Console, paths: list[Path] | None) -> ToolkitManifest:
+    for path in paths or []:
+        existing_file(path, "a toolkits.toml")
     try:
         return ToolkitManifest.load(*(paths or []))
     except ToolkitError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(1) from exc
+        raise user_error(str(exc)) from exc
 
 
 @toolkits_app.command("list")
@@ -63,8 +65,7 @@ def show_command(name: str, manifest: ManifestOption = None) -> None:
     try:
         resolution = m.resolve(name)
     except ToolkitError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(1) from exc
+        raise user_error(f"{exc}; tooldeck toolkits list shows the toolkits", 1) from exc
     root = Tree(f"[bold]{name}[/bold]")
     stack = [root]
     for depth, kit in resolution.tree[1:]:
@@ -88,10 +89,13 @@ def check_command(directory: Path, manifest: ManifestOption = None) -> None:
     console = Console()
     if not directory.is_dir():
         what = "is a file, not a folder" if directory.exists() else "does not exist"
-        console.print(f"[red]error:[/red] {directory} {what}; give a folder of agent definitions")
-        raise typer.Exit(2)
+        raise user_error(f"{directory} {what}; give a folder of agent definitions")
     m = _manifest(console, manifest)
     agents, problems = load_agents(directory)
+    if not agents and not problems:
+        raise user_error(
+            f"{directory} holds no agent definitions (*.md); give a folder of agent definitions"
+        )
     known = _known_tools()
     table = Table(title=str(directory))
     for column in ("agent", "via", "tools", "warnings"):

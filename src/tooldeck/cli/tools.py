@@ -10,10 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .._config_files import ConfigFileError, load_json
 from ..errors import SchemaError
 from ..registry import Definition, RegistryError, ToolRegistry, check_document, unbound_tool
-from ..schema import PROVIDERS, project
+from ..schema import Provider, project
+from .report import json_kind, read_json, user_error
 
 app = typer.Typer(help="Check, list and show tool definitions.", no_args_is_help=True)
 
@@ -40,48 +40,74 @@ def _categories_for(path: Path, given: list[str] | None) -> list[str]:
     return modules if path.resolve() == builtin_path.resolve() else []
 
 
+SHAPE = 'a JSON list of tool definitions, or an object with a "tools" list'
+
+
+def definitions_document(path: Path) -> tuple[dict[str, Any], str]:
+    """The definitions file at ``path`` as ``{"tools": [...], ...}``, and the JSON pointer
+    of its list (``""`` for a bare list, ``"/tools"``): the one rule for every command
+    that reads tool definitions (``tools``, ``search --catalog``). Anything else is one
+    line naming the file and what is wrong where (exit 2)."""
+    data = read_json(path, f"a definitions file: {SHAPE}")
+    if isinstance(data, list):
+        return {"tools": data}, ""
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        return data, "/tools"
+    if isinstance(data, dict):
+        where = f"/tools is {json_kind(data['tools'])}" if "tools" in data else 'no "tools"'
+    else:
+        where = f"the top level (/) is {json_kind(data)}"
+    raise user_error(f"{path}: {where}; give {SHAPE}")
+
+
 def _definitions(path: Path | None, categories: list[str] | None) -> list[Definition]:
     """Definitions to display; with category modules the handlers are bound and checked."""
     path = path or _builtin()[0]
+    document, _ = definitions_document(path)
     modules = _categories_for(path, categories)
     if modules:
-        return list(ToolRegistry.load(path, modules).definitions)
-    try:
-        document = load_json(path)
-    except OSError as exc:
-        raise RegistryError(str(path), [f"cannot read the file: {exc}"]) from exc
-    except ConfigFileError as exc:
-        raise RegistryError(str(path), [exc.problem]) from exc
+        return list(ToolRegistry.from_document(document, modules, source=str(path)).definitions)
     definitions, problems = check_document(document)
     if problems:
         raise RegistryError(str(path), problems)
     return definitions
 
 
+def _shorten(problem: str, limit: int = 300) -> str:
+    problem = " ".join(problem.split())
+    return problem if len(problem) <= limit else problem[: limit - 1] + "…"
+
+
 def _fail(console: Console, exc: RegistryError) -> None:
-    console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]")
-    for problem in exc.problems:
-        console.print(f"  - {problem}", markup=False, highlight=False)
-    raise typer.Exit(1)
+    """A file whose definitions cannot be used by a command that is not ``check``: one line."""
+    raise user_error(
+        f"{exc.source}: {len(exc.problems)} problem(s) in the definitions, the first: "
+        f"{_shorten(exc.problems[0], 160)}; see them all with tooldeck tools check {exc.source}"
+    )
 
 
 @app.command("check")
-def check_command(path: Path, category: CategoryOption = None) -> None:
+def check_command(
+    path: Annotated[Path, typer.Argument(help=f"A definitions file: {SHAPE}.")],
+    category: CategoryOption = None,
+) -> None:
     """Check a definitions file: print every problem (exit 1), or a summary."""
     console = Console()
+    document, _ = definitions_document(path)
     modules = _categories_for(path, category)
     try:
         if modules:
-            registry = ToolRegistry.load(path, modules)
+            registry = ToolRegistry.from_document(document, modules, source=str(path))
             definitions = list(registry.definitions)
         else:
-            definitions = _definitions(path, None)
+            definitions, problems = check_document(document)
+            if problems:
+                raise RegistryError(str(path), problems)
     except RegistryError as exc:
-        _fail(console, exc)
-        return
-    except (OSError, json.JSONDecodeError) as exc:
-        console.print(f"[red]{path}: {exc}[/red]")
-        raise typer.Exit(1) from exc
+        console.print(f"[red]{exc.source}: {len(exc.problems)} problem(s)[/red]", highlight=False)
+        for problem in exc.problems:
+            console.print(f"  - {_shorten(problem)}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     by_category: dict[str, int] = {}
     for d in definitions:
         by_category[d.category] = by_category.get(d.category, 0) + 1
@@ -130,30 +156,28 @@ def list_command(definitions: DefinitionsOption = None, category: CategoryOption
 @app.command("show")
 def show_command(
     name: str,
-    provider: Annotated[str, typer.Option("--provider", "-p", help=", ".join(PROVIDERS))] = (
-        "openai-responses"
-    ),
+    provider: Annotated[
+        Provider, typer.Option("--provider", "-p", help="The provider whose schema to show.")
+    ] = "openai-responses",
     definitions: DefinitionsOption = None,
     category: CategoryOption = None,
 ) -> None:
     """Print the schema a provider is sent for one tool, with the strict decision."""
     console = Console()
-    if provider not in PROVIDERS:
-        console.print(f"[red]unknown provider {provider!r}; one of {', '.join(PROVIDERS)}[/red]")
-        raise typer.Exit(2)
     try:
         found = {d.name: d for d in _definitions(definitions, category)}
     except RegistryError as exc:
         _fail(console, exc)
         return
     if name not in found:
-        console.print(f"[red]no tool {name!r}; known: {', '.join(found)}[/red]")
-        raise typer.Exit(1)
+        raise user_error(
+            f"no tool {name!r} in {definitions or 'the built-in tools'}; one of {', '.join(found)}",
+            1,
+        )
     try:
         projection = project(unbound_tool(found[name]), provider)
     except SchemaError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(1) from exc
+        raise user_error(f"{name} cannot be projected for {provider}: {exc}", 1) from exc
     decision = "strict" if projection.strict else f"not strict ({projection.reason})"
     console.print(f"{name} for {provider}: {decision}", markup=False)
     for change in projection.changes:

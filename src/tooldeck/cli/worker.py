@@ -4,7 +4,9 @@
 until SIGINT or SIGTERM. Start any number, on any machines that reach the database;
 ``tooldeck workflows run FILE --dsn DSN --workers`` hands a run's task turns to them.
 ``--model`` is built before the worker starts: a bad model string or a missing key is one
-line (exit 2). Logs are one line each (``tooldeck -v worker ...`` adds tracebacks).
+line (exit 2). Logs are one line each (``tooldeck -v worker ...`` adds tracebacks and
+DBOS's own info lines). While it runs, the worker prints one line per change of a task it
+runs (:class:`TaskLines`): claimed, a submission rejected, submitted, failed, cancelled.
 """
 
 from __future__ import annotations
@@ -13,20 +15,75 @@ import asyncio
 import logging
 import os
 import signal
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from ..events import Event
 from ..schedules.scheduler import ScheduleError
+from ..workflows.events import TaskStateChanged
 from ..workflows.shapes import WorkflowDefinitionError
 from ..workflows.store import DEFAULT_SCHEMA, StoreError, redact_dsn
-from .report import set_log_format
+from .report import VERBOSE_KEY, existing_file, log_handler, set_log_format
 from .schedules import load_job_script
 from .workflows import _fail, _model_factory
 
-__all__ = ["worker_command"]
+__all__ = ["TaskLines", "worker_command"]
+
+
+@dataclass
+class TaskLines:
+    """One line per change of a task this worker runs, each said once.
+
+    ``claimed`` when its turn starts here, ``submission N of M rejected``, then how it
+    ended: ``submitted``, ``failed: why`` or ``cancelled``, with the turn's seconds.
+    Colours only on a terminal (rich drops them otherwise): plain lines in a log file.
+    """
+
+    console: Console
+    _said: set[tuple[str, str, str, int]] = field(default_factory=set)
+    _started: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def on_event(self, event: Event) -> None:
+        if not isinstance(event, TaskStateChanged):
+            return
+        key = (event.session_id, event.task, event.state, event.attempts)
+        if key in self._said:
+            return
+        self._said.add(key)
+        task = (event.session_id, event.task)
+        if event.state == "running" and event.attempts == 0:
+            self._started[task] = time.monotonic()
+            what = "[cyan]claimed[/cyan]"
+        elif event.state == "running":
+            what = f"[yellow]submission {event.attempts} of {event.max_attempts} rejected[/yellow]"
+        elif event.state in ("submitted", "failed", "cancelled"):
+            style = {"submitted": "green", "failed": "red", "cancelled": "magenta"}[event.state]
+            what = f"[{style}]{event.state}[/{style}]"
+            if event.state == "failed" and event.reason:
+                what += f": {escape(' '.join(event.reason.split())[:300])}"
+            started = self._started.pop(task, None)
+            if started is not None:
+                what += f" [dim]after {time.monotonic() - started:.1f} s[/dim]"
+        else:
+            return
+        self.console.print(
+            f"{time.strftime('%H:%M:%S')} task {escape(event.task)} "
+            f"[dim](run {escape(event.session_id)})[/dim] {what}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _quiet_dbos(record: logging.LogRecord) -> bool:
+    """DBOS's info lines ("DBOS successfully shut down"...) only with ``-v``: without it,
+    a worker that cannot start says its one real error and nothing else."""
+    return record.levelno >= logging.WARNING or not record.name.startswith("dbos")
 
 
 def _no_task_model(run: Any) -> Any:
@@ -101,14 +158,27 @@ def worker_command(
     dsn = dsn or os.environ.get("TOOLDECK_WORKFLOWS_DSN") or None
     if dsn is None:
         raise _fail(console, "a worker needs the PostgreSQL database: --dsn DSN")
+    if model is None and script is None:
+        raise _fail(
+            console,
+            "a worker needs a model for its turns: --model KIND:MODEL (e.g. openai:gpt-5.4), "
+            "or --script FILE defining scripted_model(run) (a scripted stand-in)",
+        )
     scripted = job_model = None
     if script is not None:
+        existing_file(script, "a Python file defining scripted_model(run)")
         try:
             job_model, _, scripted = load_job_script(script)
         except (WorkflowDefinitionError, ScheduleError) as exc:
             raise _fail(console, str(exc)) from exc
     if jobs and model is None and job_model is None:
         raise _fail(console, "--jobs needs a model: --model KIND:MODEL or a scripted_job_model")
+    if model is None and scripted is None and not jobs:
+        raise _fail(
+            console,
+            f"{script} defines no scripted_model(run); define it there, or pass --model "
+            "KIND:MODEL (e.g. openai:gpt-5.4)",
+        )
     factory = (
         _model_factory(console, model, scripted)
         if model is not None or scripted is not None or not jobs
@@ -138,6 +208,10 @@ def worker_command(
             console, f"the worker needs DBOS: pip install 'tooldeck[dbos]' ({exc})"
         ) from exc
     set_log_format(ctx, "%(asctime)s %(levelname)s %(message)s", logging.INFO)
+    handler = log_handler(ctx)
+    if handler is not None and not ctx.meta.get(VERBOSE_KEY):
+        handler.addFilter(_quiet_dbos)
+    lines = TaskLines(console)
     _export_telemetry(console)
     worker = Worker(
         dsn,
@@ -157,10 +231,12 @@ def worker_command(
     )
 
     def ready(w: Any) -> None:
+        w._require_engine().events.subscribe(lines.on_event, TaskStateChanged)
         console.print(
             f"worker {w.id} ready: {redact_dsn(dsn)} (schema {pg_schema}), "
             f"{concurrency} turn(s) at once",
             highlight=False,
+            soft_wrap=True,
         )
 
     async def main() -> None:
@@ -172,6 +248,7 @@ def worker_command(
             f"worker {worker.id} stopped: {stats.turns_finished} turn(s) run, "
             f"took over {len(stats.taken_over)} lost worker(s)",
             highlight=False,
+            soft_wrap=True,
         )
 
     try:

@@ -26,7 +26,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ..errors import ProviderError
@@ -37,8 +36,8 @@ from ..workflows.render import WorkflowProgress, runs_table, workflow_table
 from ..workflows.script import load_script
 from ..workflows.shapes import WorkflowDefinitionError
 from ..workflows.store import PostgresStore, StoreError, WorkflowStore, open_store
-from ..workflows.store.base import WORKFLOW_STATES
-from .report import exit_code
+from ..workflows.store.base import WorkflowState
+from .report import existing_file, exit_code, user_error
 
 __all__ = ["workflows_app"]
 
@@ -62,8 +61,8 @@ SchemaOption = Annotated[
 
 
 def _fail(console: Console, message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
-    return typer.Exit(code)
+    """``error: message`` on stderr, one line (``console`` is where the command prints)."""
+    return user_error(message, code)
 
 
 def _store(console: Console, db: Path | None, dsn: str | None, schema: str | None) -> WorkflowStore:
@@ -185,6 +184,7 @@ def run_command(
     console = Console()
     if workers and not (dsn or os.environ.get("TOOLDECK_WORKFLOWS_DSN")):
         raise _fail(console, "--workers needs the workers' PostgreSQL database: --dsn DSN")
+    existing_file(file, "a workflow script (a Python file defining a Workflow)")
     try:
         script = load_script(file)
         chosen = script.workflow(workflow)
@@ -256,15 +256,13 @@ def list_command(
     dsn: DsnOption = None,
     pg_schema: SchemaOption = None,
     state: Annotated[
-        str | None,
-        typer.Option("--state", help=f"Only runs in this state: {', '.join(WORKFLOW_STATES)}."),
+        WorkflowState | None,
+        typer.Option("--state", help="Only runs in this state."),
     ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 20,
 ) -> None:
     """List workflow runs, newest first."""
     console = Console()
-    if state is not None and state not in WORKFLOW_STATES:
-        raise _fail(console, f"--state {state!r} is not one of {', '.join(WORKFLOW_STATES)}")
     store = _existing_store(console, db, dsn, pg_schema)
     if store is None:
         console.print("No workflow runs yet (no workflow database on this machine).")

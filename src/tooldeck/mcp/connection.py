@@ -407,9 +407,11 @@ class Connection:
                 if error is not None and tail:
                     error += f" (stderr: {tail})"
         if error is not None and not connected:
+            again = error == self.error  # the same failure as the last attempt's: said already
             self.error = error
             verb = "could not reconnect" if self.ever_connected else "failed to start"
-            _log.warning("MCP server %r %s: %s", cfg.name, verb, error)
+            level = logging.DEBUG if again else logging.WARNING
+            _log.log(level, "MCP server %r %s: %s", cfg.name, verb, error)
         elif error is not None:
             self.error = self.error or error
         return connected

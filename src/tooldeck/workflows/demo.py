@@ -112,8 +112,9 @@ def scripted_model(run: TaskRun) -> Model:
     )
 
 
-async def run_demo_workflow(console: Console, home: Path) -> WorkflowRecord:
-    """Run the demo workflow in ``home`` (a SQLite file under it) and print the outcome."""
+async def run_demo_workflow(console: Console, home: Path, *, kept: bool = True) -> WorkflowRecord:
+    """Run the demo workflow in ``home`` (a SQLite file under it) and print the outcome;
+    ``kept``: whether ``home`` outlives the demo (else the store's path is not shown)."""
     console.rule("A workflow: three task turns, each submitting a schema-checked result")
     store = SQLiteStore(default_db_path(Path(home)))
     async with store:
@@ -131,5 +132,11 @@ async def run_demo_workflow(console: Console, home: Path) -> WorkflowRecord:
                 f"[yellow]rejected[/yellow] plan submission {rejection.attempt} "
                 f"({rejection.source}): " + "; ".join(rejection.reasons)
             )
-        console.print(f"stored in {store.location}")
+        if kept:
+            console.print(f"stored in {store.location}")
+        else:
+            console.print(
+                "stored in a temporary folder, removed when the demo ends "
+                "(tooldeck demo --keep keeps it)"
+            )
     return run

@@ -1,0 +1,72 @@
+"""``tooldeck --help`` starts without the heavy parts: no provider SDK, MCP, DBOS, pydantic.
+
+Each command's module loads only when that command runs (``tooldeck.cli.COMMANDS``); the
+timing itself is measured by ``bench/cli_startup.py``, never asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tooldeck.cli import COMMANDS, app, load_command
+
+HEAVY = ("openai", "anthropic", "dbos", "mcp", "pydantic", "jsonschema_rs", "sqlite3")
+
+PROBE = """
+import json, sys
+from tooldeck.cli import main
+sys.argv = ["tooldeck", *json.loads(sys.argv[1])]
+try:
+    main()
+finally:
+    print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def _loaded(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), json.dumps(list(args))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "100", "PATH": "/usr/bin:/bin"},
+    )
+    assert "Commands" in done.stdout or "0.1" in done.stdout, done.stderr
+    loaded: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
+    return loaded
+
+
+@pytest.mark.parametrize("args", [("--help",), ()])
+def test_the_top_level_help_imports_no_heavy_package(args: tuple[str, ...]) -> None:
+    assert _loaded(*args) == []
+
+
+def test_a_command_imports_only_what_it_needs() -> None:
+    # running any command, typer itself parses its parameters with pydantic
+    assert _loaded("version") == ["pydantic"]
+
+
+def test_the_help_lists_every_command_with_its_own_help() -> None:
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for name, entry in COMMANDS.items():
+        assert f"{name} " in result.output
+        assert entry.help in result.output
+        # the help listed before the module loads is the command's own
+        assert load_command(name).help == entry.help
+
+
+def test_help_shows_placeholders_not_python_types() -> None:
+    for name in COMMANDS:
+        command = load_command(name)
+        groups = command.commands.values() if isinstance(command, typer.core.TyperGroup) else []
+        for sub in [command, *groups]:
+            path = [name] if sub is command else [name, sub.name]
+            out = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).output
+            assert "<bool>" not in out and "<list[" not in out and "<str>" not in out, path
