@@ -27,6 +27,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 NAME = PYPROJECT["project"]["name"]
 VERSION = PYPROJECT["project"]["version"]
 EXTRAS = {"dbos", "web", "ddgs", "semantic", "onnx", "fastembed", "otel"}
+# One build for the module's tests: they run on one test process (pytest-xdist).
+pytestmark = pytest.mark.xdist_group("packaging")
 DATA_FILES = [
     "tooldeck/py.typed",
     "tooldeck/toolkits.toml",
