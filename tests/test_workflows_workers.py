@@ -238,18 +238,27 @@ def assert_every_result_stored_once(
         "items": items,
         "sum_of_squares": sum(i * i for i in range(items)),
     }
-    statuses = query(
-        workers,
-        f"SELECT status, count(*) FROM {workers.dbos_schema}.workflow_status "
-        "WHERE workflow_uuid LIKE %s GROUP BY status",
-        task_workflow_id(f"{run.id}:%"),
-    )
-    found = dict(statuses)
-    if parked_ok:
-        # A DBOS workflow whose final status could not be written (the database was
-        # away) stays PENDING on its worker until that worker restarts; its work is done.
-        found["SUCCESS"] = found.get("SUCCESS", 0) + found.pop("PENDING", 0)
-    assert found == {"SUCCESS": items + 1}
+
+    def dbos_statuses() -> dict[str, int]:
+        statuses = query(
+            workers,
+            f"SELECT status, count(*) FROM {workers.dbos_schema}.workflow_status "
+            "WHERE workflow_uuid LIKE %s GROUP BY status",
+            task_workflow_id(f"{run.id}:%"),
+        )
+        found = dict(statuses)
+        if parked_ok:
+            # A DBOS workflow whose final status could not be written (the database was
+            # away) stays PENDING on its worker until that worker restarts; its work is done.
+            found["SUCCESS"] = found.get("SUCCESS", 0) + found.pop("PENDING", 0)
+        return found
+
+    # DBOS writes a workflow's SUCCESS after its function returned, that is after the
+    # result was stored: the run can be over a moment before the last status lands.
+    deadline = time.monotonic() + 30
+    while dbos_statuses() != {"SUCCESS": items + 1} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert dbos_statuses() == {"SUCCESS": items + 1}
 
 
 def takeovers(workers: Workers, lost: str) -> list[tuple[str, str]]:
