@@ -3,6 +3,7 @@
 import os
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -19,3 +20,21 @@ settings.load_profile("ci" if __import__("os").environ.get("CI") else "default")
 
 # Tool search caches embeddings under the user's cache folder; tests keep theirs private.
 os.environ.setdefault("TOOLDECK_CACHE_DIR", tempfile.mkdtemp(prefix="tooldeck-test-cache-"))
+
+# Tests that run worker, scheduler or job processes take the longest (10-30 s each): run
+# them first, so that with two test processes (pytest-xdist) the run does not end with one
+# process still in a long test while the other has nothing left to do.
+_LONG_FIRST = (
+    "test_jobs_dbos.py",
+    "test_workflows_workers.py",
+    "test_jobs_processes.py",
+    "test_telemetry_integration.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return _LONG_FIRST.index(name) if name in _LONG_FIRST else len(_LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the order inside each group is kept

@@ -5,6 +5,7 @@ The README's Python examples run in tests/test_docs_blocks.py, with every docs p
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -14,12 +15,29 @@ from tooldeck.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _set_up_commands(readme: str) -> list[str]:
+    """The commands of the first bash block of the README's "Set up" section."""
+    section = readme.split("\n## Set up\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, "the Set up section has a bash block"
+    return [ln for ln in block.group(1).splitlines() if ln.strip() and not ln.startswith("#")]
+
+
 def test_readme_set_up_commands_are_the_ones_ci_runs() -> None:
-    readme = (ROOT / "README.md").read_text()
+    demo, tests = _set_up_commands((ROOT / "README.md").read_text())
     ci = (ROOT / ".ci" / "run").read_text()
-    test_command = ci.strip().splitlines()[-1]
-    assert test_command in readme
-    assert "python3 -m uv run --locked tooldeck demo" in readme
+    commands = [ln for ln in ci.splitlines() if ln.strip() and not ln.startswith("#")]
+    # CI runs the README's test command verbatim, and nothing else
+    assert commands == ["set -euo pipefail", 'cd "$(dirname "$0")/.."', tests]
+    assert demo.endswith(" && .venv-uv/bin/uv run --locked tooldeck demo")
+    assert tests.endswith(" && .venv-uv/bin/uv run --locked scripts/check")
+    for command in (demo, tests):
+        # nothing goes into the interpreter that runs them (an externally managed one
+        # refuses it, PEP 668): uv is installed into a virtual environment of its own
+        assert command.startswith("python3 -m venv .venv-uv && .venv-uv/bin/pip install uv")
+        assert "python3 -m pip" not in command and "--break-system-packages" not in command
+    # that environment is never linted, tested, committed or packaged
+    assert ".venv-uv/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_demo_runs_offline_and_shows_decisions_and_repairs() -> None:

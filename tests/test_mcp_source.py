@@ -34,6 +34,8 @@ from tooldeck.transcript import ToolCall, ToolOutput
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 PY = sys.executable
+# The module's tests share one set of started servers (``shared``): one test process.
+pytestmark = pytest.mark.xdist_group("mcp_source")
 
 
 def stdio(script: str, **options: Any) -> dict[str, Any]:

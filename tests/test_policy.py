@@ -338,7 +338,7 @@ def test_policy_explain_prints_the_decision_and_the_trace(tmp_path: Path) -> Non
 
 
 def test_policy_check_grants_and_revoke(tmp_path: Path) -> None:
-    runner = CliRunner()
+    runner = CliRunner(env={"COLUMNS": "500"})  # long tmp paths (xdist) stay on one line
     (tmp_path / "bad.toml").write_text('[profile]\nrules = [{ tools = "x", action = "maybe" }]\n')
     (tmp_path / "ok.toml").write_text(TOML)
     out = runner.invoke(

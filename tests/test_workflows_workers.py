@@ -53,6 +53,7 @@ class Workers:
         self.dbos_schema = f"{schema}_dbos"
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs: dict[str, Path] = {}
 
     def start(
         self,
@@ -65,7 +66,10 @@ class Workers:
         dsn: str = PG_DSN,
         grace: float = 30.0,
         retry_seconds: float = 2.0,
+        wait: bool = True,
     ) -> subprocess.Popen[bytes]:
+        """Start a worker; wait until it is ready unless ``wait`` is false (then
+        :meth:`wait_ready` does: workers started side by side start in the time of one)."""
         log = self.log_dir / f"{worker_id}-{len(self.procs)}.log"
         env = {
             **os.environ,
@@ -101,12 +105,18 @@ class Workers:
         with log.open("wb") as out:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.procs[worker_id] = proc
-        deadline = time.monotonic() + 90
+        self.logs[worker_id] = log
+        if wait:
+            self.wait_ready(worker_id)
+        return proc
+
+    def wait_ready(self, worker_id: str, timeout: float = 90) -> None:
+        proc, log = self.procs[worker_id], self.logs[worker_id]
+        deadline = time.monotonic() + timeout
         while f"worker {worker_id} ready" not in log.read_text(errors="replace"):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"worker {worker_id} did not start:\n{log.read_text()}")
             time.sleep(0.1)
-        return proc
 
     def kill(self, worker_id: str) -> None:
         proc = self.procs[worker_id]
@@ -229,18 +239,27 @@ def assert_every_result_stored_once(
         "items": items,
         "sum_of_squares": sum(i * i for i in range(items)),
     }
-    statuses = query(
-        workers,
-        f"SELECT status, count(*) FROM {workers.dbos_schema}.workflow_status "
-        "WHERE workflow_uuid LIKE %s GROUP BY status",
-        task_workflow_id(f"{run.id}:%"),
-    )
-    found = dict(statuses)
-    if parked_ok:
-        # A DBOS workflow whose final status could not be written (the database was
-        # away) stays PENDING on its worker until that worker restarts; its work is done.
-        found["SUCCESS"] = found.get("SUCCESS", 0) + found.pop("PENDING", 0)
-    assert found == {"SUCCESS": items + 1}
+
+    def dbos_statuses() -> dict[str, int]:
+        statuses = query(
+            workers,
+            f"SELECT status, count(*) FROM {workers.dbos_schema}.workflow_status "
+            "WHERE workflow_uuid LIKE %s GROUP BY status",
+            task_workflow_id(f"{run.id}:%"),
+        )
+        found = dict(statuses)
+        if parked_ok:
+            # A DBOS workflow whose final status could not be written (the database was
+            # away) stays PENDING on its worker until that worker restarts; its work is done.
+            found["SUCCESS"] = found.get("SUCCESS", 0) + found.pop("PENDING", 0)
+        return found
+
+    # DBOS writes a workflow's SUCCESS after its function returned, that is after the
+    # result was stored: the run can be over a moment before the last status lands.
+    deadline = time.monotonic() + 30
+    while dbos_statuses() != {"SUCCESS": items + 1} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert dbos_statuses() == {"SUCCESS": items + 1}
 
 
 def takeovers(workers: Workers, lost: str) -> list[tuple[str, str]]:
@@ -408,6 +427,7 @@ def _trigger(workers: Workers, table: str, condition: str) -> None:
         f"""CREATE FUNCTION {workers.schema}.hang() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF {condition} THEN
+                PERFORM set_config('application_name', '{_hang_mark(workers)}', false);
                 PERFORM pg_sleep(120);
             END IF;
             RETURN NEW;
@@ -420,10 +440,18 @@ def _trigger(workers: Workers, table: str, condition: str) -> None:
     )
 
 
+def _hang_mark(workers: Workers) -> str:
+    """The application_name a session hanging in this test's trigger takes: the server
+    may hold hanging sessions of other tests (other test processes) at the same time."""
+    return f"hang:{workers.schema}"[:63]
+
+
 def _hanging(workers: Workers, table: str) -> bool:
     rows = query(
         workers,
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE %s",
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+        "AND application_name = %s AND query LIKE %s",
+        _hang_mark(workers),
         f"%INSERT INTO %{table.rsplit('.', 1)[-1]}%",
     )
     return int(rows[0][0]) > 0
