@@ -347,6 +347,10 @@ class Outage:
     def cut(self) -> None:
         with self.lock:
             if self.listener is not None:
+                # shutdown wakes the accepting thread: a bare close() leaves it blocked in
+                # accept(), where it would still take one more connection.
+                with contextlib.suppress(OSError):
+                    self.listener.shutdown(socket.SHUT_RDWR)
                 self.listener.close()
                 self.listener = None
             for link in self.links:

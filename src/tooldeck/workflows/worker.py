@@ -308,7 +308,9 @@ class Worker:
         _current = self
         lost = False
         try:
-            self._store = PostgresStore(self.dsn, schema=self.schema)
+            # A store call in a turn rides out a connection blip for as long as the lease:
+            # only a longer outage fails the turn's step (DBOS runs it again).
+            self._store = PostgresStore(self.dsn, schema=self.schema, retry_for=self.lease)
             await self._store.open()
             self._leases = WorkerLeases(self._store)
             executor = DbosExecutor(self.dsn, dbos_schema=self.dbos_schema)

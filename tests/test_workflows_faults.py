@@ -1,0 +1,252 @@
+"""Database faults inside task turns, for real: a TCP relay to PostgreSQL that is cut and
+restored (every connection dropped, new ones refused), and ``pg_terminate_backend`` on the
+store's own connections. No fake database anywhere.
+
+- the PostgreSQL store rides out a blip shorter than its retry window (stale pooled
+  connections are dropped, the operation is run again) and raises one-line
+  :class:`StoreUnavailable` after a longer one;
+- every operation a turn retries is idempotent for a commit whose answer was lost;
+- a turn whose submission outlasts the retries stops with ``StoreUnavailable`` (a failed
+  step for its durable executor), not with a tool error for the model, and the next run of
+  the step stores the result once;
+- a ``tooldeck worker`` behind the relay finishes every task across a 0.5 s cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from test_workflows_support import PG_DSN
+from test_workflows_workers import (
+    Client,
+    Outage,
+    Workers,
+    assert_every_result_stored_once,
+    client_of,
+    query,
+    wait_for,
+    workers,
+)
+from tooldeck.model import ModelRequest
+from tooldeck.providers.scripted import ScriptedModel, call, reply
+from tooldeck.transcript import AssistantMessage
+from tooldeck.workflows import TaskRun, WorkflowEngine
+from tooldeck.workflows.store import (
+    NewTask,
+    PostgresStore,
+    SQLiteStore,
+    StoreUnavailable,
+    WorkflowStore,
+)
+from tooldeck.workflows.task_tools import SUBMIT_RESULT
+
+pytest_plugins = ["test_workflows_support"]  # the PostgreSQL fixtures
+
+__all__ = ["client_of", "workers"]  # fixtures used here, defined with the worker tests
+
+RESULT = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture
+def outage() -> Iterator[Outage]:
+    relay = Outage()
+    try:
+        yield relay
+    finally:
+        relay.cut()
+
+
+def later(seconds: float, action: Callable[[], None]) -> threading.Timer:
+    timer = threading.Timer(seconds, action)
+    timer.start()
+    return timer
+
+
+async def new_run(store: WorkflowStore, run_id: str, names: list[str]) -> None:
+    await store.create_workflow(
+        run_id, "faults", {}, [NewTask(n, i, f"Do {n}.", RESULT) for i, n in enumerate(names)]
+    )
+    await store.set_workflow_state(run_id, "running", expect=("pending",))
+
+
+def test_a_cut_shorter_than_the_retry_window_is_ridden_out(outage: Outage, pg_schema: str) -> None:
+    async def main() -> None:
+        store = PostgresStore(outage.dsn, schema=pg_schema, retry_for=5)
+        async with store:
+            await new_run(store, "wf-blip", ["a", "b", "c", "d"])
+            # Several pooled connections, all idle when the relay drops them.
+            await asyncio.gather(*(store.get_task(f"wf-blip:{n}") for n in "abcd"))
+            outage.cut()
+            timer = later(0.5, outage.restore)
+            started = time.monotonic()
+            claimed = await asyncio.gather(
+                *(store.claim_task(f"wf-blip:{n}", f"s-{n}") for n in "abcd")
+            )
+            took = time.monotonic() - started
+            timer.join()
+            assert claimed == [True] * 4
+            assert 0.4 < took < 4, took
+            assert store.blips >= 1
+            accepted = await asyncio.gather(
+                *(store.accept_result(f"wf-blip:{n}", {"n": 1}, submission_key=n) for n in "abcd")
+            )
+            assert [a.status for a in accepted] == ["stored"] * 4
+
+    asyncio.run(main())
+
+
+def test_a_cut_longer_than_the_retry_window_is_one_line(outage: Outage, pg_schema: str) -> None:
+    async def main() -> None:
+        store = PostgresStore(outage.dsn, schema=pg_schema, retry_for=1)
+        async with store:
+            await new_run(store, "wf-long", ["a"])
+            outage.cut()
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable) as raised:
+                await store.get_task("wf-long:a")
+            assert 0.9 < time.monotonic() - started < 4
+            message = str(raised.value)
+            assert "\n" not in message and "unreachable for 1s" in message, message
+            outage.restore()
+            found = await store.get_task("wf-long:a")  # the store works again at once
+            assert found is not None and found.state == "pending"
+
+    asyncio.run(main())
+
+
+def test_terminated_backends_are_replaced(pg_schema: str) -> None:
+    async def main() -> None:
+        store = PostgresStore(PG_DSN, schema=pg_schema, retry_for=5)
+        async with store:
+            await new_run(store, "wf-kill", ["a", "b"])
+            await asyncio.gather(store.get_task("wf-kill:a"), store.get_task("wf-kill:b"))
+            pids = [c.info.backend_pid for c in store._all]
+            assert pids
+            with psycopg.connect(PG_DSN, autocommit=True) as admin:
+                for pid in pids:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            assert await store.claim_task("wf-kill:a", "s-a")
+            assert {c.info.backend_pid for c in store._all}.isdisjoint(pids)
+
+    asyncio.run(main())
+
+
+def _store(kind: str, tmp_path: Path, schema: str) -> WorkflowStore:
+    if kind == "sqlite":
+        return SQLiteStore(tmp_path / "faults.sqlite3")
+    return PostgresStore(PG_DSN, schema=schema)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_retried_operations_recognise_their_own_earlier_write(
+    kind: str, tmp_path: Path, pg_schema: str
+) -> None:
+    """Run twice, as after a commit whose answer was lost: the same outcome, one write."""
+
+    async def main() -> None:
+        async with _store(kind, tmp_path, pg_schema) as store:
+            await new_run(store, "wf-again", ["a"])
+            task = "wf-again:a"
+            assert await store.claim_task(task, "s1")
+            assert await store.claim_task(task, "s1")  # its own claim
+            assert not await store.claim_task(task, "s2")  # someone else's
+            assert await store.resume_task(task, "s3", "lost") == "s1"
+            assert await store.resume_task(task, "s3", "lost") == "s3"  # already its own
+            first = await store.accept_result(task, {"n": 1}, submission_key="k")
+            again = await store.accept_result(task, {"n": 1}, submission_key="k")
+            assert (first.status, again.status) == ("stored", "duplicate")
+            assert await store.count_results(task) == 1
+            moves = await store.transitions("wf-again", task)
+            history = [(t.from_state, t.to_state) for t in moves]
+            assert history == [
+                (None, "pending"),
+                ("pending", "running"),
+                ("running", "running"),
+                ("running", "submitted"),
+            ]
+
+    asyncio.run(main())
+
+
+def _cutting_model(run: TaskRun, outage: Outage, cuts: list[int]) -> ScriptedModel:
+    """A scripted model (not a real one) that cuts the relay just before it submits."""
+
+    def script(request: ModelRequest) -> AssistantMessage:
+        if any(isinstance(item, AssistantMessage) for item in request.transcript):
+            return reply("Done.")
+        if cuts:
+            cuts.pop()
+            outage.cut()
+        return reply("Submitting.", call(SUBMIT_RESULT, {"n": 7}))
+
+    return ScriptedModel(script, name="scripted:cutting")
+
+
+def test_a_submission_the_store_cannot_take_fails_the_step_not_the_model(
+    outage: Outage, pg_schema: str
+) -> None:
+    cuts = [1]  # the first turn cuts the relay; the second runs with the database back
+    seen: list[Any] = []
+
+    def model(run: TaskRun) -> ScriptedModel:
+        seen.append(run.session_id)
+        return _cutting_model(run, outage, cuts)
+
+    async def main() -> None:
+        store = PostgresStore(outage.dsn, schema=pg_schema, retry_for=0.5)
+        async with store:
+            engine = WorkflowEngine(store, model, memory_enabled=False, advance_after_turn=False)
+            await new_run(store, "wf-step", ["a"])
+            with pytest.raises(StoreUnavailable):
+                await engine.run_task("wf-step:a", take_over="a durable executor's retry")
+            outage.restore()
+            task = await store.get_task("wf-step:a")
+            assert task is not None and task.state == "running"  # not failed: run it again
+            assert task.attempts == 0  # nothing the model did counted
+            await engine.run_task("wf-step:a", take_over="the step failed; run again")
+            task = await store.get_task("wf-step:a")
+            assert task is not None and task.state == "submitted" and task.result == {"n": 7}
+            assert await store.count_results("wf-step:a") == 1
+            assert await store.rejections("wf-step:a") == []
+            await engine.close()
+
+    asyncio.run(main())
+    assert len(seen) == 2
+
+
+def test_a_worker_behind_a_cut_relay_finishes_every_task(
+    workers: Workers, client_of: Callable[..., Client], outage: Outage
+) -> None:
+    items = 8
+    proc = workers.start("blip", lease=8, delay=0.3, items=items, dsn=outage.dsn)
+    client = client_of(workers, items=items)
+    workflow_id = client.start()
+    wait_for(
+        lambda: query(workers, "SELECT count(*) FROM tasks WHERE state = 'running'")[0][0] >= 3,
+        "turns in flight",
+    )
+    outage.cut()
+    time.sleep(0.5)
+    outage.restore()
+    run = client.wait(workflow_id)
+    assert_every_result_stored_once(workers, run, items, parked_ok=True)
+    assert query(workers, "SELECT count(*) FROM rejections") == [(0,)]
+    failed = query(workers, "SELECT count(*) FROM transitions WHERE to_state = 'failed'")
+    assert failed == [(0,)]
+    assert proc.poll() is None
+    # Ridden out inside the steps: no turn was run again (no takeover of its own turn).
+    again = "SELECT count(*) FROM transitions WHERE from_state = 'running' AND to_state = 'running'"
+    assert query(workers, again) == [(0,)]
