@@ -39,6 +39,7 @@ from tooldeck.model import ModelRequest
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage
 from tooldeck.workflows import TaskRun, WorkflowEngine
+from tooldeck.workflows.scripted import submitting
 from tooldeck.workflows.store import (
     NewTask,
     PostgresStore,
@@ -250,3 +251,86 @@ def test_a_worker_behind_a_cut_relay_finishes_every_task(
     # Ridden out inside the steps: no turn was run again (no takeover of its own turn).
     again = "SELECT count(*) FROM transitions WHERE from_state = 'running' AND to_state = 'running'"
     assert query(workers, again) == [(0,)]
+
+
+# -- a crash after a rejection ---------------------------------------------------------------
+
+REJECT_SCRIPT = Path(__file__).parent / "workflow_scripts" / "reject_then_hang.py"
+BOUNDED = {**RESULT, "properties": {"n": {"type": "integer", "minimum": 10}}}
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_turn_that_takes_over_is_told_the_earlier_rejections(
+    kind: str, tmp_path: Path, pg_schema: str
+) -> None:
+    prompts: list[str] = []
+
+    def model(run: TaskRun) -> ScriptedModel:
+        prompts.append(run.prompt)
+        return submitting(run, {"n": 12})
+
+    async def main() -> None:
+        async with _store(kind, tmp_path, pg_schema) as store:
+            await store.create_workflow(
+                "wf-rej", "faults", {}, [NewTask("a", 0, "Pick.", BOUNDED, max_attempts=3)]
+            )
+            await store.set_workflow_state("wf-rej", "running", expect=("pending",))
+            # What the dead worker's turn left: the task running, one rejection counted.
+            assert await store.claim_task("wf-rej:a", "wf-rej.a.dead@w1")
+            engine = WorkflowEngine(store, model, memory_enabled=False, advance_after_turn=False)
+            await engine.control.submit("wf-rej:a", {"n": 3}, submission_key="dead:c1")
+            await engine.run_task("wf-rej:a", take_over="the worker running it was lost")
+            task = await store.get_task("wf-rej:a")
+            assert task is not None and task.state == "submitted" and task.result == {"n": 12}
+            assert task.attempts == 2  # the model's rejection and its accepted result
+            assert len(await store.rejections("wf-rej:a")) == 1
+            await engine.close()
+
+    asyncio.run(main())
+    (prompt,) = prompts
+    assert "were rejected" in prompt and "its worker was lost" in prompt
+    assert '- attempt 1: {"n":3}' in prompt
+    assert "$.n: 3 is less than the minimum of 10" in prompt
+    assert "(2 of 3 submissions left)" in prompt
+
+
+def test_a_fresh_turn_is_told_nothing_about_rejections(tmp_path: Path) -> None:
+    prompts: list[str] = []
+
+    def model(run: TaskRun) -> ScriptedModel:
+        prompts.append(run.prompt)
+        return submitting(run, {"n": 12})
+
+    async def main() -> None:
+        async with SQLiteStore(tmp_path / "fresh.sqlite3") as store:
+            await store.create_workflow("wf-new", "faults", {}, [NewTask("a", 0, "Pick.", BOUNDED)])
+            engine = WorkflowEngine(store, model, memory_enabled=False, advance_after_turn=False)
+            await engine.run_task("wf-new:a")
+            await engine.close()
+
+    asyncio.run(main())
+    assert "rejected" not in prompts[0] and "(at most 3 submissions)" in prompts[0]
+
+
+def test_a_worker_killed_after_a_rejection_hands_it_to_the_next_turn(
+    workers: Workers, client_of: Callable[..., Client]
+) -> None:
+    workers.start("first", lease=3, items=1, script=REJECT_SCRIPT)
+    client = client_of(workers, items=1, script=REJECT_SCRIPT)
+    workflow_id = client.start()
+    wait_for(lambda: query(workers, "SELECT count(*) FROM rejections") == [(1,)], "a rejection")
+    workers.kill("first")  # SIGKILL, its turn hanging after the rejection
+    workers.start("second", lease=3, items=1, script=REJECT_SCRIPT)
+    run = client.wait(workflow_id)
+    assert run.state == "succeeded", run.error
+    task = run.task("pick")
+    # The successor saw the reason and fixed the value: no second rejection, no attempt
+    # spent on the crash (one rejected, one accepted).
+    assert task.result["n"] == 10 and "less than the minimum of 10" in task.result["saw"]
+    assert task.attempts == 2
+    assert query(workers, "SELECT count(*) FROM rejections") == [(1,)]
+    taken = query(
+        workers,
+        "SELECT reason FROM transitions WHERE from_state = 'running' AND to_state = 'running'",
+    )
+    assert len(taken) == 1 and "(was " in taken[0][0] and "@first)" in taken[0][0]

@@ -65,6 +65,7 @@ class Workers:
         dsn: str = PG_DSN,
         grace: float = 30.0,
         retry_seconds: float = 2.0,
+        script: Path = SCRIPT,
     ) -> subprocess.Popen[bytes]:
         log = self.log_dir / f"{worker_id}-{len(self.procs)}.log"
         env = {
@@ -82,7 +83,7 @@ class Workers:
             "--dsn",
             dsn,
             "--script",
-            str(SCRIPT),
+            str(script),
             "--id",
             worker_id,
             "--pg-schema",
@@ -154,10 +155,10 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 60.0) -> Non
 class Client:
     """The side that starts runs: an engine whose executor queues turns for the workers."""
 
-    def __init__(self, workers: Workers, items: int = ITEMS):
+    def __init__(self, workers: Workers, items: int = ITEMS, script: Path = SCRIPT):
         os.environ["TOOLDECK_TEST_ITEMS"] = str(items)
         try:
-            self.workflow = load_script(SCRIPT).workflow()
+            self.workflow = load_script(script).workflow()
         finally:
             del os.environ["TOOLDECK_TEST_ITEMS"]
         self.workers = workers
@@ -187,8 +188,8 @@ class Client:
 def client_of() -> Iterator[Callable[..., Client]]:
     made: list[Client] = []
 
-    def make(workers: Workers, items: int = ITEMS) -> Client:
-        made.append(Client(workers, items))
+    def make(workers: Workers, items: int = ITEMS, script: Path = SCRIPT) -> Client:
+        made.append(Client(workers, items, script))
         return made[-1]
 
     yield make

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -54,6 +53,7 @@ from .control import ControlPlane
 from .definition import Workflow
 from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
 from .executor import AsyncioExecutor, TaskExecutor
+from .prompt import task_prompt
 from .shapes import WRAPPED_PROPERTY, result_schema
 from .store import (
     CancelOutcome,
@@ -131,21 +131,6 @@ class TaskRun:
 
 
 ModelFactory = Callable[[TaskRun], Model]
-
-
-def task_prompt(task: TaskRecord, inputs: Mapping[str, Any], deps: Mapping[str, Any]) -> str:
-    parts = [f"Task: {task.name}"]
-    if task.description:
-        parts.append(task.description)
-    parts.append(task.instructions.strip())
-    parts.append("Inputs:\n" + json.dumps(dict(inputs), ensure_ascii=False, indent=2))
-    if deps:
-        parts.append(
-            "Results of the tasks this one depends on:\n"
-            + json.dumps(dict(deps), ensure_ascii=False, indent=2)
-        )
-    parts.append(f"Submit the result with submit_result (at most {task.max_attempts} submissions).")
-    return "\n\n".join(parts)
 
 
 @dataclass
@@ -575,7 +560,10 @@ class WorkflowEngine:
         )
         deps = {d: wf.task(d).result for d in task.depends_on}
         checked = result_schema(task.result_schema, f"task {task.name!r}")
-        prompt = task_prompt(task, inputs, deps)
+        # A turn that follows one whose worker died is told what that turn had rejected:
+        # the rejections stay counted (they were the model's), the crash costs nothing.
+        rejections = await self.store.rejections(task.id) if task.attempts else []
+        prompt = task_prompt(task, inputs, deps, rejections)
         run = TaskRun(
             task.workflow_id, wf.name, task, session_id, inputs, deps, prompt, checked.wrapped
         )
