@@ -272,7 +272,9 @@ def test_three_workers_share_51_tasks_and_a_killed_worker_is_taken_over(
     assert_every_result_stored_once(workers, run, ITEMS)
     taken = takeovers(workers, "w1")
     assert len(taken) >= 1 and len(taken) <= in_flight + 4, taken
-    assert all("DBOS restarted the turn on w" in reason for _, reason in taken)
+    assert all(
+        "the worker w1 was lost; DBOS restarted the turn on w" in reason for _, reason in taken
+    )
     lost = query(workers, "SELECT state, note FROM workers WHERE id = 'w1'")
     assert lost[0][0] == "lost" and "taken over by w" in lost[0][1]
     ran_on = {
@@ -295,7 +297,9 @@ def test_a_worker_restarted_under_its_id_resumes_its_own_turns(
     workers.start("solo", lease=600, concurrency=3, delay=0.5, items=6)
     run = client.wait(workflow_id)
     assert_every_result_stored_once(workers, run, 6)
-    assert len(takeovers(workers, "solo")) == 3  # nobody else could have taken them
+    taken = takeovers(workers, "solo")
+    assert len(taken) == 3  # nobody else could have taken them
+    assert all("worker solo restarted; DBOS recovered" in reason for _, reason in taken)
 
 
 def test_sigterm_lets_running_turns_finish_and_leaves_the_rest_queued(

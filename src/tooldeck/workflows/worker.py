@@ -224,6 +224,7 @@ class Worker:
         self._store: PostgresStore | None = None
         self._leases: WorkerLeases | None = None
         self._signals: dict[str, AbortSignal] = {}  # task id -> its running turn's signal
+        self._failed: dict[str, str] = {}  # task id -> why its last turn step failed here
         self._stopping = asyncio.Event()
         self._parked = 0  # turns dequeued after stop() and left for another worker
         self._to_recover: set[str] = set()  # lost workers this one marked, not yet recovered
@@ -256,15 +257,29 @@ class Worker:
         self._signals[task_id] = signal
         self.stats.turns_started += 1
         try:
-            await engine.run_task(
-                task_id,
-                signal,
-                take_over=f"the worker running it was lost; DBOS restarted the turn on {self.id}",
-            )
+            await engine.run_task(task_id, signal, take_over=await self._why_again(task_id))
+        except Exception as exc:
+            # DBOS runs the step again, here: the next attempt's history says why.
+            self._failed[task_id] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            raise
+        else:
+            self._failed.pop(task_id, None)
         finally:
             self._signals.pop(task_id, None)
             self.stats.turns_finished += 1
         return await engine.store.task_state(task_id) or "gone"
+
+    async def _why_again(self, task_id: str) -> str:
+        """Why a task still ``running`` is taken over, for its history (what happened)."""
+        failed = self._failed.get(task_id)
+        if failed is not None:
+            return f"the turn's step failed on {self.id} ({failed}); DBOS ran it again"
+        owner = await self._require_engine().store.task_owner(task_id)
+        holder = (owner[1] or "") if owner is not None else ""
+        if holder.endswith(f"@{self.id}"):
+            return f"worker {self.id} restarted; DBOS recovered its unfinished turn"
+        lost = holder.rsplit("@", 1)[1] if "@" in holder else "running it"
+        return f"the worker {lost} was lost; DBOS restarted the turn on {self.id}"
 
     async def run_job(self, job_id: str) -> str:
         """Run one background job (the ``tooldeck_job`` step); its state at the end."""
