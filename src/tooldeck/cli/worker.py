@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,6 +229,7 @@ def worker_command(
         web_provider=web_provider,
         job_runtime=runtime,
         job_concurrency=max(jobs, 1),
+        on_lost=_exit_lost,
     )
 
     def ready(w: Any) -> None:
@@ -257,6 +259,14 @@ def worker_command(
         raise _fail(console, str(exc), 3) from exc
     except StoreError as exc:
         raise _fail(console, str(exc)) from exc
+
+
+def _exit_lost(exc: Exception) -> None:
+    """Exit with status 3 at once: the turns are another worker's now (see ``on_lost``)."""
+    logging.shutdown()  # flush the log lines said so far
+    sys.stdout.flush()
+    print(f"error: {exc}", file=sys.stderr, flush=True)
+    os._exit(3)
 
 
 def _export_telemetry(console: Console) -> None:

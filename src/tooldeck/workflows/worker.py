@@ -173,6 +173,11 @@ class Worker:
       in the database: the last worker to start sets it for all);
     - ``heartbeat`` / ``lease``: seconds between lease renewals / before a silent worker
       is taken over; ``poll``: how often the queue is polled;
+    - ``on_lost``: called with the :class:`WorkerLost` as soon as this worker knows it
+      lost its lease, before anything is shut down: a process that has nothing else to
+      do ends there (``tooldeck worker`` exits with status 3 at once, as if killed: its
+      turns are already another worker's, and DBOS would otherwise retry their steps
+      here against a closed store for half a minute);
     - the rest configure the task turns as for :class:`WorkflowEngine`.
     """
 
@@ -195,6 +200,7 @@ class Worker:
         tool_timeout: float | None = 120.0,
         job_runtime: JobRuntime | None = None,
         job_concurrency: int = 4,
+        on_lost: Callable[[WorkerLost], None] | None = None,
     ):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -218,6 +224,7 @@ class Worker:
         }
         self.job_runtime = job_runtime
         self.job_concurrency = job_concurrency
+        self.on_lost = on_lost
         self._jobs: JobManager | None = None
         self.stats = WorkerStats()
         self._engine: WorkflowEngine | None = None
@@ -380,11 +387,16 @@ class Worker:
             if ready is not None:
                 ready(self)
             lost = await self._serve()
+            if lost and self.on_lost is not None:
+                self.on_lost(WorkerLost(self._lost_message()))
         finally:
             await self._shut_down(lost)
         if lost:
-            raise WorkerLost(f"worker {self.id} lost its lease; its turns were taken over")
+            raise WorkerLost(self._lost_message())
         return self.stats
+
+    def _lost_message(self) -> str:
+        return f"worker {self.id} lost its lease; its turns were taken over"
 
     async def _serve(self) -> bool:
         """Renew the lease and take over lost workers until stopped; ``True`` if lost.
