@@ -15,6 +15,7 @@ store's own connections. No fake database anywhere.
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import threading
 import time
@@ -253,6 +254,10 @@ def test_a_worker_behind_a_cut_relay_finishes_every_task(
     # Ridden out inside the steps: no turn was run again (no takeover of its own turn).
     again = "SELECT count(*) FROM transitions WHERE from_state = 'running' AND to_state = 'running'"
     assert query(workers, again) == [(0,)]
+    workers.stop_all()
+    log = "".join(p.read_text() for p in workers.log_dir.glob("blip-*.log"))
+    assert "Traceback" not in log and "sqlalche.me" not in log, log[-3000:]
+    assert "Connection refused" in log  # DBOS said what happened, in one line each
 
 
 # -- a crash after a rejection ---------------------------------------------------------------
@@ -367,3 +372,23 @@ def test_a_paused_worker_taken_over_exits_within_seconds_of_waking(
     assert_every_result_stored_once(workers, run, 6)
     log = "".join(p.read_text() for p in workers.log_dir.glob("paused-*.log"))
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_dbos_lines_are_one_line_each_without_verbose() -> None:
+    from tooldeck.cli.worker import _one_line_dbos
+
+    text = (
+        "Exception polling schedules: Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n'
+        "psycopg.OperationalError: connection failed: Connection refused\n"
+        "\tIs the server running on that host?\n"
+        "(Background on this error at: https://sqlalche.me/e/21/e3q8)"
+    )
+    record = logging.LogRecord("dbos", logging.WARNING, "x.py", 1, text, (), None)
+    assert _one_line_dbos(record)
+    assert record.getMessage() == (
+        "Exception polling schedules: psycopg.OperationalError: connection failed: "
+        "Connection refused"
+    )
+    plain = logging.LogRecord("dbos", logging.WARNING, "x.py", 1, "a %s\nmore", ("b",), None)
+    assert _one_line_dbos(plain) and plain.getMessage() == "a b"

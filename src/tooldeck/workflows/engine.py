@@ -517,7 +517,10 @@ class WorkflowEngine:
                 await asyncio.shield(self._after_task(task, traced))
 
     async def _fail_crashed(self, task_id: str, session_id: str, exc: Exception) -> None:
-        _log.exception("task %s crashed", task_id)
+        if isinstance(exc, StoreUnavailable):  # an expected fault: one line, no traceback
+            _log.warning("task %s failed: %s", task_id, exc)
+        else:
+            _log.exception("task %s crashed", task_id)
         await self.store.set_task_state(
             task_id,
             "failed",
