@@ -392,3 +392,27 @@ def test_dbos_lines_are_one_line_each_without_verbose() -> None:
     )
     plain = logging.LogRecord("dbos", logging.WARNING, "x.py", 1, "a %s\nmore", ("b",), None)
     assert _one_line_dbos(plain) and plain.getMessage() == "a b"
+
+
+def test_an_outage_longer_than_the_lease_hands_the_turns_to_a_worker_that_can_reach_it(
+    workers: Workers, client_of: Callable[..., Client], outage: Outage
+) -> None:
+    cut = workers.start("cut", lease=3, concurrency=2, delay=0.5, items=8, dsn=outage.dsn)
+    workers.start("direct", lease=3, concurrency=2, delay=0.5, items=8)
+    client = client_of(workers, items=8)
+    workflow_id = client.start()
+    wait_for(lambda: running_on(workers, "cut") >= 1, "a turn running behind the relay")
+    outage.cut()  # and never restored: for this worker the database is gone
+    started = time.monotonic()
+    assert cut.wait(30) == 3  # it could not renew its lease: lost, exits at once
+    took = time.monotonic() - started
+    print(f"cut-off worker exited {took:.2f}s after the cut")
+    assert took < 3 + 3, took  # the lease, then a heartbeat at most
+    run = client.wait(workflow_id)
+    assert_every_result_stored_once(workers, run, 8, parked_ok=True)
+    failed = query(workers, "SELECT count(*) FROM transitions WHERE to_state = 'failed'")
+    assert failed == [(0,)]
+    assert query(workers, "SELECT count(*) FROM rejections") == [(0,)]
+    log = "".join(p.read_text() for p in workers.log_dir.glob("cut-*.log"))
+    assert "Traceback" not in log, log[-3000:]
+    assert "error: worker cut lost its lease" in log
