@@ -368,7 +368,15 @@ def test_a_paused_worker_taken_over_exits_within_seconds_of_waking(
     print(f"lost worker exited {took:.2f}s after waking")
     assert code == 3
     assert took < 3.0, took  # measured: 0.26 s (before: 30 s of step retries)
-    run = client.wait(workflow_id)
+    try:
+        run = client.wait(workflow_id, timeout=60)
+    except TimeoutError:
+        tasks = query(workers, "SELECT name, state, session_id FROM tasks ORDER BY position")
+        dbos = query(
+            workers,
+            f"SELECT workflow_uuid, status, executor_id FROM {workers.dbos_schema}.workflow_status",
+        )
+        raise AssertionError(f"the run stalled: tasks {tasks}; DBOS {dbos}") from None
     assert_every_result_stored_once(workers, run, 6)
     log = "".join(p.read_text() for p in workers.log_dir.glob("paused-*.log"))
     assert "Traceback" not in log, log[-3000:]
