@@ -27,6 +27,7 @@ os.environ.setdefault("TOOLDECK_CACHE_DIR", tempfile.mkdtemp(prefix="tooldeck-te
 _LONG_FIRST = (
     "test_jobs_dbos.py",
     "test_workflows_workers.py",
+    "test_workflows_faults.py",
     "test_jobs_processes.py",
     "test_telemetry_integration.py",
 )

@@ -67,6 +67,7 @@ class Workers:
         grace: float = 30.0,
         retry_seconds: float = 2.0,
         wait: bool = True,
+        script: Path = SCRIPT,
     ) -> subprocess.Popen[bytes]:
         """Start a worker; wait until it is ready unless ``wait`` is false (then
         :meth:`wait_ready` does: workers started side by side start in the time of one)."""
@@ -86,7 +87,7 @@ class Workers:
             "--dsn",
             dsn,
             "--script",
-            str(SCRIPT),
+            str(script),
             "--id",
             worker_id,
             "--pg-schema",
@@ -164,10 +165,10 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 60.0) -> Non
 class Client:
     """The side that starts runs: an engine whose executor queues turns for the workers."""
 
-    def __init__(self, workers: Workers, items: int = ITEMS):
+    def __init__(self, workers: Workers, items: int = ITEMS, script: Path = SCRIPT):
         os.environ["TOOLDECK_TEST_ITEMS"] = str(items)
         try:
-            self.workflow = load_script(SCRIPT).workflow()
+            self.workflow = load_script(script).workflow()
         finally:
             del os.environ["TOOLDECK_TEST_ITEMS"]
         self.workers = workers
@@ -197,8 +198,8 @@ class Client:
 def client_of() -> Iterator[Callable[..., Client]]:
     made: list[Client] = []
 
-    def make(workers: Workers, items: int = ITEMS) -> Client:
-        made.append(Client(workers, items))
+    def make(workers: Workers, items: int = ITEMS, script: Path = SCRIPT) -> Client:
+        made.append(Client(workers, items, script))
         return made[-1]
 
     yield make
@@ -290,7 +291,9 @@ def test_three_workers_share_51_tasks_and_a_killed_worker_is_taken_over(
     assert_every_result_stored_once(workers, run, ITEMS)
     taken = takeovers(workers, "w1")
     assert len(taken) >= 1 and len(taken) <= in_flight + 4, taken
-    assert all("DBOS restarted the turn on w" in reason for _, reason in taken)
+    assert all(
+        "the worker w1 was lost; DBOS restarted the turn on w" in reason for _, reason in taken
+    )
     lost = query(workers, "SELECT state, note FROM workers WHERE id = 'w1'")
     assert lost[0][0] == "lost" and "taken over by w" in lost[0][1]
     ran_on = {
@@ -313,7 +316,9 @@ def test_a_worker_restarted_under_its_id_resumes_its_own_turns(
     workers.start("solo", lease=600, concurrency=3, delay=0.5, items=6)
     run = client.wait(workflow_id)
     assert_every_result_stored_once(workers, run, 6)
-    assert len(takeovers(workers, "solo")) == 3  # nobody else could have taken them
+    taken = takeovers(workers, "solo")
+    assert len(taken) == 3  # nobody else could have taken them
+    assert all("worker solo restarted; DBOS recovered" in reason for _, reason in taken)
 
 
 def test_sigterm_lets_running_turns_finish_and_leaves_the_rest_queued(
@@ -366,6 +371,10 @@ class Outage:
     def cut(self) -> None:
         with self.lock:
             if self.listener is not None:
+                # shutdown wakes the accepting thread: a bare close() leaves it blocked in
+                # accept(), where it would still take one more connection.
+                with contextlib.suppress(OSError):
+                    self.listener.shutdown(socket.SHUT_RDWR)
                 self.listener.close()
                 self.listener = None
             for link in self.links:

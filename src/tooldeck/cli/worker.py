@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +86,26 @@ def _quiet_dbos(record: logging.LogRecord) -> bool:
     """DBOS's info lines ("DBOS successfully shut down"...) only with ``-v``: without it,
     a worker that cannot start says its one real error and nothing else."""
     return record.levelno >= logging.WARNING or not record.name.startswith("dbos")
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")  # "psycopg.OperationalError: ..."
+
+
+def _one_line_dbos(record: logging.LogRecord) -> bool:
+    """DBOS's own lines (its handler, not ours) one line each without ``-v``: a database
+    blip is an expected fault, so its traceback is for ``-v`` only. What is kept: the
+    message's first line, or for a message that is a traceback, its last exception line."""
+    text = record.getMessage().strip()
+    lines = text.splitlines() or [""]
+    head = lines[0]
+    if "Traceback (most recent call last)" in text:
+        head = head.split("Traceback (most recent call last)")[0].strip()
+        last = [x for x in lines[1:] if _EXCEPTION_LINE.match(x)]
+        if last:
+            head = f"{head} {last[-1]}".strip()
+    record.msg, record.args = head, ()
+    record.exc_info = record.exc_text = record.stack_info = None
+    return True
 
 
 def _no_task_model(run: Any) -> Any:
@@ -211,6 +233,8 @@ def worker_command(
     handler = log_handler(ctx)
     if handler is not None and not ctx.meta.get(VERBOSE_KEY):
         handler.addFilter(_quiet_dbos)
+    if not ctx.meta.get(VERBOSE_KEY):
+        logging.getLogger("dbos").addFilter(_one_line_dbos)
     lines = TaskLines(console)
     _export_telemetry(console)
     worker = Worker(
@@ -228,6 +252,7 @@ def worker_command(
         web_provider=web_provider,
         job_runtime=runtime,
         job_concurrency=max(jobs, 1),
+        on_lost=_exit_lost,
     )
 
     def ready(w: Any) -> None:
@@ -257,6 +282,14 @@ def worker_command(
         raise _fail(console, str(exc), 3) from exc
     except StoreError as exc:
         raise _fail(console, str(exc)) from exc
+
+
+def _exit_lost(exc: Exception) -> None:
+    """Exit with status 3 at once: the turns are another worker's now (see ``on_lost``)."""
+    logging.shutdown()  # flush the log lines said so far
+    sys.stdout.flush()
+    print(f"error: {exc}", file=sys.stderr, flush=True)
+    os._exit(3)
 
 
 def _export_telemetry(console: Console) -> None:

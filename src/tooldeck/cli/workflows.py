@@ -7,6 +7,13 @@
   processes (DBOS) instead of running in this process.
 - ``tooldeck workflows list`` lists runs, newest first.
 - ``tooldeck workflows show ID`` shows a run's tasks, states, attempts and results.
+- ``tooldeck workflows cancel ID`` cancels a run: running task turns stop at their next
+  step, pending tasks never run, and (with ``--dsn``) its turns still queued for workers
+  are cancelled in DBOS's queue too.
+
+With ``--workers``, a run none of whose tasks a worker takes for ``--no-worker-after``
+seconds (5) is reported in one line; ``--if-no-worker`` says what then: ``wait`` (keep
+waiting, the run stays queued), ``cancel`` it, or ``leave`` it queued and return.
 
 ``--model`` is built once before anything runs, so a bad model string or a missing key
 is one line (exit 2); a provider error during a task turn fails that task, with the
@@ -22,7 +29,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -32,6 +39,7 @@ from ..errors import ProviderError
 from ..workflows.durable import DbosUnavailable
 from ..workflows.engine import ModelFactory, TaskRun, WorkflowEngine, WorkflowError
 from ..workflows.executor import TaskExecutor
+from ..workflows.queued import QueueWatch
 from ..workflows.render import WorkflowProgress, runs_table, workflow_table
 from ..workflows.script import load_script
 from ..workflows.shapes import WorkflowDefinitionError
@@ -40,6 +48,8 @@ from ..workflows.store.base import WorkflowState
 from .report import existing_file, exit_code, user_error
 
 __all__ = ["workflows_app"]
+
+NoWorker = Literal["wait", "cancel", "leave"]
 
 workflows_app = typer.Typer(
     help="Run workflows (task turns that submit schema-checked results) and inspect runs.",
@@ -179,6 +189,22 @@ def run_command(
     dbos_schema: Annotated[
         str, typer.Option("--dbos-schema", help="With --workers: schema of DBOS's tables.")
     ] = "dbos",
+    no_worker_after: Annotated[
+        float,
+        typer.Option(
+            "--no-worker-after",
+            min=0.5,
+            help="With --workers: seconds without any task taken before it is reported.",
+        ),
+    ] = 5.0,
+    if_no_worker: Annotated[
+        NoWorker,
+        typer.Option(
+            "--if-no-worker",
+            help="With --workers, when no worker takes a task: keep waiting (the run stays "
+            "queued), cancel the run, or leave it queued and return.",
+        ),
+    ] = "wait",
 ) -> None:
     """Run a workflow script's workflow and wait for it, with live progress."""
     console = Console()
@@ -203,7 +229,10 @@ def run_command(
         assert isinstance(store, PostgresStore)
         executor = DbosExecutor(store.dsn, dbos_schema=dbos_schema)
 
+    left = False
+
     async def main() -> str:
+        nonlocal left
         async with store:
             engine = WorkflowEngine(
                 store,
@@ -219,10 +248,15 @@ def run_command(
                 with progress:
                     workflow_id = await engine.start(chosen, values)
                     follower = asyncio.create_task(engine.follow(workflow_id)) if workers else None
+                    watch = QueueWatch(store, workflow_id, after=no_worker_after)
                     try:
                         async with asyncio.timeout(timeout):
-                            run = await engine.wait(workflow_id)
-                            if follower is not None:  # let it show the last changes
+                            if workers:
+                                left = await _wait_for_workers(console, engine, watch, if_no_worker)
+                            else:
+                                await engine.wait(workflow_id)
+                            run = await engine.get(workflow_id)
+                            if follower is not None and not left:  # show the last changes
                                 await follower
                     except (asyncio.CancelledError, TimeoutError) as exc:
                         why = (
@@ -238,6 +272,13 @@ def run_command(
                             await asyncio.gather(follower, return_exceptions=True)
                 console.print(workflow_table(run))
                 console.print(f"[dim]stored in {store.location}[/dim]")
+                if left:
+                    console.print(
+                        f"{workflow_id} left queued: it starts when a worker does; "
+                        f"`tooldeck workflows show {workflow_id}` follows it, "
+                        f"`tooldeck workflows cancel {workflow_id}` cancels it"
+                    )
+                    return "queued"
                 return run.state
 
     try:
@@ -334,6 +375,102 @@ def show_command(
         asyncio.run(main())
     except StoreError as exc:
         raise _fail(console, str(exc)) from exc
+
+
+async def _wait_for_workers(
+    console: Console, engine: WorkflowEngine, watch: QueueWatch, if_no_worker: NoWorker
+) -> bool:
+    """Wait for a run on workers, saying when none takes its tasks; ``True``: left queued."""
+    workflow_id = watch.workflow_id
+    waiter = asyncio.ensure_future(engine.wait(workflow_id))
+    try:
+        while True:
+            done, _ = await asyncio.wait({waiter}, timeout=min(1.0, watch.after / 2))
+            if done:
+                waiter.result()
+                return False
+            stall = await watch.check()
+            if stall is None:
+                continue
+            if if_no_worker == "leave":
+                console.print(f"[yellow]{stall.message}[/yellow]")
+                return True
+            if if_no_worker == "cancel":
+                console.print(f"[yellow]{stall.message}; cancelling the run[/yellow]")
+                await engine.cancel(workflow_id, stall.message)
+                await waiter
+                return False
+            console.print(
+                f"[yellow]{stall.message}; the run stays queued until a worker starts "
+                f"(tooldeck worker --dsn ...), or cancel it: tooldeck workflows cancel "
+                f"{workflow_id}[/yellow]"
+            )
+            watch.reset()
+    finally:
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+
+
+@workflows_app.command("cancel")
+def cancel_command(
+    workflow_id: Annotated[str, typer.Argument(help="The run's id, or a unique prefix.")],
+    db: DbOption = None,
+    dsn: DsnOption = None,
+    pg_schema: SchemaOption = None,
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (kept in the run's history).")
+    ] = "cancelled from the command line",
+    dbos_schema: Annotated[
+        str, typer.Option("--dbos-schema", help="Schema of DBOS's tables, for queued turns.")
+    ] = "dbos",
+) -> None:
+    """Cancel a run: running turns stop, pending tasks never run, queued turns are dropped."""
+    console = Console()
+    store = _existing_store(console, db, dsn, pg_schema)
+    if store is None:
+        raise _fail(console, f"no run {workflow_id!r}: nothing has run on this machine yet", 1)
+
+    async def main() -> str:
+        async with store:
+            executor = await _queue_of(store, dbos_schema)
+            engine = WorkflowEngine(store, _no_model, executor=executor)
+            async with engine:
+                try:
+                    run = await engine.get(workflow_id)
+                except LookupError as exc:
+                    raise _fail(console, str(exc), 1) from exc
+                outcome = await engine.cancel(run.id, reason)
+                if not outcome.cancelled:
+                    raise _fail(console, f"run {run.id} already {outcome.state}; not cancelled", 1)
+                return (
+                    f"cancelled {run.id}: {len(outcome.running)} running and "
+                    f"{len(outcome.pending)} pending task(s) stopped"
+                )
+
+    try:
+        console.print(asyncio.run(main()))
+    except (StoreError, DbosUnavailable) as exc:
+        raise _fail(console, str(exc)) from exc
+
+
+async def _queue_of(store: WorkflowStore, dbos_schema: str) -> TaskExecutor | None:
+    """The DBOS queue of ``store``'s database, when it has one (workers ran there)."""
+    if not isinstance(store, PostgresStore):
+        return None
+    import psycopg
+
+    try:
+        async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:
+            found = await conn.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (dbos_schema,)
+            )
+            if await found.fetchone() is None:
+                return None  # no worker ever ran here: nothing is queued
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot read PostgreSQL at {store.location}: {exc}") from exc
+    from ..workflows.durable import DbosExecutor
+
+    return DbosExecutor(store.dsn, dbos_schema=dbos_schema)
 
 
 def _no_model(run: TaskRun) -> Any:  # pragma: no cover - never called: no turn runs here

@@ -19,12 +19,14 @@ from .engine import (
 )
 from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
 from .executor import AsyncioExecutor, TaskExecutor
+from .queued import QueueStall, QueueWatch
 from .script import WorkflowScript, load_script
 from .shapes import ResultSchema, ResultSchemaError, WorkflowDefinitionError, result_schema
 from .store import (
     PostgresStore,
     SQLiteStore,
     StoreError,
+    StoreUnavailable,
     TaskRecord,
     WorkflowRecord,
     WorkflowStore,
@@ -47,10 +49,13 @@ __all__ = [
     "DbosExecutor",
     "ModelFactory",
     "PostgresStore",
+    "QueueStall",
+    "QueueWatch",
     "ResultSchema",
     "ResultSchemaError",
     "SQLiteStore",
     "StoreError",
+    "StoreUnavailable",
     "Submission",
     "Task",
     "TaskActivity",

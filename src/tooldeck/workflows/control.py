@@ -20,7 +20,7 @@ from typing import Any, Literal
 import jsonschema_rs
 
 from ..result import ToolResult
-from .store import StoreError, WorkflowStore
+from .store import StoreError, StoreUnavailable, WorkflowStore
 from .store.base import dumps
 
 __all__ = ["MAX_REASONS_SHOWN", "ControlPlane", "Submission", "format_path"]
@@ -170,6 +170,8 @@ class ControlPlane:
             )
         try:
             outcome = await self.store.accept_result(task_id, value, submission_key=submission_key)
+        except StoreUnavailable:
+            raise  # not an answer about the task: the caller retries the step
         except StoreError:
             return Submission("unknown_task", task_id, task.name, state="unknown")
         return Submission(

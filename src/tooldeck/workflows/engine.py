@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -47,16 +46,19 @@ from ..events import (
 from ..loop import RunResult, Session
 from ..model import Model
 from ..registry import ToolRegistry
+from ..result import ToolResult
 from ..telemetry.runs import TaskTrace, task_started, workflow_started
 from ..transcript import StopReason, ToolCall
 from .control import ControlPlane
 from .definition import Workflow
 from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
 from .executor import AsyncioExecutor, TaskExecutor
+from .prompt import task_prompt
 from .shapes import WRAPPED_PROPERTY, result_schema
 from .store import (
     CancelOutcome,
     NewTask,
+    StoreUnavailable,
     TaskRecord,
     WorkflowRecord,
     WorkflowState,
@@ -131,21 +133,6 @@ class TaskRun:
 ModelFactory = Callable[[TaskRun], Model]
 
 
-def task_prompt(task: TaskRecord, inputs: Mapping[str, Any], deps: Mapping[str, Any]) -> str:
-    parts = [f"Task: {task.name}"]
-    if task.description:
-        parts.append(task.description)
-    parts.append(task.instructions.strip())
-    parts.append("Inputs:\n" + json.dumps(dict(inputs), ensure_ascii=False, indent=2))
-    if deps:
-        parts.append(
-            "Results of the tasks this one depends on:\n"
-            + json.dumps(dict(deps), ensure_ascii=False, indent=2)
-        )
-    parts.append(f"Submit the result with submit_result (at most {task.max_attempts} submissions).")
-    return "\n\n".join(parts)
-
-
 @dataclass
 class _Turn:
     """What one task turn's event subscriber keeps."""
@@ -154,6 +141,22 @@ class _Turn:
     signal: AbortSignal
     session_id: str
     calls: dict[str, ToolCall] = field(default_factory=dict)
+    failure: StoreUnavailable | None = None  # the store was away too long: fail the step
+
+    def unavailable(self, exc: StoreUnavailable) -> ToolResult:
+        """End the turn on a store fault; :meth:`WorkflowEngine.run_task` raises it."""
+        if self.failure is None:
+            self.failure = exc
+        self.signal.abort("the workflow store is unavailable")
+        return ToolResult(
+            "The result could not be recorded now; the turn will be run again.",
+            is_error=True,
+            terminate=True,
+        )
+
+    def check(self) -> None:
+        if self.failure is not None:
+            raise self.failure
 
 
 class WorkflowEngine:
@@ -454,6 +457,10 @@ class WorkflowEngine:
         its worker (it is the only runner of that task) passes why; a task still
         ``running`` is then handed to a new session and its turn starts again from the
         prompt (model calls are not replayed). A task already submitted stays as it is.
+
+        A store that stays unavailable past its retries (:class:`StoreUnavailable`) fails
+        a durable turn (``take_over`` given): the exception goes to the executor, which
+        runs the step again, instead of failing the task or telling the model.
         """
         signal = signal or AbortSignal()
         task = await self.store.get_task(task_id)
@@ -474,6 +481,7 @@ class WorkflowEngine:
             TaskStateChanged(task.workflow_id, task.name, "running", 0, task.max_attempts)
         )
         traced = task_started(task.workflow_id, None, task.name, session_id, self.worker)
+        unavailable = False
         try:
             if traced is None:
                 await self._run_claimed(task, session_id, signal)
@@ -492,17 +500,34 @@ class WorkflowEngine:
                     )
                 )
             raise
+        except StoreUnavailable as exc:
+            if take_over is None:  # nobody runs this turn again: fail the task if it can
+                await self._fail_crashed(task_id, session_id, exc)
+                return
+            unavailable = True
+            _log.warning("task %s: the turn stops, to be run again: %s", task_id, exc)
+            raise
         except Exception as exc:
-            _log.exception("task %s crashed", task_id)
-            await self.store.set_task_state(
-                task_id,
-                "failed",
-                expect=("running",),
-                reason=f"{type(exc).__name__}: {exc}",
-                owner=session_id,
-            )
+            await self._fail_crashed(task_id, session_id, exc)
         finally:
-            await asyncio.shield(self._after_task(task, traced))
+            if unavailable:
+                if traced is not None:
+                    traced.end(None, None)
+            else:
+                await asyncio.shield(self._after_task(task, traced))
+
+    async def _fail_crashed(self, task_id: str, session_id: str, exc: Exception) -> None:
+        if isinstance(exc, StoreUnavailable):  # an expected fault: one line, no traceback
+            _log.warning("task %s failed: %s", task_id, exc)
+        else:
+            _log.exception("task %s crashed", task_id)
+        await self.store.set_task_state(
+            task_id,
+            "failed",
+            expect=("running",),
+            reason=f"{type(exc).__name__}: {exc}",
+            owner=session_id,
+        )
 
     async def _after_task(self, task: TaskRecord, traced: TaskTrace | None = None) -> None:
         final = None
@@ -538,7 +563,10 @@ class WorkflowEngine:
         )
         deps = {d: wf.task(d).result for d in task.depends_on}
         checked = result_schema(task.result_schema, f"task {task.name!r}")
-        prompt = task_prompt(task, inputs, deps)
+        # A turn that follows one whose worker died is told what that turn had rejected:
+        # the rejections stay counted (they were the model's), the crash costs nothing.
+        rejections = await self.store.rejections(task.id) if task.attempts else []
+        prompt = task_prompt(task, inputs, deps, rejections)
         run = TaskRun(
             task.workflow_id, wf.name, task, session_id, inputs, deps, prompt, checked.wrapped
         )
@@ -556,7 +584,10 @@ class WorkflowEngine:
             next((t for t in workflow.tasks if t.name == task.name), None) if workflow else None
         )
         check = declared.result_problems if declared and declared.result_type else None
-        submit = submit_result_tool(task, self.control, schema=checked, check=check)
+        state = _Turn(task, signal, session_id)
+        submit = submit_result_tool(
+            task, self.control, schema=checked, check=check, unavailable=state.unavailable
+        )
         registry = self.registry if (self.web_provider or self.memory_enabled) else None
         toolset = task_toolset(turn, submit, registry)
         session = Session(
@@ -568,7 +599,6 @@ class WorkflowEngine:
             timeout=self.tool_timeout,
             turn=turn,
         )
-        state = _Turn(task, signal, session_id)
         session.events.subscribe(self._watcher(state))
 
         loop = asyncio.get_running_loop()
@@ -577,6 +607,7 @@ class WorkflowEngine:
         result = await self._until_stopped(session.run(prompt, signal=signal), signal, deadline)
         reminders = self.reminders
         while result is not None:
+            state.check()
             steps_left -= result.steps
             current = await self.store.task_owner(task.id)
             if current != ("running", session_id) or signal.aborted:
@@ -588,6 +619,7 @@ class WorkflowEngine:
             result = await self._until_stopped(
                 session.run(REMINDER, signal=signal), signal, deadline
             )
+        state.check()
         if result is None:  # aborted: cancelled, out of attempts, or out of time
             why = signal.reason or "aborted"
         else:
@@ -628,6 +660,12 @@ class WorkflowEngine:
         task = turn.task
 
         async def on_event(event: Event) -> None:
+            try:
+                await watch(event)
+            except StoreUnavailable as exc:  # the turn stops; run_task raises it
+                turn.unavailable(exc)
+
+        async def watch(event: Event) -> None:
             if isinstance(event, ModelStepStarted):
                 owner = await self.store.task_owner(task.id)
                 state, holder = owner if owner is not None else ("gone", None)

@@ -30,7 +30,7 @@ from ..result import ToolResult
 from ..tool import Tool
 from .control import ControlPlane
 from .shapes import ResultSchema, result_schema
-from .store import TaskRecord
+from .store import StoreUnavailable, TaskRecord
 
 __all__ = [
     "READ_ONLY_NOTE_ACTIONS",
@@ -50,6 +50,7 @@ def submit_result_tool(
     *,
     schema: ResultSchema | None = None,
     check: Callable[[Any], list[str]] | None = None,
+    unavailable: Callable[[StoreUnavailable], ToolResult] | None = None,
 ) -> Tool:
     """``submit_result`` for ``task``: strict, with the stored result schema as parameters.
 
@@ -57,6 +58,9 @@ def submit_result_tool(
     a task that no longer takes results) ends the turn. The submission key is the
     session and call id, so the same call delivered twice is stored once. ``check``
     (the declared result type's problems) is passed to :meth:`ControlPlane.submit`.
+    ``unavailable``: what a submission the store could not take (the database away for
+    longer than the store retries) returns instead of raising; the engine ends the turn
+    there and fails its step, so the model never handles a database fault.
     """
     checked = schema or result_schema(task.result_schema, f"task {task.name!r}")
     wrapped = " Put the result in `value`." if checked.wrapped else " The arguments are the result."
@@ -64,7 +68,12 @@ def submit_result_tool(
     async def execute(params: dict[str, Any], ctx: ToolContext) -> ToolResult:
         value = checked.unwrap(params)
         key = f"{ctx.session_id}:{ctx.call_id}"
-        submission = await control.submit(task.id, value, submission_key=key, check=check)
+        try:
+            submission = await control.submit(task.id, value, submission_key=key, check=check)
+        except StoreUnavailable as exc:
+            if unavailable is None:
+                raise
+            return unavailable(exc)
         return submission.tool_result()
 
     return Tool.from_schema(

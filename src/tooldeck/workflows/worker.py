@@ -173,6 +173,11 @@ class Worker:
       in the database: the last worker to start sets it for all);
     - ``heartbeat`` / ``lease``: seconds between lease renewals / before a silent worker
       is taken over; ``poll``: how often the queue is polled;
+    - ``on_lost``: called with the :class:`WorkerLost` as soon as this worker knows it
+      lost its lease, before anything is shut down: a process that has nothing else to
+      do ends there (``tooldeck worker`` exits with status 3 at once, as if killed: its
+      turns are already another worker's, and DBOS would otherwise retry their steps
+      here against a closed store for half a minute);
     - the rest configure the task turns as for :class:`WorkflowEngine`.
     """
 
@@ -195,6 +200,7 @@ class Worker:
         tool_timeout: float | None = 120.0,
         job_runtime: JobRuntime | None = None,
         job_concurrency: int = 4,
+        on_lost: Callable[[WorkerLost], None] | None = None,
     ):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -218,12 +224,14 @@ class Worker:
         }
         self.job_runtime = job_runtime
         self.job_concurrency = job_concurrency
+        self.on_lost = on_lost
         self._jobs: JobManager | None = None
         self.stats = WorkerStats()
         self._engine: WorkflowEngine | None = None
         self._store: PostgresStore | None = None
         self._leases: WorkerLeases | None = None
         self._signals: dict[str, AbortSignal] = {}  # task id -> its running turn's signal
+        self._failed: dict[str, str] = {}  # task id -> why its last turn step failed here
         self._stopping = asyncio.Event()
         self._parked = 0  # turns dequeued after stop() and left for another worker
         self._to_recover: set[str] = set()  # lost workers this one marked, not yet recovered
@@ -256,15 +264,29 @@ class Worker:
         self._signals[task_id] = signal
         self.stats.turns_started += 1
         try:
-            await engine.run_task(
-                task_id,
-                signal,
-                take_over=f"the worker running it was lost; DBOS restarted the turn on {self.id}",
-            )
+            await engine.run_task(task_id, signal, take_over=await self._why_again(task_id))
+        except Exception as exc:
+            # DBOS runs the step again, here: the next attempt's history says why.
+            self._failed[task_id] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            raise
+        else:
+            self._failed.pop(task_id, None)
         finally:
             self._signals.pop(task_id, None)
             self.stats.turns_finished += 1
         return await engine.store.task_state(task_id) or "gone"
+
+    async def _why_again(self, task_id: str) -> str:
+        """Why a task still ``running`` is taken over, for its history (what happened)."""
+        failed = self._failed.get(task_id)
+        if failed is not None:
+            return f"the turn's step failed on {self.id} ({failed}); DBOS ran it again"
+        owner = await self._require_engine().store.task_owner(task_id)
+        holder = (owner[1] or "") if owner is not None else ""
+        if holder.endswith(f"@{self.id}"):
+            return f"worker {self.id} restarted; DBOS recovered its unfinished turn"
+        lost = holder.rsplit("@", 1)[1] if "@" in holder else "running it"
+        return f"the worker {lost} was lost; DBOS restarted the turn on {self.id}"
 
     async def run_job(self, job_id: str) -> str:
         """Run one background job (the ``tooldeck_job`` step); its state at the end."""
@@ -308,7 +330,9 @@ class Worker:
         _current = self
         lost = False
         try:
-            self._store = PostgresStore(self.dsn, schema=self.schema)
+            # A store call in a turn rides out a connection blip for as long as the lease:
+            # only a longer outage fails the turn's step (DBOS runs it again).
+            self._store = PostgresStore(self.dsn, schema=self.schema, retry_for=self.lease)
             await self._store.open()
             self._leases = WorkerLeases(self._store)
             executor = DbosExecutor(self.dsn, dbos_schema=self.dbos_schema)
@@ -363,11 +387,16 @@ class Worker:
             if ready is not None:
                 ready(self)
             lost = await self._serve()
+            if lost and self.on_lost is not None:
+                self.on_lost(WorkerLost(self._lost_message()))
         finally:
             await self._shut_down(lost)
         if lost:
-            raise WorkerLost(f"worker {self.id} lost its lease; its turns were taken over")
+            raise WorkerLost(self._lost_message())
         return self.stats
+
+    def _lost_message(self) -> str:
+        return f"worker {self.id} lost its lease; its turns were taken over"
 
     async def _serve(self) -> bool:
         """Renew the lease and take over lost workers until stopped; ``True`` if lost.

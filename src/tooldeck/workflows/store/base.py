@@ -41,6 +41,7 @@ __all__ = [
     "RejectionRecord",
     "RunProgress",
     "StoreError",
+    "StoreUnavailable",
     "TaskProgress",
     "TaskRecord",
     "TaskState",
@@ -68,6 +69,15 @@ T = TypeVar("T")
 
 class StoreError(Exception):
     """The store cannot do what was asked (unknown id, bad configuration, no server)."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached, or kept dropping the connection, for too long.
+
+    Raised by a store that retries an operation across a connection blip once its retry
+    window is spent. A workflow turn lets it through (a failed step, retried by its
+    executor) instead of showing it to the model as a tool error.
+    """
 
 
 # -- the sans-IO protocol ----------------------------------------------------------------------
@@ -124,6 +134,14 @@ class Rollback(Exception):
 
 
 Op: TypeAlias = Generator[Q, Rows, T]
+OpSource: TypeAlias = Op[T] | Callable[[], Op[T]]
+"""An operation, or a function that makes it afresh: the store may retry only the latter
+(after a dropped connection), so pass one only for an operation safe to run again."""
+
+
+def make_op(source: OpSource[T]) -> Op[T]:
+    """The operation of ``source`` (a generator is not callable; a factory is)."""
+    return source() if callable(source) else source
 
 
 def now() -> datetime:
@@ -473,7 +491,12 @@ def op_claim_task(task_id: str, session_id: str) -> Op[bool]:
     )
     row = claimed.one()
     if row is None:
-        return False
+        # Run again after a commit whose answer was lost: the claim is already this one's.
+        mine = yield Q(
+            "SELECT id FROM tasks WHERE id = ? AND state = 'running' AND session_id = ?",
+            (task_id, session_id),
+        )
+        return bool(mine.rows)
     yield _transition(row[0], task_id, "pending", "running", f"claimed by {session_id}", at)
     return True
 
@@ -493,6 +516,8 @@ def op_resume_task(task_id: str, session_id: str, reason: str) -> Op[str | None]
     ).one()
     if row is None:
         return None
+    if row[1] == session_id:  # run again after a commit whose answer was lost
+        return session_id
     moved = yield Q(
         "UPDATE tasks SET session_id = ?, started_at = ?, updated_at = ? "
         "WHERE id = ? AND state = 'running' AND COALESCE(session_id, '') = COALESCE(?, '') "
@@ -798,8 +823,13 @@ class WorkflowStore(ABC):
     async def close(self) -> None: ...
 
     @abstractmethod
-    async def _run(self, op: Op[T], *, write: bool = True) -> T:
-        """Run ``op`` in one transaction and return its value."""
+    async def _run(self, op: OpSource[T], *, write: bool = True) -> T:
+        """Run ``op`` in one transaction and return its value.
+
+        ``op`` given as a factory (``lambda: op_x(...)``) may be run again after a
+        dropped connection; every factory passed below is idempotent for a retry after
+        a commit whose answer was lost (keyed submissions, conditional updates that
+        recognise their own earlier write)."""
 
     @property
     @abstractmethod
@@ -835,18 +865,18 @@ class WorkflowStore(ABC):
         expect: Sequence[str] = ("pending", "running"),
         error: str | None = None,
     ) -> bool:
-        return await self._run(op_set_workflow_state(workflow_id, to, tuple(expect), error))
+        return await self._run(lambda: op_set_workflow_state(workflow_id, to, tuple(expect), error))
 
     async def claim_task(self, task_id: str, session_id: str) -> bool:
         """``pending -> running`` for one worker; ``False`` when it was not pending."""
-        return await self._run(op_claim_task(task_id, session_id))
+        return await self._run(lambda: op_claim_task(task_id, session_id))
 
     async def resume_task(self, task_id: str, session_id: str, reason: str) -> str | None:
         """Give a ``running`` task whose worker was lost to ``session_id``.
 
         Returns the session that held it, ``None`` when the task is not running.
         """
-        return await self._run(op_resume_task(task_id, session_id, reason))
+        return await self._run(lambda: op_resume_task(task_id, session_id, reason))
 
     async def set_task_state(
         self,
@@ -859,11 +889,11 @@ class WorkflowStore(ABC):
     ) -> bool:
         """Move the task to ``to`` if its state is in ``expect`` (and, given ``owner``,
         only while that session holds it)."""
-        return await self._run(op_set_task_state(task_id, to, tuple(expect), reason, owner))
+        return await self._run(lambda: op_set_task_state(task_id, to, tuple(expect), reason, owner))
 
     async def accept_result(self, task_id: str, value: Any, *, submission_key: str) -> Acceptance:
         """Store ``value`` as the task's result, exactly once (see :class:`Acceptance`)."""
-        return await self._run(op_accept_result(task_id, value, submission_key))
+        return await self._run(lambda: op_accept_result(task_id, value, submission_key))
 
     async def record_rejection(
         self,
@@ -875,47 +905,50 @@ class WorkflowStore(ABC):
         source: str = "control_plane",
     ) -> RejectionOutcome:
         """Count one rejected submission; the task fails when its attempts run out."""
-        return await self._run(
-            op_record_rejection(task_id, value, tuple(reasons), submission_key, source)
-        )
+
+        def op() -> Op[RejectionOutcome]:
+            return op_record_rejection(task_id, value, tuple(reasons), submission_key, source)
+
+        # Counted once per key: only a keyed rejection can be run again safely.
+        return await self._run(op if submission_key is not None else op(), write=True)
 
     async def cancel_workflow(self, workflow_id: str, reason: str) -> CancelOutcome:
         """Cancel the run and every task not yet finished, in one transaction."""
-        return await self._run(op_cancel_workflow(workflow_id, reason))
+        return await self._run(lambda: op_cancel_workflow(workflow_id, reason))
 
     # reads
     async def get_task(self, task_id: str) -> TaskRecord | None:
-        return await self._run(op_get_task(task_id), write=False)
+        return await self._run(lambda: op_get_task(task_id), write=False)
 
     async def task_owner(self, task_id: str) -> tuple[str, str | None] | None:
         """``(state, session_id)`` of a task, or ``None`` when there is no such task."""
-        return await self._run(op_task_owner(task_id), write=False)
+        return await self._run(lambda: op_task_owner(task_id), write=False)
 
     async def task_state(self, task_id: str) -> str | None:
-        return await self._run(op_task_state(task_id), write=False)
+        return await self._run(lambda: op_task_state(task_id), write=False)
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord | None:
-        return await self._run(op_get_workflow(workflow_id), write=False)
+        return await self._run(lambda: op_get_workflow(workflow_id), write=False)
 
     async def progress(self, workflow_id: str) -> RunProgress | None:
         """The run's state and its tasks' states and dependencies (no results)."""
-        return await self._run(op_progress(workflow_id), write=False)
+        return await self._run(lambda: op_progress(workflow_id), write=False)
 
     async def find_workflows(self, prefix: str) -> list[str]:
         """Ids that start with ``prefix`` (newest first, at most 10)."""
-        return await self._run(op_find_workflows(prefix), write=False)
+        return await self._run(lambda: op_find_workflows(prefix), write=False)
 
     async def list_workflows(
         self, *, limit: int = 50, state: str | None = None
     ) -> list[WorkflowRecord]:
         """Runs, newest first, with task counts (``tasks`` left empty)."""
-        return await self._run(op_list_workflows(limit, state), write=False)
+        return await self._run(lambda: op_list_workflows(limit, state), write=False)
 
     async def transitions(self, workflow_id: str, task_id: str | None = None) -> list[Transition]:
-        return await self._run(op_transitions(workflow_id, task_id), write=False)
+        return await self._run(lambda: op_transitions(workflow_id, task_id), write=False)
 
     async def rejections(self, task_id: str) -> list[RejectionRecord]:
-        return await self._run(op_rejections(task_id), write=False)
+        return await self._run(lambda: op_rejections(task_id), write=False)
 
     async def count_results(self, task_id: str) -> int:
-        return await self._run(op_count_results(task_id), write=False)
+        return await self._run(lambda: op_count_results(task_id), write=False)

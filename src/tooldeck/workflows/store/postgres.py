@@ -5,11 +5,19 @@ open, so a store never collides with other data in the database; tests use a fre
 schema per run. Results, inputs, schemas and rejection reasons are ``jsonb``; times are
 ``timestamptz``. Each operation is one transaction on a pooled connection (read
 committed): the conditional updates and the unique constraints decide every race.
+
+A connection blip (PostgreSQL restarting, a network cut, a terminated backend) is ridden
+out: a connection that failed is closed, and with it every idle one opened before the
+failure (they went through the same cut and are checked by nobody), and an operation
+passed as a factory is run again on a fresh connection, with backoff, for up to
+``retry_for`` seconds; then :class:`StoreUnavailable` is raised.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,13 +27,26 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from .base import Json, Op, Rollback, Rows, StoreError, WorkflowStore, dumps
+from .base import (
+    Json,
+    Op,
+    OpSource,
+    Rollback,
+    Rows,
+    StoreError,
+    StoreUnavailable,
+    WorkflowStore,
+    dumps,
+    make_op,
+)
 from .migrations import op_migrate, op_version
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore", "redact_dsn"]
 
 T = TypeVar("T")
 DEFAULT_SCHEMA = "tooldeck"
+DEFAULT_RETRY_SECONDS = 5.0
+_log = logging.getLogger("tooldeck.workflows.store")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -46,6 +67,8 @@ class PostgresStore(WorkflowStore):
 
     ``dsn`` is a libpq connection string or URL; ``pool_size`` connections at most are
     opened (lazily). ``connect_timeout`` bounds each connection attempt, in seconds.
+    ``retry_for``: how long an operation is retried across dropped connections before
+    :class:`StoreUnavailable` (0: fail at the first one; a worker uses its lease).
     """
 
     kind = "postgres"
@@ -57,6 +80,7 @@ class PostgresStore(WorkflowStore):
         schema: str = DEFAULT_SCHEMA,
         pool_size: int = 8,
         connect_timeout: float = 5.0,
+        retry_for: float = DEFAULT_RETRY_SECONDS,
     ):
         if not _SCHEMA_NAME.fullmatch(schema):
             raise StoreError(
@@ -69,6 +93,8 @@ class PostgresStore(WorkflowStore):
         self.schema = schema
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
+        self.retry_for = max(0.0, retry_for)
+        self.blips = 0  # operations that failed on a dropped connection and were retried
         self._idle: asyncio.Queue[psycopg.AsyncConnection[Any]] | None = None
         self._slots: asyncio.Semaphore | None = None
         self._all: set[psycopg.AsyncConnection[Any]] = set()
@@ -84,12 +110,26 @@ class PostgresStore(WorkflowStore):
                 self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
             )
         except psycopg.Error as exc:
-            raise StoreError(
+            raise StoreUnavailable(
                 f"cannot connect to PostgreSQL at {redact_dsn(self.dsn)}: {exc}"
             ) from exc
-        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        try:
+            await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            raise
         self._all.add(conn)
         return conn
+
+    async def _drop_idle(self) -> None:
+        """Close every idle connection: after a failed one, they are suspect too."""
+        idle = self._idle
+        while idle is not None and not idle.empty():
+            conn = idle.get_nowait()
+            self._all.discard(conn)
+            with contextlib.suppress(Exception):
+                await conn.close()
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -157,10 +197,40 @@ class PostgresStore(WorkflowStore):
     async def schema_version(self) -> int:
         return await self._run(op_version(), write=False)
 
-    async def _run(self, op: Op[T], *, write: bool = True) -> T:
+    async def _run(self, op: OpSource[T], *, write: bool = True) -> T:
         if not self._opened:
-            op.close()
+            if not callable(op):
+                op.close()
             raise StoreError("the store is not open: use `async with store:` or `await open()`")
+        if not callable(op) or self.retry_for <= 0:
+            try:
+                return await self._once(make_op(op))
+            except psycopg.OperationalError as exc:
+                await self._drop_idle()
+                raise StoreUnavailable(f"PostgreSQL dropped the connection: {exc}") from exc
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.retry_for
+        pause, tries = 0.05, 0
+        while True:
+            tries += 1
+            try:
+                return await self._once(op())
+            except (psycopg.OperationalError, StoreUnavailable) as exc:
+                # The transaction did not commit (or its answer was lost: every factory
+                # passed here recognises its own earlier write), so it is run again.
+                await self._drop_idle()
+                left = give_up - loop.time()
+                if not self._opened or left <= 0:
+                    raise StoreUnavailable(
+                        f"PostgreSQL at {redact_dsn(self.dsn)} unreachable for "
+                        f"{self.retry_for:g}s ({tries} tries): {_first_line(exc)}"
+                    ) from exc
+                self.blips += tries == 1
+                _log.debug("store operation failed (try %d), retrying: %s", tries, exc)
+                await asyncio.sleep(min(pause, left))
+                pause = min(pause * 2, 1.0)
+
+    async def _once(self, op: Op[T]) -> T:
         async with self._connection() as conn:
             try:
                 async with conn.transaction():
@@ -171,6 +241,13 @@ class PostgresStore(WorkflowStore):
             except BaseException:
                 op.close()
                 raise
+
+
+def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, StoreUnavailable) and exc.__cause__ is not None:
+        exc = exc.__cause__  # the driver's own words, without the DSN again
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 async def _drive(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:

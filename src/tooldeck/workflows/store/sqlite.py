@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .base import Json, Op, Rollback, Rows, StoreError, WorkflowStore
+from .base import Json, Op, OpSource, Rollback, Rows, StoreError, WorkflowStore, make_op
 from .migrations import op_migrate, op_version
 
 __all__ = ["DEFAULT_DB_NAME", "SQLiteStore", "default_db_path"]
@@ -88,15 +88,16 @@ class SQLiteStore(WorkflowStore):
     async def schema_version(self) -> int:
         return await self._run(op_version(), write=False)
 
-    async def _run(self, op: Op[T], *, write: bool = True) -> T:
+    async def _run(self, op: OpSource[T], *, write: bool = True) -> T:
         conn, thread = self._conn, self._thread
         if conn is None or thread is None:
-            op.close()
+            if not callable(op):
+                op.close()
             raise StoreError("the store is not open: use `async with store:` or `await open()`")
         loop = asyncio.get_running_loop()
         # Shielded: once started, a transaction finishes even if the caller is cancelled,
         # so the connection is never left inside a transaction.
-        future = loop.run_in_executor(thread, _drive, conn, op, write)
+        future = loop.run_in_executor(thread, _drive, conn, make_op(op), write)
         return await asyncio.shield(future)
 
 

@@ -1,0 +1,179 @@
+"""A run nobody serves, and cancelling runs: ``QueueWatch``, ``tooldeck workflows cancel``,
+and ``tooldeck workflows run --workers`` with no live worker (real PostgreSQL, a real
+worker process started once so DBOS's tables exist, then stopped)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from test_workflows_support import PG_DSN
+from test_workflows_workers import SCRIPT, Workers, query, workers
+from tooldeck.cli import app
+from tooldeck.workflows.queued import QueueWatch
+from tooldeck.workflows.store import NewTask, SQLiteStore
+
+pytest_plugins = ["test_workflows_support"]  # the PostgreSQL fixtures
+
+__all__ = ["workers"]  # the fixture, defined with the worker tests
+
+RESULT = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}},
+    "required": ["n"],
+    "additionalProperties": False,
+}
+ENV = {"TOOLDECK_WORKFLOWS_DSN": "", "TOOLDECK_WORKFLOWS_DB": "", "COLUMNS": "200"}
+
+
+async def _new_run(store: SQLiteStore, run_id: str) -> None:
+    await store.create_workflow(
+        run_id, "queued", {}, [NewTask(n, i, "Do it.", RESULT) for i, n in enumerate("ab")]
+    )
+    await store.set_workflow_state(run_id, "running", expect=("pending",))
+
+
+def test_queue_watch_reports_a_run_nobody_takes(tmp_path: Path) -> None:
+    now = [100.0]
+    clock: Callable[[], float] = lambda: now[0]  # noqa: E731
+
+    async def main() -> None:
+        async with SQLiteStore(tmp_path / "w.sqlite3") as store:
+            await _new_run(store, "wf-q")
+            watch = QueueWatch(store, "wf-q", after=5, clock=clock)
+            assert await watch.check() is None
+            now[0] += 4
+            assert await watch.check() is None
+            now[0] += 2
+            stall = await watch.check()
+            assert stall is not None and stall.alive == 0
+            assert (
+                stall.message
+                == "no worker has taken a task of wf-q for 6s (workers marked alive: 0)"
+            )
+            watch.reset()
+            assert await watch.check() is None
+            assert await store.claim_task("wf-q:a", "s1")  # a worker took one
+            now[0] += 60
+            assert await watch.check() is None  # running: not stalled however long
+            await store.set_task_state("wf-q:a", "failed", expect=("running",), reason="x")
+            now[0] += 1
+            assert await watch.check() is None  # a change restarts the count
+            now[0] += 5
+            assert await watch.check() is not None
+            await store.cancel_workflow("wf-q", "enough")
+            assert await watch.check() is None  # finished
+
+    asyncio.run(main())
+
+
+def test_cancel_a_run_from_the_command_line(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite3"
+
+    async def make() -> None:
+        async with SQLiteStore(db) as store:
+            await _new_run(store, "wf-cancelme1")
+            assert await store.claim_task("wf-cancelme1:a", "s1")
+
+    asyncio.run(make())
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["workflows", "cancel", "wf-cancel", "--db", str(db), "--reason", "wrong inputs"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output == "cancelled wf-cancelme1: 1 running and 1 pending task(s) stopped\n"
+    again = runner.invoke(app, ["workflows", "cancel", "wf-cancelme1", "--db", str(db)])
+    assert (again.exit_code, again.output) == (
+        1,
+        "error: run wf-cancelme1 already cancelled; not cancelled\n",
+    )
+    missing = runner.invoke(app, ["workflows", "cancel", "wf-nope", "--db", str(db)])
+    assert (missing.exit_code, missing.output) == (1, "error: no workflow run 'wf-nope'\n")
+
+    async def check() -> None:
+        async with SQLiteStore(db) as store:
+            wf = await store.get_workflow("wf-cancelme1")
+            assert wf is not None and wf.state == "cancelled" and wf.error == "wrong inputs"
+            assert {t.state for t in wf.tasks} == {"cancelled"}
+
+    asyncio.run(check())
+
+
+def _run_on_workers(workers: Workers, *extra: str) -> tuple[int, str, float]:
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        app,
+        [
+            "workflows",
+            "run",
+            str(SCRIPT),
+            "--dsn",
+            PG_DSN,
+            "--pg-schema",
+            workers.schema,
+            "--workers",
+            "--dbos-schema",
+            workers.dbos_schema,
+            "--timeout",
+            "60",
+            "--no-worker-after",
+            "2",
+            *extra,
+        ],
+        env={**ENV, "TOOLDECK_TEST_ITEMS": "3"},
+    )
+    return result.exit_code, result.output, time.monotonic() - started
+
+
+def test_a_run_with_no_live_worker_is_reported_and_left_queued_or_cancelled(
+    workers: Workers,
+) -> None:
+    proc = workers.start("once", items=3)  # creates DBOS's tables, then goes away
+    proc.terminate()
+    assert proc.wait(30) == 0
+
+    code, output, took = _run_on_workers(workers, "--if-no-worker", "leave")
+    assert code == 1, output
+    assert "no worker has taken a task of wf-" in output and "(workers marked alive: 0)" in output
+    assert took < 15, took  # reported within seconds (the report comes after 2 s)
+    (workflow_id,) = [w for (w,) in query(workers, "SELECT id FROM workflows")]
+    assert f"{workflow_id} left queued" in output
+    assert f"tooldeck workflows cancel {workflow_id}" in output
+    assert query(workers, "SELECT state FROM workflows") == [("running",)]  # still queued
+    queued = query(
+        workers,
+        f"SELECT count(*) FROM {workers.dbos_schema}.workflow_status WHERE status = 'ENQUEUED'",
+    )
+    assert queued == [(3,)]
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "workflows",
+            "cancel",
+            workflow_id[:8],
+            "--dsn",
+            PG_DSN,
+            "--pg-schema",
+            workers.schema,
+            "--dbos-schema",
+            workers.dbos_schema,
+        ],
+        env=ENV,
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output == f"cancelled {workflow_id}: 0 running and 4 pending task(s) stopped\n"
+    statuses = query(
+        workers, f"SELECT status, count(*) FROM {workers.dbos_schema}.workflow_status GROUP BY 1"
+    )
+    assert dict(statuses).get("ENQUEUED", 0) == 0 and dict(statuses)["CANCELLED"] == 3
+
+    code, output, _ = _run_on_workers(workers, "--if-no-worker", "cancel")
+    assert code == 1, output
+    assert "cancelling the run" in output and "cancelled" in output
+    states = dict(query(workers, "SELECT state, count(*) FROM workflows GROUP BY 1"))
+    assert states == {"cancelled": 2}
