@@ -7,6 +7,8 @@ command, so ``tooldeck --help`` stays cheap.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -131,7 +133,11 @@ def serve_command(
             else:
                 await gateway.serve_stdio()
 
-    anyio.run(run)
+    if check_only:
+        with _failures_said_by_the_report():
+            anyio.run(run)
+    else:
+        anyio.run(run)
 
 
 def _token(path: Path | None) -> str | None:
@@ -170,10 +176,15 @@ def _print_check(report: object, json_output: bool) -> None:
     for name, tokens in report.listed:
         table.add_row(name, f"{tokens:,}")
     console.print(table)
+    if report.catalog_tools:
+        behind = (
+            f"{report.catalog_tools:,} tools ({report.all_tokens:,} tokens if all were "
+            f"listed; {report.saving:.1%} saved)"
+        )
+    else:
+        behind = "no tools (no upstream server listed any)"
     console.print(
-        f"listed: {report.listed_tokens:,} tokens; behind tool_search: "
-        f"{report.catalog_tools:,} tools ({report.all_tokens:,} tokens if all were listed; "
-        f"{report.saving:.1%} saved)",
+        f"listed: {report.listed_tokens:,} tokens; behind tool_search: {behind}",
         highlight=False,
     )
     for s in report.servers:
@@ -183,3 +194,24 @@ def _print_check(report: object, json_output: bool) -> None:
         console.print(line, markup=False, highlight=False)
         for note in (*s["collisions"], *s["skipped"]):
             console.print(f"    {note}", markup=False, highlight=False)
+
+
+@contextmanager
+def _failures_said_by_the_report() -> Iterator[None]:
+    """With ``--check`` a server that fails to start is said once, by the report's server
+    line, not also as a log warning (``-v`` shows both)."""
+    import logging
+
+    import click
+
+    from .report import VERBOSE_KEY
+
+    context = click.get_current_context(silent=True)
+    log = logging.getLogger("tooldeck.mcp")
+    saved = log.level
+    if not (context and context.find_root().meta.get(VERBOSE_KEY)):
+        log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(saved)
