@@ -103,7 +103,7 @@ def _help_paths() -> list[list[str]]:
     return paths
 
 
-NOT_LAZY_YET = {"demo", "mcp"}
+NOT_LAZY_YET: set[str] = set()
 
 
 @pytest.mark.parametrize(
