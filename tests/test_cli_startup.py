@@ -131,11 +131,13 @@ def test_a_commands_help_imports_no_sdk_mcp_or_dbos(name: str) -> None:
 def test_the_choices_kept_in_the_cli_agree_with_their_sources() -> None:
     from typing import get_args
 
-    from tooldeck.cli import jobs, worker, workflows
+    from tooldeck.cli import jobs, policy, worker, workflows
     from tooldeck.jobs.store import JOB_STATES, JobState
+    from tooldeck.tool import TIERS
     from tooldeck.workflows.store import DEFAULT_SCHEMA
     from tooldeck.workflows.store.base import WorkflowState
 
     assert get_args(workflows.WorkflowState) == get_args(WorkflowState)
     assert get_args(jobs.JobState) == get_args(JobState) == JOB_STATES
     assert worker.DEFAULT_SCHEMA == DEFAULT_SCHEMA
+    assert get_args(policy.Tier) == TIERS
