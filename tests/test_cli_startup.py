@@ -74,8 +74,20 @@ def test_help_shows_placeholders_not_python_types() -> None:
             assert "<bool>" not in out and "<list[" not in out and "<str>" not in out, path
 
 
-# what a command's --help must not load (typer itself imports pydantic to build a command)
-NOT_FOR_HELP = ("openai", "anthropic", "dbos", "mcp", "psycopg")
+# what a command's --help must not load (typer itself imports pydantic to build a command):
+# the SDKs, and tooldeck's own heavy parts (the engine, the loop, the schema compiler)
+NOT_FOR_HELP = (
+    "openai",
+    "anthropic",
+    "dbos",
+    "mcp",
+    "psycopg",
+    "tooldeck.workflows",
+    "tooldeck.loop",
+    "tooldeck.registry",
+    "tooldeck.policy",
+    "tooldeck.events",
+)
 
 HELP_PROBE = """
 import json, sys
@@ -113,7 +125,7 @@ NOT_LAZY_YET: set[str] = set()
         for n in COMMANDS
     ],
 )
-def test_a_commands_help_imports_no_sdk_mcp_or_dbos(name: str) -> None:
+def test_a_commands_help_imports_no_sdk_mcp_dbos_or_engine(name: str) -> None:
     # one fresh process per command, its groups' subcommands' help in the same process
     paths = [p for p in _help_paths() if p[0] == name]
     done = subprocess.run(
@@ -131,8 +143,9 @@ def test_a_commands_help_imports_no_sdk_mcp_or_dbos(name: str) -> None:
 def test_the_choices_kept_in_the_cli_agree_with_their_sources() -> None:
     from typing import get_args
 
-    from tooldeck.cli import jobs, policy, worker, workflows
+    from tooldeck.cli import jobs, policy, tools, worker, workflows
     from tooldeck.jobs.store import JOB_STATES, JobState
+    from tooldeck.schema import PROVIDERS
     from tooldeck.tool import TIERS
     from tooldeck.workflows.store import DEFAULT_SCHEMA
     from tooldeck.workflows.store.base import WorkflowState
@@ -141,3 +154,4 @@ def test_the_choices_kept_in_the_cli_agree_with_their_sources() -> None:
     assert get_args(jobs.JobState) == get_args(JobState) == JOB_STATES
     assert worker.DEFAULT_SCHEMA == DEFAULT_SCHEMA
     assert get_args(policy.Tier) == TIERS
+    assert get_args(tools.Provider) == PROVIDERS
