@@ -1,4 +1,5 @@
-"""How long the ``tooldeck`` command takes to start: ``--help``, ``version``, a group's help.
+"""How long the ``tooldeck`` command takes to start: ``--help``, ``version``, each command's
+``--help`` (a group's, and one of its subcommands').
 
 Each case is a fresh process (``python -c 'from tooldeck.cli import main; main()' ...``),
 run ``--repeat`` times, cases alternated round by round so that load which comes and goes
@@ -36,8 +37,28 @@ CASES: dict[str, list[str]] = {
     "import typer, rich.console (floor)": ["-c", "import typer, rich.console"],
     "tooldeck --help": ["-c", RUN_CLI, "--help"],
     "tooldeck version": ["-c", RUN_CLI, "version"],
-    "tooldeck workflows --help": ["-c", RUN_CLI, "workflows", "--help"],
 }
+# every command's own --help (a group's, and for two groups a subcommand's too)
+HELP_OF = (
+    "workflows",
+    "workflows run",
+    "worker",
+    "jobs",
+    "schedules",
+    "scheduler",
+    "policy",
+    "policy explain",
+    "mcp",
+    "tools",
+    "toolkits",
+    "agents",
+    "search",
+    "serve",
+    "demo",
+    "timeline",
+    "approve",
+)
+CASES.update({f"tooldeck {c} --help": ["-c", RUN_CLI, *c.split(), "--help"] for c in HELP_OF})
 
 PROBE = (
     "import atexit, sys\n"

@@ -1,7 +1,9 @@
 """``tooldeck --help`` starts without the heavy parts: no provider SDK, MCP, DBOS, pydantic.
 
-Each command's module loads only when that command runs (``tooldeck.cli.COMMANDS``); the
-timing itself is measured by ``bench/cli_startup.py``, never asserted here.
+Each command's module loads only when that command runs (``tooldeck.cli.COMMANDS``), and
+a command's own ``--help`` loads none of what it runs with (no provider SDK, MCP, DBOS):
+those are imported in the command's body. The timing itself is measured by
+``bench/cli_startup.py``, never asserted here.
 """
 
 from __future__ import annotations
@@ -70,3 +72,86 @@ def test_help_shows_placeholders_not_python_types() -> None:
             path = [name] if sub is command else [name, sub.name]
             out = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"}).output
             assert "<bool>" not in out and "<list[" not in out and "<str>" not in out, path
+
+
+# what a command's --help must not load (typer itself imports pydantic to build a command):
+# the SDKs, and tooldeck's own heavy parts (the engine, the loop, the schema compiler)
+NOT_FOR_HELP = (
+    "openai",
+    "anthropic",
+    "dbos",
+    "mcp",
+    "psycopg",
+    "tooldeck.workflows",
+    "tooldeck.loop",
+    "tooldeck.registry",
+    "tooldeck.policy",
+    "tooldeck.events",
+)
+
+HELP_PROBE = """
+import json, sys
+from tooldeck.cli import main
+heavy, paths = json.loads(sys.argv[1])
+found = {}
+for path in paths:
+    sys.argv = ["tooldeck", *path, "--help"]
+    try:
+        main()
+    except SystemExit:
+        pass
+    found[" ".join(path)] = sorted(m for m in heavy if m in sys.modules)
+print(json.dumps(found), file=sys.stderr)
+"""
+
+
+def _help_paths() -> list[list[str]]:
+    paths: list[list[str]] = []
+    for name in COMMANDS:
+        command = load_command(name)
+        paths.append([name])
+        if isinstance(command, typer.core.TyperGroup):
+            paths.extend([name, sub] for sub in command.commands)
+    return paths
+
+
+NOT_LAZY_YET: set[str] = set()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True)) if n in NOT_LAZY_YET else n
+        for n in COMMANDS
+    ],
+)
+def test_a_commands_help_imports_no_sdk_mcp_dbos_or_engine(name: str) -> None:
+    # one fresh process per command, its groups' subcommands' help in the same process
+    paths = [p for p in _help_paths() if p[0] == name]
+    done = subprocess.run(
+        [sys.executable, "-c", HELP_PROBE, json.dumps([NOT_FOR_HELP, paths])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "100", "PATH": "/usr/bin:/bin"},
+    )
+    assert "Usage" in done.stdout, done.stderr
+    found = json.loads(done.stderr.strip().splitlines()[-1])
+    assert found == {" ".join(p): [] for p in paths}
+
+
+def test_the_choices_kept_in_the_cli_agree_with_their_sources() -> None:
+    from typing import get_args
+
+    from tooldeck.cli import jobs, policy, tools, worker, workflows
+    from tooldeck.jobs.store import JOB_STATES, JobState
+    from tooldeck.schema import PROVIDERS
+    from tooldeck.tool import TIERS
+    from tooldeck.workflows.store import DEFAULT_SCHEMA
+    from tooldeck.workflows.store.base import WorkflowState
+
+    assert get_args(workflows.WorkflowState) == get_args(WorkflowState)
+    assert get_args(jobs.JobState) == get_args(JobState) == JOB_STATES
+    assert worker.DEFAULT_SCHEMA == DEFAULT_SCHEMA
+    assert get_args(policy.Tier) == TIERS
+    assert get_args(tools.Provider) == PROVIDERS

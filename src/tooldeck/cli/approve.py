@@ -1,24 +1,33 @@
 """``tooldeck approve FILE``: answer a waiting run's calls at the terminal.
 
 The prompt itself (:class:`~tooldeck.policy.prompt.PromptApprover`, :func:`ask_calls`)
-is library code in :mod:`tooldeck.policy.prompt`; it is re-exported here.
+is library code in :mod:`tooldeck.policy.prompt`; it is re-exported here (loaded on first
+use, so that ``tooldeck approve --help`` loads none of the policy engine).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from ..dispatch import ApprovalAnswer
-from ..policy.pending import read_pending, save_answers
-from ..policy.prompt import PromptApprover, ask_calls
 from .report import existing_file, user_error
 
+if TYPE_CHECKING:
+    from ..policy.prompt import PromptApprover, ask_calls
+
 __all__ = ["PromptApprover", "approve_command", "ask_calls"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("PromptApprover", "ask_calls"):
+        from ..policy import prompt
+
+        return getattr(prompt, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def approve_command(
@@ -31,6 +40,10 @@ def approve_command(
     ] = None,
 ) -> None:
     """Answer the calls a waiting run needs approved; writes an answers file for resume."""
+    from ..dispatch import ApprovalAnswer
+    from ..policy.pending import read_pending, save_answers
+    from ..policy.prompt import ask_calls
+
     console = Console()
     what = "a waiting run's <session>.pending.json"
     existing_file(pending, what)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console, Group
@@ -22,17 +22,19 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ..jobs.runner import JobManager
-from ..jobs.store import JobRecord, JobState, JobTable
-from ..workflows.render import STATE_STYLES
-from ..workflows.store import StoreError, WorkflowStore
 from .workflows import DbOption, DsnOption, SchemaOption, _existing_store, _fail
+
+if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the stores
+    from ..jobs.store import JobRecord, JobTable
+    from ..workflows.store import WorkflowStore
 
 __all__ = ["jobs_app", "open_existing"]
 
-jobs_app = typer.Typer(help="Inspect and cancel background agent jobs.", no_args_is_help=True)
+# ``tooldeck.jobs.store.JobState``'s values, here so that typer builds ``--state``
+# without importing the store (tests/test_cli_startup.py checks they agree)
+JobState = Literal["pending", "running", "succeeded", "failed", "cancelled", "lost"]
 
-_STYLES = {**STATE_STYLES, "lost": "magenta"}
+jobs_app = typer.Typer(help="Inspect and cancel background agent jobs.", no_args_is_help=True)
 
 
 def open_existing(
@@ -45,7 +47,10 @@ def open_existing(
 
 
 def _state(state: str) -> Text:
-    return Text(state, style=_STYLES.get(state, ""))
+    from ..workflows.render import STATE_STYLES
+
+    styles = {**STATE_STYLES, "lost": "magenta"}
+    return Text(state, style=styles.get(state, ""))
 
 
 def jobs_table(jobs: list[JobRecord]) -> Table:
@@ -113,6 +118,8 @@ def job_view(job: JobRecord, *, spinner: str = "") -> Group:
 
 
 async def _find(table: JobTable, job_id: str) -> JobRecord:
+    from ..jobs.runner import JobManager
+
     manager = JobManager(table.store)
     return await manager.get(job_id)
 
@@ -131,6 +138,9 @@ def list_command(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 20,
 ) -> None:
     """List background jobs, newest first."""
+    from ..jobs.store import JobTable
+    from ..workflows.store import StoreError
+
     console = Console()
     store = open_existing(console, db, dsn, pg_schema)
     if store is None:
@@ -164,6 +174,9 @@ def show_command(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between redraws.")] = 0.5,
 ) -> None:
     """Show one job; with --follow, its live progress until it ends."""
+    from ..jobs.store import JobTable
+    from ..workflows.store import StoreError
+
     console = Console()
     store = open_existing(console, db, dsn, pg_schema)
     if store is None:
@@ -211,6 +224,9 @@ def cancel_command(
     ] = "cancelled from the CLI",
 ) -> None:
     """Cancel a job: a pending one never runs, a running one stops at its next step."""
+    from ..jobs.store import JobTable
+    from ..workflows.store import StoreError
+
     console = Console()
     store = open_existing(console, db, dsn, pg_schema)
     if store is None:

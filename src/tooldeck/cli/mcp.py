@@ -9,18 +9,17 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..arguments import validate_arguments
-from ..context import ToolContext
-from ..errors import ArgumentError
-from ..mcp import McpConfig, McpConfigError, McpProgress, McpSource, McpTool, ServerStatus
-from ..result import ImagePart, JsonPart, TextPart, ToolResult
 from .report import VERBOSE_KEY, existing_file, json_kind, user_error
+
+if TYPE_CHECKING:  # imported where used, so that ``--help`` loads no MCP client
+    from ..mcp import McpConfig, McpTool, ServerStatus
+    from ..result import ToolResult
 
 app = typer.Typer(
     help="List MCP servers from a config file and call their tools.", no_args_is_help=True
@@ -31,6 +30,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 def _load(console: Console, path: Path) -> McpConfig:
+    from ..mcp import McpConfig, McpConfigError
+
     what = 'an MCP config file ({"mcpServers": {...}})'
     existing_file(path, what)
     try:
@@ -84,6 +85,8 @@ def list_command(
     ] = False,
 ) -> None:
     """Connect to the servers of CONFIG; print each one's status and tools (exit 1 if any fails)."""
+    from ..mcp import McpSource, McpTool
+
     console = Console()
     cfg = _load(console, config)
 
@@ -149,6 +152,8 @@ def list_command(
 
 
 def _print_result(console: Console, result: ToolResult, json_output: bool) -> None:
+    from ..result import ImagePart, JsonPart, TextPart
+
     if json_output:
         parts: list[Any] = []
         for part in result.parts:
@@ -180,6 +185,11 @@ def call_command(
     json_output: JsonOption = False,
 ) -> None:
     """Call TOOL of SERVER with --args (validated locally first); exit 1 on an error result."""
+    from ..arguments import validate_arguments
+    from ..context import ToolContext
+    from ..errors import ArgumentError
+    from ..mcp import McpConfig, McpProgress, McpSource, McpTool
+
     console = Console()
     err = Console(stderr=True)
     cfg = _load(console, config)

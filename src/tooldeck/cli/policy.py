@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..arguments import validate_arguments
-from ..dispatch import arguments_json
 from ..errors import ArgumentError, ToolDefinitionError
-from ..policy.chain import Policy, PolicyContext, PolicyError
-from ..policy.grants import GrantStore
-from ..tool import Tier, Tool
 from .report import existing_file, json_kind, user_error
+
+if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the policy engine
+    from ..policy.chain import Policy
+    from ..policy.grants import GrantStore
+    from ..tool import Tool
+
+# ``tooldeck.tool.Tier``'s values, here so that typer builds ``--tier`` without importing
+# the tool model (tests/test_cli_startup.py checks they agree)
+Tier = Literal["STANDARD", "WRITE", "DANGEROUS"]
 
 policy_app = typer.Typer(
     help="Explain and check access-control policies; list and revoke approve-always grants.",
@@ -40,6 +44,8 @@ POLICY_FILE = "a policy file (TOML, or JSON for .json)"
 
 
 def _load(console: Console, paths: list[Path] | None) -> Policy:
+    from ..policy.chain import Policy, PolicyError
+
     for path in paths or []:
         existing_file(path, POLICY_FILE)
     try:
@@ -62,6 +68,8 @@ def _tool(
     console: Console, name: str, tier: Tier | None, namespace: str | None
 ) -> tuple[Tool, bool]:
     """The tool to explain, and whether it is the built-in one (its schema applies)."""
+    from ..tool import Tool
+
     known = _builtin_tool(name)
     if known is not None and tier is None and namespace is None:
         return known, True
@@ -101,6 +109,10 @@ def explain_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
 ) -> None:
     """Print the decision for calling TOOL with --args, and the trace of every level."""
+    from ..arguments import validate_arguments
+    from ..dispatch import arguments_json
+    from ..policy.chain import PolicyContext
+
     console = Console()
     loaded = _load(console, policy)
     tool, builtin = _tool(console, tool_name, tier, namespace)
@@ -141,6 +153,8 @@ def check_command(
     paths: Annotated[list[Path], typer.Argument(help="Policy files to check.")],
 ) -> None:
     """Check policy files: print every problem (exit 1), or what each level holds."""
+    from ..policy.chain import Policy, PolicyError
+
     console = Console()
     failed = False
     for path in paths:
@@ -173,6 +187,9 @@ def check_command(
 def _grants(path: Path) -> GrantStore:
     """The grants file at ``path``, read strictly: a file that is missing, a folder or not
     a grants file is one line (exit 2), never "no grants"."""
+    from ..policy.chain import PolicyError
+    from ..policy.grants import GrantStore
+
     what = "a session's <id>.grants.json"
     existing_file(path, what)
     store = GrantStore(path)

@@ -18,19 +18,20 @@ import runpy
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..jobs.runner import JobManager, JobRuntime
-from ..schedules.scheduler import ScheduleBook, ScheduleError, Scheduler, utc_now
-from ..schedules.store import ScheduleRecord, ScheduleTable
-from ..workflows.definition import Workflow
-from ..workflows.store import StoreError
 from .jobs import open_existing
 from .workflows import DbOption, DsnOption, SchemaOption, _fail, _store
+
+if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the stores
+    from ..jobs.runner import JobManager
+    from ..schedules.scheduler import Scheduler
+    from ..schedules.store import ScheduleRecord
+    from ..workflows.definition import Workflow
 
 __all__ = ["scheduler_command", "schedules_app"]
 
@@ -44,6 +45,8 @@ IdArgument = Annotated[str, typer.Argument(help="The schedule's id, or a unique 
 
 
 def _times(s: ScheduleRecord, count: int) -> list[str]:
+    from ..schedules.scheduler import utc_now
+
     return [t.isoformat(timespec="seconds") for t in s.next_times(count, utc_now())]
 
 
@@ -68,6 +71,8 @@ def schedules_table(found: list[ScheduleRecord]) -> Table:
 
 
 def _run(console: Console, coro: Any) -> Any:
+    from ..workflows.store import StoreError
+
     try:
         return asyncio.run(coro)
     except StoreError as exc:
@@ -85,6 +90,8 @@ def list_command(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 50,
 ) -> None:
     """List schedules with their next run time."""
+    from ..schedules.store import ScheduleTable
+
     console = Console()
     store = open_existing(console, db, dsn, pg_schema)
     if store is None:
@@ -108,6 +115,8 @@ def show_command(
     count: Annotated[int, typer.Option("--next", min=1, max=100, help="Run times shown.")] = 5,
 ) -> None:
     """Show a schedule: what it runs, when next, and its recent fires."""
+    from ..schedules.scheduler import ScheduleBook
+
     console = Console()
     store = open_existing(console, db, dsn, pg_schema)
     if store is None:
@@ -145,6 +154,8 @@ def cancel_command(
     pg_schema: SchemaOption = None,
 ) -> None:
     """Cancel a schedule: it never fires again."""
+    from ..schedules.scheduler import ScheduleBook
+
     console = Console()
     store = open_existing(console, db, dsn, pg_schema)
     if store is None:
@@ -171,6 +182,8 @@ def run_now_command(
     pg_schema: SchemaOption = None,
 ) -> None:
     """Fire a schedule once, now: its job is made at once (a scheduler or worker runs it)."""
+    from ..schedules.scheduler import ScheduleBook, ScheduleError
+
     console = Console()
     store = open_existing(console, db, dsn, pg_schema)
     if store is None:
@@ -189,6 +202,9 @@ def run_now_command(
 
 def load_job_script(path: Path) -> tuple[Callable[[Any], Any] | None, list[Workflow], Any]:
     """A Python file's ``scripted_job_model(job)``, workflows and ``scripted_model(run)``."""
+    from ..schedules.scheduler import ScheduleError
+    from ..workflows.definition import Workflow
+
     if not path.is_file():
         raise ScheduleError(f"no script at {path}")
     namespace = runpy.run_path(str(path), run_name="__tooldeck_jobs__")
@@ -230,6 +246,10 @@ def scheduler_command(
     ] = None,
 ) -> None:
     """Fire due schedules (and run the jobs they make) until interrupted."""
+    from ..jobs.runner import JobManager, JobRuntime
+    from ..schedules.scheduler import ScheduleError, Scheduler
+    from ..workflows.store import StoreError
+
     console = Console(stderr=True)
     store = _store(console, db, dsn, pg_schema)
     job_model: Any = None

@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..search import ToolDoc, ToolIndex
 from .report import json_kind, user_error
 from .tools import SHAPE, definitions_document
+
+if TYPE_CHECKING:  # imported in the command, so that ``--help`` loads no index
+    from ..search import ToolDoc
 
 CatalogOption = Annotated[
     Path | None,
@@ -52,6 +54,8 @@ def search_command(
 
     Exits 1 when nothing matches (like grep), 2 when the catalog cannot be read.
     """
+    from ..search import ToolDoc, ToolIndex
+
     console = Console()
     if catalog is None:
         from ..builtin import DEFINITIONS_PATH

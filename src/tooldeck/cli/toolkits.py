@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from ..registry import check_document
 from ..toolkits import ToolkitError, ToolkitManifest, load_agents, resolve_agent_tools
 from .report import existing_file, user_error
 
@@ -26,6 +25,7 @@ ManifestOption = Annotated[
 
 def _known_tools() -> list[str]:
     from ..builtin import DEFINITIONS_PATH
+    from ..registry import check_document  # the schema compiler: not for ``--help``
 
     definitions, _ = check_document(json.loads(DEFINITIONS_PATH.read_text()))
     return [d.name for d in definitions]

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from ..errors import SchemaError
-from ..registry import Definition, RegistryError, ToolRegistry, check_document, unbound_tool
-from ..schema import Provider, project
 from .report import json_kind, read_json, user_error
+
+if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the registry
+    from ..registry import Definition, RegistryError
+
+# ``tooldeck.schema.Provider``'s values, here so that typer builds ``--provider`` without
+# importing the schema module (tests/test_cli_startup.py checks they agree)
+Provider = Literal["openai-responses", "openai-chat", "anthropic"]
 
 app = typer.Typer(help="Check, list and show tool definitions.", no_args_is_help=True)
 
@@ -62,6 +67,8 @@ def definitions_document(path: Path) -> tuple[dict[str, Any], str]:
 
 def _definitions(path: Path | None, categories: list[str] | None) -> list[Definition]:
     """Definitions to display; with category modules the handlers are bound and checked."""
+    from ..registry import RegistryError, ToolRegistry, check_document
+
     path = path or _builtin()[0]
     document, _ = definitions_document(path)
     modules = _categories_for(path, categories)
@@ -92,6 +99,8 @@ def check_command(
     category: CategoryOption = None,
 ) -> None:
     """Check a definitions file: print every problem (exit 1), or a summary."""
+    from ..registry import RegistryError, ToolRegistry, check_document
+
     console = Console()
     document, _ = definitions_document(path)
     modules = _categories_for(path, category)
@@ -131,6 +140,8 @@ def _flags(d: Definition) -> dict[str, Any]:
 @app.command("list")
 def list_command(definitions: DefinitionsOption = None, category: CategoryOption = None) -> None:
     """List tools: name, category, tier, mode, read-only, deferred."""
+    from ..registry import RegistryError
+
     console = Console()
     try:
         found = _definitions(definitions, category)
@@ -163,6 +174,9 @@ def show_command(
     category: CategoryOption = None,
 ) -> None:
     """Print the schema a provider is sent for one tool, with the strict decision."""
+    from ..registry import RegistryError, unbound_tool
+    from ..schema import project
+
     console = Console()
     try:
         found = {d.name: d for d in _definitions(definitions, category)}

@@ -20,22 +20,24 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ..events import Event
-from ..schedules.scheduler import ScheduleError
-from ..workflows.events import TaskStateChanged
-from ..workflows.shapes import WorkflowDefinitionError
-from ..workflows.store import DEFAULT_SCHEMA, StoreError, redact_dsn
 from .report import VERBOSE_KEY, existing_file, log_handler, set_log_format
 from .schedules import load_job_script
 from .workflows import _fail, _model_factory
 
+if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the engine
+    from ..events import Event
+
 __all__ = ["TaskLines", "worker_command"]
+
+# ``tooldeck.workflows.store.DEFAULT_SCHEMA``, here so that ``--help`` shows the default
+# without importing the store (tests/test_cli_startup.py checks they agree)
+DEFAULT_SCHEMA = "tooldeck"
 
 
 @dataclass
@@ -52,6 +54,8 @@ class TaskLines:
     _started: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def on_event(self, event: Event) -> None:
+        from ..workflows.events import TaskStateChanged
+
         if not isinstance(event, TaskStateChanged):
             return
         key = (event.session_id, event.task, event.state, event.attempts)
@@ -176,6 +180,11 @@ def worker_command(
     ] = 0,
 ) -> None:
     """Run workflow task turns queued in PostgreSQL (DBOS) until interrupted."""
+    from ..schedules.scheduler import ScheduleError
+    from ..workflows.events import TaskStateChanged
+    from ..workflows.shapes import WorkflowDefinitionError
+    from ..workflows.store import StoreError, redact_dsn
+
     console = Console(stderr=True)
     dsn = dsn or os.environ.get("TOOLDECK_WORKFLOWS_DSN") or None
     if dsn is None:

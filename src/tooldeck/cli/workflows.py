@@ -29,27 +29,26 @@ import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import ProviderError
-from ..workflows.durable import DbosUnavailable
-from ..workflows.engine import ModelFactory, TaskRun, WorkflowEngine, WorkflowError
-from ..workflows.executor import TaskExecutor
-from ..workflows.queued import QueueWatch
-from ..workflows.render import WorkflowProgress, runs_table, workflow_table
-from ..workflows.script import load_script
-from ..workflows.shapes import WorkflowDefinitionError
-from ..workflows.store import PostgresStore, StoreError, WorkflowStore, open_store
-from ..workflows.store.base import WorkflowState
 from .report import existing_file, exit_code, user_error
+
+if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the engine
+    from ..workflows.engine import ModelFactory, TaskRun, WorkflowEngine
+    from ..workflows.executor import TaskExecutor
+    from ..workflows.queued import QueueWatch
+    from ..workflows.store import WorkflowStore
 
 __all__ = ["workflows_app"]
 
 NoWorker = Literal["wait", "cancel", "leave"]
+# ``tooldeck.workflows.store.base.WorkflowState``'s values, here so that typer builds
+# ``--state`` without importing the store (tests/test_cli_startup.py checks they agree)
+WorkflowState = Literal["pending", "running", "succeeded", "failed", "cancelled"]
 
 workflows_app = typer.Typer(
     help="Run workflows (task turns that submit schema-checked results) and inspect runs.",
@@ -76,6 +75,8 @@ def _fail(console: Console, message: str, code: int = 2) -> typer.Exit:
 
 
 def _store(console: Console, db: Path | None, dsn: str | None, schema: str | None) -> WorkflowStore:
+    from ..workflows.store import StoreError, open_store
+
     try:
         return open_store(db=db, dsn=dsn, schema=schema)
     except StoreError as exc:
@@ -91,6 +92,8 @@ def _existing_store(
     does not exist is an error naming it; a default file that does not exist means
     nothing has run on this machine yet.
     """
+    from ..workflows.store import PostgresStore
+
     store = _store(console, db, dsn, schema)
     if isinstance(store, PostgresStore):
         return store
@@ -128,6 +131,7 @@ def _model_factory(console: Console, spec: str | None, scripted: ModelFactory | 
                 "KIND:MODEL (e.g. openai:gpt-5.4)",
             )
         return scripted
+    from ..errors import ProviderError
     from ..providers import model_from_string
 
     try:
@@ -207,6 +211,14 @@ def run_command(
     ] = "wait",
 ) -> None:
     """Run a workflow script's workflow and wait for it, with live progress."""
+    from ..workflows.durable import DbosUnavailable
+    from ..workflows.engine import WorkflowEngine, WorkflowError
+    from ..workflows.queued import QueueWatch
+    from ..workflows.render import WorkflowProgress, workflow_table
+    from ..workflows.script import load_script
+    from ..workflows.shapes import WorkflowDefinitionError
+    from ..workflows.store import PostgresStore, StoreError
+
     console = Console()
     if workers and not (dsn or os.environ.get("TOOLDECK_WORKFLOWS_DSN")):
         raise _fail(console, "--workers needs the workers' PostgreSQL database: --dsn DSN")
@@ -303,6 +315,9 @@ def list_command(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 20,
 ) -> None:
     """List workflow runs, newest first."""
+    from ..workflows.render import runs_table
+    from ..workflows.store import StoreError
+
     console = Console()
     store = _existing_store(console, db, dsn, pg_schema)
     if store is None:
@@ -336,6 +351,10 @@ def show_command(
     ] = False,
 ) -> None:
     """Show one run: a table of its tasks, states, attempts and results."""
+    from ..workflows.engine import WorkflowEngine
+    from ..workflows.render import workflow_table
+    from ..workflows.store import StoreError
+
     console = Console()
     store = _existing_store(console, db, dsn, pg_schema)
     if store is None:
@@ -425,6 +444,10 @@ def cancel_command(
     ] = "dbos",
 ) -> None:
     """Cancel a run: running turns stop, pending tasks never run, queued turns are dropped."""
+    from ..workflows.durable import DbosUnavailable
+    from ..workflows.engine import WorkflowEngine
+    from ..workflows.store import StoreError
+
     console = Console()
     store = _existing_store(console, db, dsn, pg_schema)
     if store is None:
@@ -455,6 +478,8 @@ def cancel_command(
 
 async def _queue_of(store: WorkflowStore, dbos_schema: str) -> TaskExecutor | None:
     """The DBOS queue of ``store``'s database, when it has one (workers ran there)."""
+    from ..workflows.store import PostgresStore, StoreError
+
     if not isinstance(store, PostgresStore):
         return None
     import psycopg
