@@ -7,6 +7,7 @@ certificate. The SDK's retries are 0 (``TOOLDECK_MAX_RETRIES``) except where cou
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import ssl
@@ -46,6 +47,10 @@ CLEAR: dict[str, str | None] = {
 
 def cli(*args: str, **env: str) -> Any:
     full = {**CLEAR, "COLUMNS": "200", "TOOLDECK_MAX_RETRIES": "0", **env}
+    # The command runs in this test process: an SDK client that an earlier test left
+    # unclosed, collected while the command's event loop runs, would log its own
+    # "Task exception was never retrieved" into this command's stderr. Collect it first.
+    gc.collect()
     return CliRunner().invoke(app, list(args), env=full)
 
 
