@@ -583,9 +583,14 @@ def test_turn_progress_shows_the_streamed_text_reasoning_and_calls_being_written
     progress = TurnProgress(console).attach(session.events)
     frames: list[str] = []
 
-    def draw(event: Event) -> None:  # what the live display shows after each event
-        with console.capture() as capture:
-            console.print(progress.render())
+    # what the live display shows after each event, drawn on a console of its own: a capture
+    # of the live console would also catch whatever the Live's refresh thread printed then
+    # (its last update, which may be an event older), so the frames raced that thread
+    frame_console = Console(file=io.StringIO(), force_terminal=True, width=100)
+
+    def draw(event: Event) -> None:
+        with frame_console.capture() as capture:
+            frame_console.print(progress.render())
         frames.append(capture.get())
 
     session.events.subscribe(draw)
