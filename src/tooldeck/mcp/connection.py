@@ -37,8 +37,10 @@ from ..result import ToolResult
 from ..telemetry.propagation import current as current_trace
 from ..telemetry.propagation import inject_headers, restored
 from .config import ServerConfig
+from .oauth import LoginRequired, OAuthUnavailable, check_login, login_command, oauth_provider
+from .oauth_store import OAuthStoreError
 
-__all__ = ["BACKOFF", "Connection", "ConnectionState", "describe_error"]
+__all__ = ["BACKOFF", "Connection", "ConnectionState", "describe_error", "http_transport"]
 
 _log = logging.getLogger("tooldeck.mcp")
 
@@ -75,6 +77,9 @@ def describe_error(exc: BaseException) -> str:
             leaves.append(e)
 
     walk(exc)
+    for leaf in leaves:  # says itself what to do: the one line to show
+        if isinstance(leaf, LoginRequired | OAuthStoreError | OAuthUnavailable):
+            return str(leaf)
     parts = []
     for leaf in leaves[:3]:
         text = str(leaf).strip() or leaf.__class__.__name__
@@ -96,6 +101,12 @@ def _connection_error(exc: BaseException) -> bool:
         | anyio.ClosedResourceError
         | anyio.EndOfStream,
     )
+
+
+def _is_login_error(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_is_login_error(e) for e in exc.exceptions)
+    return isinstance(exc, LoginRequired)
 
 
 def _stale_session(exc: BaseException) -> bool:
@@ -188,6 +199,7 @@ class Connection:
     install: ToolsInstaller
     on_state: StateListener
     client_info: types.Implementation
+    config_source: str = "<config>"
     wanted: bool = False
     state: ConnectionState = "idle"
     error: str | None = None
@@ -206,6 +218,7 @@ class Connection:
     listing_now: bool = False
     closing: bool = False
     ever_connected: bool = False
+    needs_login: bool = False  # the last attempt failed for want of an (OAuth) login
     _client: Client | None = None
     _changed: anyio.Event | None = None
     _wake: anyio.Event | None = None
@@ -326,7 +339,12 @@ class Connection:
             )
             return _watched(stdio_client(params, errlog=errlog), on_lost)
         assert cfg.url is not None
-        return _watched(_http(cfg.url, dict(cfg.headers)), on_lost)
+        auth = None if cfg.oauth is None else oauth_provider(cfg, self.login_hint)
+        return _watched(http_transport(cfg.url, dict(cfg.headers), auth), on_lost)
+
+    @property
+    def login_hint(self) -> str:
+        return login_command(self.config_source, self.config.name)
 
     async def _connect_once(self) -> bool:
         cfg = self.config
@@ -347,6 +365,8 @@ class Connection:
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + cfg.startup_timeout) as scope:
                 self._attempt = scope
+                if cfg.oauth is not None:  # no stored login: say so, without a request
+                    await anyio.to_thread.run_sync(check_login, cfg, self.login_hint)
                 async with AsyncExitStack() as stack:
                     client = Client(
                         self._transport(lost, errlog),
@@ -365,6 +385,7 @@ class Connection:
                     await self._list(client)
                     scope.deadline = math.inf
                     connected = self.ever_connected = True
+                    self.needs_login = False
                     self.concluded += 1  # a verdict: connected
                     self.last_verdict = anyio.current_time()
                     self._client = client
@@ -398,6 +419,7 @@ class Connection:
         except Exception as exc:
             if not self.closing:
                 error = describe_error(exc)
+                self.needs_login = _is_login_error(exc)
         finally:
             self._client = None
             self._attempt = None
@@ -411,7 +433,10 @@ class Connection:
             self.error = error
             verb = "could not reconnect" if self.ever_connected else "failed to start"
             level = logging.DEBUG if again else logging.WARNING
-            _log.log(level, "MCP server %r %s: %s", cfg.name, verb, error)
+            if self.needs_login:  # the message names the server and the command
+                _log.log(level, "%s", error)
+            else:
+                _log.log(level, "MCP server %r %s: %s", cfg.name, verb, error)
         elif error is not None:
             self.error = self.error or error
         return connected
@@ -639,10 +664,16 @@ async def _trace_headers(request: httpx2.Request) -> None:
 
 
 @asynccontextmanager
-async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+async def http_transport(
+    url: str, headers: dict[str, str], auth: httpx2.Auth | None = None
+) -> AsyncIterator[Any]:
+    """The streamable-HTTP transport to ``url`` (``auth``: an OAuth provider, or none)."""
     async with (
         httpx2.AsyncClient(
-            headers=headers, timeout=_HTTP_TIMEOUT, event_hooks={"request": [_trace_headers]}
+            headers=headers,
+            timeout=_HTTP_TIMEOUT,
+            event_hooks={"request": [_trace_headers]},
+            auth=auth,
         ) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
