@@ -235,7 +235,7 @@ def _challenged(response: httpx2.Response) -> bool:
 def _oauth_error(response: httpx2.Response) -> str:
     try:
         body = json.loads(response.content)
-    except (ValueError, httpx2.ResponseNotRead):
+    except ValueError:
         return f"HTTP {response.status_code}"
     error = body.get("error") if isinstance(body, dict) else None
     return str(error) if isinstance(error, str) and error else f"HTTP {response.status_code}"
@@ -381,6 +381,7 @@ class OAuthProvider(OAuthClientProvider):
                 f"the authorization server of {name!r} answered HTTP {status} to the token "
                 "refresh; tooldeck will try again"
             )
+        await response.aread()
         reason = _oauth_error(response)
         _log.debug("MCP server %r: token refresh refused (%s)", name, reason)
 

@@ -31,7 +31,7 @@ import anyio.abc
 import httpx2
 import mcp_types as types
 from mcp import Client
-from mcp.client.auth import OAuthFlowError
+from mcp.client.auth import OAuthFlowError, OAuthRegistrationError
 from mcp.shared.auth import AuthorizationCodeResult
 
 from ..errors import TooldeckError
@@ -278,6 +278,12 @@ def _failure(server: ServerConfig, exc: BaseException) -> LoginFailed:
         if isinstance(leaf, LoginFailed):
             return leaf
     for leaf in leaves:
+        if isinstance(leaf, OAuthRegistrationError):
+            return LoginFailed(
+                f"login to {server.name!r} failed: the authorization server offers no dynamic "
+                f"client registration ({' '.join(str(leaf).split())[:200]}); register a client "
+                'there and put its client_id (and client_secret) in the server\'s "oauth" entry'
+            )
         if isinstance(leaf, OAuthFlowError | TooldeckError):
             return LoginFailed(f"login to {server.name!r} failed: {' '.join(str(leaf).split())}")
     return LoginFailed(f"login to {server.name!r} failed: {describe_error(exc)}")
