@@ -483,3 +483,59 @@ def test_servers_fixture_is_the_sdks_auth(home: Path) -> None:
         answer = httpx.post(servers.mcp, json={})
         assert answer.status_code == 401
         assert "resource_metadata=" in answer.headers["www-authenticate"]
+
+
+def test_oauth_config_entries_are_checked() -> None:
+    from tooldeck.mcp import McpConfigError, OAuthSettings
+
+    url = "https://mcp.example.com/mcp"
+    good = {
+        "url": url,
+        "oauth": {
+            "client_id": "${ID}",
+            "client_secret": "${SECRET}",
+            "scopes": ["a", "b"],
+            "callback_port": 8976,
+            "token_endpoint_auth_method": "client_secret_basic",
+        },
+    }
+    env = {"ID": "the-client", "SECRET": "the-secret-value"}
+    server = McpConfig.from_dict({"mcpServers": {"s": good}}, environ=env)["s"]
+    assert server.oauth == OAuthSettings(
+        client_id="the-client",
+        client_secret="the-secret-value",
+        scopes=("a", "b"),
+        callback_port=8976,
+        token_endpoint_auth_method="client_secret_basic",
+    )
+    assert "the-secret-value" not in repr(server)
+    plain = McpConfig.from_dict({"s": {"url": url, "oauth": True}})["s"]
+    assert plain.oauth == OAuthSettings()
+    assert McpConfig.from_dict({"s": {"url": url, "oauth": False}})["s"].oauth is None
+
+    bad = {
+        "a": {"command": "x", "oauth": True},
+        "b": {"url": url, "oauth": "yes"},
+        "c": {"url": url, "oauth": {"client": "x"}},
+        "d": {"url": url, "oauth": {"client_secret": "s"}},
+        "e": {"url": url, "oauth": {"callback_port": 70000}},
+        "f": {"url": url, "oauth": {"token_endpoint_auth_method": "private_key_jwt"}},
+        "g": {"url": url, "oauth": True, "headers": {"authorization": "Bearer x"}},
+        "h": {"url": url, "oauth": {"client_id": "x", "client_secret": "${UNSET_SECRET}"}},
+        "i": {"url": url, "oauth": {"scopes": ["two words"]}},
+    }
+    with pytest.raises(McpConfigError) as caught:
+        McpConfig.from_dict({"mcpServers": bad}, environ={})
+    assert list(caught.value.problems) == [
+        "server 'a': oauth apply to http servers, not stdio",
+        "server 'b': oauth must be true or an object, got a string",
+        "server 'c': unknown oauth key(s) 'client'",
+        "server 'd': oauth.client_secret needs oauth.client_id",
+        "server 'e': oauth.callback_port must be a port number (0-65535)",
+        "server 'f': oauth.token_endpoint_auth_method must be one of none, "
+        "client_secret_post, client_secret_basic, got 'private_key_jwt'",
+        "server 'g': give either oauth or an Authorization header, not both",
+        "server 'h': oauth.client_secret: environment variable UNSET_SECRET is not set "
+        "(set it, or write ${UNSET_SECRET:-default})",
+        "server 'i': oauth.scopes must be non-empty words without spaces",
+    ]

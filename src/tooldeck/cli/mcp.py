@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # imported where used, so that ``--help`` loads no MCP client
     from ..result import ToolResult
 
 app = typer.Typer(
-    help="List MCP servers from a config file, call their tools, log in to them (OAuth).",
+    help="List MCP servers from a config file, call their tools, log in to them.",
     no_args_is_help=True,
 )
 

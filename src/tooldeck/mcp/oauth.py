@@ -351,15 +351,17 @@ class OAuthProvider(OAuthClientProvider):
                 await flow.aclose()
             assert challenge is not None
             tokens = self.context.current_tokens
-            if challenge.status_code == 401 and not retried and self.context.can_refresh_token():
-                retried = True  # the server no longer takes this token: refresh it, once
-                self._refused = tokens.access_token if tokens else None
-                continue
             if challenge.status_code == 403:
                 scope = extract_field_from_www_auth(challenge, "scope") or "more scopes"
                 why = f"it needs {scope}"
+            elif not self.context.can_refresh_token():
+                raise _revoked(name, self.hint)  # expired, and nothing to refresh it with
+            elif not retried:
+                retried = True  # the server no longer takes this token: refresh it, once
+                self._refused = tokens.access_token if tokens else None
+                continue
             else:
-                why = "it answered 401 to a freshly refreshed token" if retried else "HTTP 401"
+                why = "it answered 401 to a freshly refreshed token"
             raise LoginRequired(
                 f"server {name!r} does not accept the stored token ({why}); run {self.hint}", name
             )
