@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -42,18 +43,23 @@ def _load(console: Console, path: Path) -> McpConfig:
 
 
 @contextmanager
-def _server_failures_in_the_output(ctx: typer.Context) -> Iterator[None]:
-    """While an ``mcp`` command runs, a server that fails to start is said once, by the
-    command's own output (its table row, its error line): not also as a log warning
-    (``-v`` shows both)."""
-    log = logging.getLogger("tooldeck.mcp")
+def _quiet(ctx: typer.Context, logger: str, level: int) -> Iterator[None]:
+    """``logger`` at ``level`` while the command runs, unless ``-v``."""
+    log = logging.getLogger(logger)
     saved = log.level
     if not ctx.meta.get(VERBOSE_KEY):
-        log.setLevel(logging.ERROR)
+        log.setLevel(level)
     try:
         yield
     finally:
         log.setLevel(saved)
+
+
+def _server_failures_in_the_output(ctx: typer.Context) -> contextlib.AbstractContextManager[None]:
+    """While an ``mcp`` command runs, a server that fails to start is said once, by the
+    command's own output (its table row, its error line): not also as a log warning
+    (``-v`` shows both)."""
+    return _quiet(ctx, "tooldeck.mcp", logging.ERROR)
 
 
 def _first_line(text: str, limit: int = 80) -> str:
@@ -258,20 +264,6 @@ def _oauth_server(cfg: McpConfig, name: str) -> ServerConfig:
     return server
 
 
-@contextmanager
-def _quiet_sdk_auth(ctx: typer.Context) -> Iterator[None]:
-    """The SDK logs its auth flow's failures with a traceback; the command says them in one
-    line (``-v`` shows both)."""
-    log = logging.getLogger("mcp.client.auth")
-    saved = log.level
-    if not ctx.meta.get(VERBOSE_KEY):
-        log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        log.setLevel(saved)
-
-
 @app.command("login")
 def login_command(
     ctx: typer.Context,
@@ -307,7 +299,8 @@ def login_command(
         )
 
     try:
-        with _quiet_sdk_auth(ctx):
+        # the SDK logs its flow's failures with a traceback; said here in one line
+        with _quiet(ctx, "mcp.client.auth", logging.CRITICAL):
             result = asyncio.run(run())
     except (LoginFailed, OAuthStoreError) as exc:
         raise user_error(str(exc), code=1) from exc

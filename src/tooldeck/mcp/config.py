@@ -24,9 +24,9 @@ and is inferred otherwise. tooldeck's own keys:
   server is reached with the MCP authorization flow (:mod:`tooldeck.mcp.oauth`).
 
 String values in ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers`` and the
-``oauth`` client id and secret expand
-``${VAR}`` (an error when ``VAR`` is not set) and ``${VAR:-default}``; ``$$`` is a
-literal ``$``. Every problem is reported with the server's name and the field.
+``oauth`` client id and secret expand ``${VAR}`` (an error when ``VAR`` is not set) and
+``${VAR:-default}``; ``$$`` is a literal ``$``. Every problem is reported with the
+server's name and the field.
 """
 
 from __future__ import annotations

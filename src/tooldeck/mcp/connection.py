@@ -40,7 +40,14 @@ from .config import ServerConfig
 from .oauth import LoginRequired, OAuthUnavailable, check_login, login_command, oauth_provider
 from .oauth_store import OAuthStoreError
 
-__all__ = ["BACKOFF", "Connection", "ConnectionState", "describe_error", "http_transport"]
+__all__ = [
+    "BACKOFF",
+    "Connection",
+    "ConnectionState",
+    "describe_error",
+    "error_leaves",
+    "http_transport",
+]
 
 _log = logging.getLogger("tooldeck.mcp")
 
@@ -65,18 +72,16 @@ ToolsInstaller = Callable[["Connection", list[types.Tool]], None]
 StateListener = Callable[["Connection"], None]
 
 
+def error_leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``, exception groups unwrapped, in order."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in error_leaves(inner)]
+    return [exc]
+
+
 def describe_error(exc: BaseException) -> str:
     """A one-line description of an exception, unwrapping exception groups."""
-    leaves: list[BaseException] = []
-
-    def walk(e: BaseException) -> None:
-        if isinstance(e, BaseExceptionGroup):
-            for inner in e.exceptions:
-                walk(inner)
-        else:
-            leaves.append(e)
-
-    walk(exc)
+    leaves = error_leaves(exc)
     for leaf in leaves:  # says itself what to do: the one line to show
         if isinstance(leaf, LoginRequired | OAuthStoreError | OAuthUnavailable):
             return str(leaf)
@@ -101,12 +106,6 @@ def _connection_error(exc: BaseException) -> bool:
         | anyio.ClosedResourceError
         | anyio.EndOfStream,
     )
-
-
-def _is_login_error(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_is_login_error(e) for e in exc.exceptions)
-    return isinstance(exc, LoginRequired)
 
 
 def _stale_session(exc: BaseException) -> bool:
@@ -419,7 +418,7 @@ class Connection:
         except Exception as exc:
             if not self.closing:
                 error = describe_error(exc)
-                self.needs_login = _is_login_error(exc)
+                self.needs_login = any(isinstance(e, LoginRequired) for e in error_leaves(exc))
         finally:
             self._client = None
             self._attempt = None

@@ -36,7 +36,7 @@ from mcp.shared.auth import AuthorizationCodeResult
 
 from ..errors import TooldeckError
 from .config import ServerConfig
-from .connection import describe_error, http_transport
+from .connection import describe_error, error_leaves, http_transport
 from .oauth import OAuthProvider
 from .oauth_store import TokenFile, token_file
 
@@ -264,16 +264,7 @@ async def login(
 
 
 def _failure(server: ServerConfig, exc: BaseException) -> LoginFailed:
-    leaves: list[BaseException] = []
-
-    def walk(e: BaseException) -> None:
-        if isinstance(e, BaseExceptionGroup):
-            for inner in e.exceptions:
-                walk(inner)
-        else:
-            leaves.append(e)
-
-    walk(exc)
+    leaves = error_leaves(exc)
     for leaf in leaves:
         if isinstance(leaf, LoginFailed):
             return leaf

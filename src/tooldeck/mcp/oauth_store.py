@@ -98,9 +98,7 @@ class TokenFile:
         )
 
     # -- locking -----------------------------------------------------------------------
-    @contextmanager
-    def locked(self) -> Iterator[None]:
-        """Hold the file's lock (waiting at most :data:`LOCK_SECONDS`)."""
+    def _acquire(self) -> None:
         self._ensure_directory()
         try:
             self._lock.acquire()
@@ -109,6 +107,11 @@ class TokenFile:
                 f"{self.path}: another tooldeck process has held its lock for over "
                 f"{LOCK_SECONDS:g}s; wait for it, or remove {self._lock.lock_file} if none runs"
             ) from exc
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the file's lock (waiting at most :data:`LOCK_SECONDS`)."""
+        self._acquire()
         try:
             yield
         finally:
@@ -117,14 +120,7 @@ class TokenFile:
     @asynccontextmanager
     async def alocked(self) -> AsyncIterator[None]:
         """:meth:`locked` for async code: the wait happens in a worker thread."""
-        await anyio.to_thread.run_sync(self._ensure_directory)
-        try:
-            await anyio.to_thread.run_sync(self._lock.acquire)
-        except Timeout as exc:
-            raise OAuthStoreError(
-                f"{self.path}: another tooldeck process has held its lock for over "
-                f"{LOCK_SECONDS:g}s; wait for it, or remove {self._lock.lock_file} if none runs"
-            ) from exc
+        await anyio.to_thread.run_sync(self._acquire)
         try:
             yield
         finally:
