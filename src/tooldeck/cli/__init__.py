@@ -43,7 +43,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "search": LazyCommand(
         "search:search_command", "Search a catalog of tool definitions for a need, ranked."
     ),
-    "mcp": LazyCommand("mcp:app", "List MCP servers from a config file and call their tools."),
+    "mcp": LazyCommand(
+        "mcp:app", "List MCP servers from a config file, call their tools, log in to them."
+    ),
     "workflows": LazyCommand(
         "workflows:workflows_app",
         "Run workflows (task turns that submit schema-checked results) and inspect runs.",

@@ -1,8 +1,9 @@
-"""``tooldeck mcp ...``: list the servers of an MCP config and call their tools."""
+"""``tooldeck mcp ...``: list the servers of an MCP config, call their tools, log in to them."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -18,11 +19,12 @@ from rich.table import Table
 from .report import VERBOSE_KEY, existing_file, json_kind, user_error
 
 if TYPE_CHECKING:  # imported where used, so that ``--help`` loads no MCP client
-    from ..mcp import McpConfig, McpTool, ServerStatus
+    from ..mcp import McpConfig, McpTool, ServerConfig, ServerStatus
     from ..result import ToolResult
 
 app = typer.Typer(
-    help="List MCP servers from a config file and call their tools.", no_args_is_help=True
+    help="List MCP servers from a config file, call their tools, log in to them.",
+    no_args_is_help=True,
 )
 
 ConfigArg = Annotated[Path, typer.Argument(help='An MCP config file ({"mcpServers": {...}}).')]
@@ -41,18 +43,23 @@ def _load(console: Console, path: Path) -> McpConfig:
 
 
 @contextmanager
-def _server_failures_in_the_output(ctx: typer.Context) -> Iterator[None]:
-    """While an ``mcp`` command runs, a server that fails to start is said once, by the
-    command's own output (its table row, its error line): not also as a log warning
-    (``-v`` shows both)."""
-    log = logging.getLogger("tooldeck.mcp")
+def _quiet(ctx: typer.Context, logger: str, level: int) -> Iterator[None]:
+    """``logger`` at ``level`` while the command runs, unless ``-v``."""
+    log = logging.getLogger(logger)
     saved = log.level
     if not ctx.meta.get(VERBOSE_KEY):
-        log.setLevel(logging.ERROR)
+        log.setLevel(level)
     try:
         yield
     finally:
         log.setLevel(saved)
+
+
+def _server_failures_in_the_output(ctx: typer.Context) -> contextlib.AbstractContextManager[None]:
+    """While an ``mcp`` command runs, a server that fails to start is said once, by the
+    command's own output (its table row, its error line): not also as a log warning
+    (``-v`` shows both)."""
+    return _quiet(ctx, "tooldeck.mcp", logging.ERROR)
 
 
 def _first_line(text: str, limit: int = 80) -> str:
@@ -215,6 +222,8 @@ def call_command(
     async def run() -> ToolResult:
         async with McpSource(single) as source:
             status = source.server_status(chosen.name)
+            if status.needs_login:
+                raise user_error(status.error or "log in first", code=1)
             if status.state != "connected":
                 how = "failed to start" if status.state == "failed" else f"is {status.state}"
                 raise user_error(f"MCP server {chosen.name!r} {how}: {status.error}")
@@ -236,3 +245,83 @@ def call_command(
     _print_result(console, result, json_output)
     if result.is_error:
         raise typer.Exit(1)
+
+
+ServerArg = Annotated[str, typer.Argument(help="The server's name in the config.")]
+
+
+def _oauth_server(cfg: McpConfig, name: str) -> ServerConfig:
+    try:
+        server = cfg[name]
+    except KeyError as exc:
+        raise user_error(str(exc.args[0])) from exc
+    if server.transport != "http":
+        raise user_error(f"server {name!r} is a stdio server; OAuth is for HTTP servers")
+    if server.oauth is None:
+        raise user_error(
+            f'server {name!r} does not use OAuth; add "oauth": true to its entry in {cfg.source}'
+        )
+    return server
+
+
+@app.command("login")
+def login_command(
+    ctx: typer.Context,
+    config: ConfigArg,
+    server: ServerArg,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Print the URL to open instead of opening it.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the browser's redirect.")
+    ] = 300.0,
+) -> None:
+    """Log in to SERVER with OAuth (in the browser) and store its tokens for later commands."""
+    from ..mcp.oauth import login_command as hint_for
+    from ..mcp.oauth_login import LoginFailed, login
+    from ..mcp.oauth_store import OAuthStoreError
+
+    cfg = _load(Console(), config)
+    chosen = _oauth_server(cfg, server)
+    if timeout <= 0:
+        raise user_error("--timeout must be a positive number of seconds")
+
+    def say(line: str) -> None:
+        typer.echo(line)
+
+    async def run() -> Any:
+        return await login(
+            chosen,
+            hint=hint_for(cfg.source, chosen.name),
+            say=say,
+            open_browser=not no_browser,
+            wait_seconds=timeout,
+        )
+
+    try:
+        # the SDK logs its flow's failures with a traceback; said here in one line
+        with _quiet(ctx, "mcp.client.auth", logging.CRITICAL):
+            result = asyncio.run(run())
+    except (LoginFailed, OAuthStoreError) as exc:
+        raise user_error(str(exc), code=1) from exc
+    typer.echo(
+        f"Logged in to {result.server!r} ({result.tools} tools); the tokens are in {result.path}"
+    )
+
+
+@app.command("logout")
+def logout_command(config: ConfigArg, server: ServerArg) -> None:
+    """Forget SERVER's OAuth tokens (revoking them at the authorization server if it can)."""
+    from ..mcp.oauth_login import logout
+    from ..mcp.oauth_store import OAuthStoreError
+
+    cfg = _load(Console(), config)
+    chosen = _oauth_server(cfg, server)
+    try:
+        existed, note = asyncio.run(logout(chosen))
+    except OAuthStoreError as exc:
+        raise user_error(str(exc), code=1) from exc
+    if existed:
+        typer.echo(f"Logged out of {chosen.name!r}: the token file was removed; {note}.")
+    else:
+        typer.echo(f"Not logged in to {chosen.name!r}; nothing to do.")

@@ -10,9 +10,12 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+
+if TYPE_CHECKING:
+    from ..gateway.http_auth import OAuthResourceServer
 
 __all__ = ["serve_command"]
 
@@ -73,6 +76,42 @@ def serve_command(
             "(or $TOOLDECK_GATEWAY_TOKEN).",
         ),
     ] = None,
+    oauth_issuer: Annotated[
+        str | None,
+        typer.Option(
+            "--oauth-issuer",
+            help="With --http: accept OAuth access tokens of this authorization server "
+            "instead of a static token.",
+        ),
+    ] = None,
+    oauth_introspect: Annotated[
+        str | None,
+        typer.Option("--oauth-introspect", help="Its token introspection endpoint (RFC 7662)."),
+    ] = None,
+    oauth_resource: Annotated[
+        str | None,
+        typer.Option(
+            "--oauth-resource",
+            help="The gateway's URL as clients reach it, the tokens' audience "
+            "(default http://HOST:PORT/mcp).",
+        ),
+    ] = None,
+    oauth_scope: Annotated[
+        list[str] | None,
+        typer.Option("--oauth-scope", help="A scope every token must have; repeat."),
+    ] = None,
+    oauth_client_id: Annotated[
+        str | None,
+        typer.Option(
+            "--oauth-client-id",
+            help="The gateway's client id at the introspection endpoint (its secret: "
+            "--oauth-secret-file or $TOOLDECK_GATEWAY_OAUTH_SECRET).",
+        ),
+    ] = None,
+    oauth_secret_file: Annotated[
+        Path | None,
+        typer.Option("--oauth-secret-file", help="A file holding that client's secret."),
+    ] = None,
     check_only: Annotated[
         bool,
         typer.Option(
@@ -102,10 +141,21 @@ def serve_command(
         raise typer.Exit(2)
     home = state.expanduser()
     token = _token(token_file) if http is not None else None
-    if http is not None and token is None and host not in ("127.0.0.1", "::1", "localhost"):
+    given = {
+        "--oauth-introspect": oauth_introspect,
+        "--oauth-resource": oauth_resource,
+        "--oauth-scope": oauth_scope,
+        "--oauth-client-id": oauth_client_id,
+        "--oauth-secret-file": oauth_secret_file,
+    }
+    oauth = _oauth(http, host, token, oauth_issuer, given)
+    if oauth is None and any(given.values()):
+        flag = next(k for k, v in given.items() if v)
+        _fail(f"{flag} is part of OAuth resource-server mode; give --oauth-issuer too")
+    if http is not None and token is None and oauth is None and host not in LOOPBACK:
         typer.echo(
             f"tooldeck serve: --host {host} is not a loopback address; serving it needs a "
-            "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN)",
+            "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN) or --oauth-issuer",
             err=True,
         )
         raise typer.Exit(2)
@@ -129,7 +179,7 @@ def serve_command(
                 _print_check(check(gateway), json_output)
                 return
             if http is not None:
-                await gateway.serve_http(host, http, token=token)
+                await gateway.serve_http(host, http, token=token, oauth=oauth)
             else:
                 await gateway.serve_stdio()
 
@@ -138,6 +188,63 @@ def serve_command(
             anyio.run(run)
     else:
         anyio.run(run)
+
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"tooldeck serve: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _oauth(
+    http: int | None,
+    host: str,
+    token: str | None,
+    issuer: str | None,
+    given: dict[str, Any],
+) -> OAuthResourceServer | None:
+    """The resource-server settings of ``--oauth-*``; None without ``--oauth-issuer``."""
+    import os
+
+    from ..gateway.http_auth import TokenError, resource_server
+
+    if issuer is None:
+        return None
+    if http is None:
+        _fail("--oauth-issuer is for --http; a stdio client needs no token")
+    if token is not None:
+        _fail(
+            "--oauth-issuer and a static token (--token-file or $TOOLDECK_GATEWAY_TOKEN) are "
+            "two ways to authenticate clients; give one"
+        )
+    resource = given["--oauth-resource"]
+    if resource is None:
+        if host not in LOOPBACK:
+            _fail(f"give --oauth-resource, the URL clients reach the gateway at (not {host})")
+        resource = f"http://{f'[{host}]' if ':' in host else host}:{http}/mcp"
+    secret_file = given["--oauth-secret-file"]
+    try:
+        if secret_file is not None:
+            secret: str | None = secret_file.expanduser().read_text(encoding="utf-8").strip()
+        elif given["--oauth-client-id"]:
+            secret = os.environ.get("TOOLDECK_GATEWAY_OAUTH_SECRET") or None
+        else:
+            secret = None
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(f"--oauth-secret-file {secret_file}: cannot read it ({exc})")
+    try:
+        return resource_server(
+            issuer,
+            given["--oauth-introspect"],
+            resource,
+            given["--oauth-scope"] or (),
+            given["--oauth-client-id"],
+            secret,
+        )
+    except TokenError as exc:
+        _fail(str(exc))
 
 
 def _token(path: Path | None) -> str | None:

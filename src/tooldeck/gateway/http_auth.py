@@ -1,18 +1,47 @@
-"""A static bearer token in front of the gateway's HTTP endpoint (an ASGI middleware).
+"""Who may use the gateway's HTTP endpoint: a static bearer token, or OAuth access tokens.
 
-Every HTTP request must carry ``Authorization: Bearer <token>``; the token is compared in
-constant time (:func:`hmac.compare_digest`). Anything else is answered ``401`` with
+**A static token** (:class:`BearerToken`, an ASGI middleware): every HTTP request must
+carry ``Authorization: Bearer <token>``; the token is compared in constant time
+(:func:`hmac.compare_digest`). Anything else is answered ``401`` with
 ``WWW-Authenticate: Bearer`` and never reaches the MCP server. Tokens shorter than
-:data:`MIN_TOKEN` characters are refused when the gateway starts. This is item 5's
-simple form; OAuth (an authorization server, per-user tokens) is not implemented.
+:data:`MIN_TOKEN` characters are refused when the gateway starts.
+
+**OAuth resource-server mode** (:class:`OAuthResourceServer`): the gateway accepts the
+access tokens an authorization server issued for it, with the ``mcp`` SDK's server auth:
+RFC 9728 protected-resource metadata at ``/.well-known/oauth-protected-resource/mcp``,
+``401`` with ``WWW-Authenticate: Bearer resource_metadata=...`` (``403
+insufficient_scope`` for a token without the required scopes), and each token checked by
+RFC 7662 introspection at the authorization server (:class:`IntrospectionVerifier`):
+active, not expired, issued for this gateway (``aud``), by the configured issuer. The
+SDK binds each HTTP session to the token's client and subject, so one client cannot use
+another's session.
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import Any
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-__all__ = ["MIN_TOKEN", "BearerToken", "TokenError", "check_token"]
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
+    from mcp.server.auth.settings import AuthSettings
+
+__all__ = [
+    "MIN_TOKEN",
+    "BearerToken",
+    "IntrospectionVerifier",
+    "OAuthResourceServer",
+    "TokenError",
+    "check_token",
+    "resource_server",
+]
+
+_log = logging.getLogger("tooldeck.gateway")
+INTROSPECTION_SECONDS = 10.0
 
 MIN_TOKEN = 32
 
@@ -64,3 +93,159 @@ class BearerToken:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+# -- OAuth resource-server mode ------------------------------------------------------------
+def _same_url(a: str, b: str) -> bool:
+    """Equal as URLs: scheme and host case, and a trailing slash, aside."""
+
+    def norm(url: str) -> tuple[str, str, str]:
+        parts = urlsplit(url.strip())
+        return parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/")
+
+    return norm(a) == norm(b)
+
+
+def _oauth_url(what: str, url: str) -> str:
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TokenError(f"{what} must be an http:// or https:// URL, got {url!r}")
+    if parts.fragment or parts.query:
+        raise TokenError(f"{what} must not have a query or a fragment")
+    loopback = parts.hostname in ("127.0.0.1", "::1", "localhost")
+    if parts.scheme == "http" and not loopback:
+        raise TokenError(f"{what} must be https:// (plain http only on a loopback address)")
+    return url.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthResourceServer:
+    """The gateway as an OAuth resource server of the authorization server ``issuer``.
+
+    ``resource`` is the gateway's own URL as clients reach it (the tokens' audience);
+    ``client_id`` / ``client_secret`` authenticate the introspection requests (HTTP Basic).
+    """
+
+    issuer: str
+    introspection_endpoint: str
+    resource: str
+    scopes: tuple[str, ...] = ()
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+
+    def auth_settings(self) -> AuthSettings:
+        from mcp.server.auth.settings import AuthSettings
+        from pydantic import AnyHttpUrl
+
+        return AuthSettings(
+            issuer_url=AnyHttpUrl(self.issuer),
+            resource_server_url=AnyHttpUrl(self.resource),
+            required_scopes=list(self.scopes) or None,
+            validate_token_resource=True,
+        )
+
+    def verifier(self) -> IntrospectionVerifier:
+        return IntrospectionVerifier(self)
+
+
+def resource_server(
+    issuer: str,
+    introspect: str | None,
+    resource: str,
+    scopes: list[str] | tuple[str, ...] = (),
+    client_id: str | None = None,
+    client_secret: str | None = None,
+) -> OAuthResourceServer:
+    """Check the resource-server settings; :class:`TokenError` (one line) when unusable."""
+    if not introspect:
+        raise TokenError(
+            "--oauth-introspect is needed with --oauth-issuer: the authorization server's "
+            "token introspection endpoint (RFC 7662)"
+        )
+    bad = [s for s in scopes if not s or any(c.isspace() for c in s)]
+    if bad:
+        raise TokenError(f"--oauth-scope takes one scope without spaces, got {bad[0]!r}")
+    if client_secret is not None and client_id is None:
+        raise TokenError("an introspection secret needs --oauth-client-id")
+    return OAuthResourceServer(
+        issuer=_oauth_url("--oauth-issuer", issuer),
+        introspection_endpoint=_oauth_url("--oauth-introspect", introspect),
+        resource=_oauth_url("--oauth-resource", resource),
+        scopes=tuple(scopes),
+        client_id=client_id,
+        client_secret=client_secret,
+    )
+
+
+class IntrospectionVerifier:
+    """The SDK's ``TokenVerifier``: an access token checked by RFC 7662 introspection.
+
+    Accepted only when the answer says ``active: true``, its ``exp`` (if given) is in the
+    future, its ``aud`` names this gateway's resource URL, and its ``iss`` (if given) is the
+    configured issuer. The required scopes are checked by the SDK's middleware (``403``).
+    Each request is introspected (no cache: a revoked token stops working at once). An
+    introspection that fails (unreachable, not 200, not JSON) refuses the token; the
+    token itself is never logged.
+    """
+
+    def __init__(self, settings: OAuthResourceServer) -> None:
+        self.settings = settings
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        import httpx2
+        from mcp.server.auth.provider import AccessToken
+
+        s = self.settings
+        auth = httpx2.BasicAuth(s.client_id, s.client_secret or "") if s.client_id else None
+        try:
+            async with httpx2.AsyncClient(timeout=INTROSPECTION_SECONDS, auth=auth) as http:
+                response = await http.post(
+                    s.introspection_endpoint,
+                    data={"token": token, "token_type_hint": "access_token"},
+                    headers={"Accept": "application/json"},
+                )
+            answer = response.json() if response.status_code == 200 else None
+        except (httpx2.HTTPError, ValueError) as exc:
+            _log.warning("token introspection at %s failed: %s", s.introspection_endpoint, exc)
+            return None
+        if not isinstance(answer, dict):
+            _log.warning(
+                "token introspection at %s answered HTTP %d",
+                s.introspection_endpoint,
+                response.status_code,
+            )
+            return None
+        why = self._refusal(answer)
+        if why is not None:
+            _log.info("access token refused: %s", why)
+            return None
+        exp = answer.get("exp")
+        scope = answer.get("scope")
+        issuer = answer.get("iss")
+        return AccessToken(
+            token=token,
+            client_id=str(answer.get("client_id") or "unknown"),
+            scopes=scope.split() if isinstance(scope, str) else [],
+            expires_at=int(exp) if isinstance(exp, int | float) else None,
+            resource=s.resource,
+            subject=str(answer["sub"]) if answer.get("sub") is not None else None,
+            claims={"iss": issuer} if isinstance(issuer, str) else None,
+        )
+
+    def _refusal(self, answer: dict[str, Any]) -> str | None:
+        s = self.settings
+        if answer.get("active") is not True:
+            return "not active"
+        exp = answer.get("exp")
+        if exp is not None and (not isinstance(exp, int | float) or exp < time.time()):
+            return "expired"
+        audience = answer.get("aud")
+        audiences = [audience] if isinstance(audience, str) else audience
+        if not isinstance(audiences, list) or not any(
+            isinstance(a, str) and _same_url(a, s.resource) for a in audiences
+        ):
+            return f"issued for another audience ({audience!r}), not {s.resource}"
+        issuer = answer.get("iss")
+        if issuer is not None and not (isinstance(issuer, str) and _same_url(issuer, s.issuer)):
+            return f"issued by {issuer!r}, not {s.issuer}"
+        return None

@@ -8,8 +8,8 @@ answer; a watcher sends it too when an upstream server's tools change (a re-list
 drop, a reconnect). The server declares ``tools.listChanged``.
 
 Sessions: over stdio the process serves one client, one session; over streamable HTTP
-each client connection (``Mcp-Session-Id``) gets its own. HTTP without a bearer token
-(:mod:`.http_auth`) is served on loopback addresses only. See ``docs/gateway.md``.
+each client connection (``Mcp-Session-Id``) gets its own. HTTP without a bearer token or
+OAuth (:mod:`.http_auth`) is served on loopback addresses only. See ``docs/gateway.md``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from mcp.server.session import ServerSession
 from ..policy import Policy
 from .approval import elicitation_asker
 from .catalog import Catalog
+from .http_auth import OAuthResourceServer
 from .session import GatewaySession
 from .wire import to_call_result
 
@@ -178,23 +179,34 @@ class Gateway:
                 self._single.close()
 
     async def serve_http(
-        self, host: str = "127.0.0.1", port: int = 8765, *, token: str | None = None
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        *,
+        token: str | None = None,
+        oauth: OAuthResourceServer | None = None,
     ) -> None:
         """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled.
 
-        With ``token`` every request needs ``Authorization: Bearer <token>``
-        (:mod:`.http_auth`); without one, only loopback addresses are served.
+        With ``token`` every request needs ``Authorization: Bearer <token>``; with
+        ``oauth``, an access token of that authorization server (:mod:`.http_auth`);
+        without either, only loopback addresses are served.
         """
         import uvicorn
 
         from .http_auth import BearerToken
 
-        if host not in LOOPBACK and token is None:
+        if token is not None and oauth is not None:
+            raise ValueError("give the gateway a static token or OAuth, not both")
+        if host not in LOOPBACK and token is None and oauth is None:
             raise ValueError(
                 f"the gateway serves HTTP without a token on loopback addresses only "
                 f"({', '.join(LOOPBACK)}), not {host!r}"
             )
-        app: Any = self.server.streamable_http_app(host=host)
+        auth: dict[str, Any] = {}
+        if oauth is not None:
+            auth = {"auth": oauth.auth_settings(), "token_verifier": oauth.verifier()}
+        app: Any = self.server.streamable_http_app(host=host, **auth)
         if token is not None:
             app = BearerToken(app, token)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")

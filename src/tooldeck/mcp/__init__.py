@@ -5,12 +5,15 @@ Built on the official ``mcp`` SDK (imported absolutely; this package never shado
 - :mod:`tooldeck.mcp.config`: the ``mcpServers`` JSON config (stdio and streamable HTTP);
 - :mod:`tooldeck.mcp.naming`: ``mcp__<server>__<tool>`` names in the provider charset;
 - :mod:`tooldeck.mcp.connection`: one supervised connection (reconnect, re-list, calls);
-- :mod:`tooldeck.mcp.source`: :class:`McpSource`, the per-turn category creator.
+- :mod:`tooldeck.mcp.source`: :class:`McpSource`, the per-turn category creator;
+- :mod:`tooldeck.mcp.oauth_store`, :mod:`tooldeck.mcp.oauth`,
+  :mod:`tooldeck.mcp.oauth_login`: OAuth for HTTP servers (the token files, the SDK's
+  provider on them, ``tooldeck mcp login``).
 
 See ``docs/mcp.md``.
 """
 
-from .config import McpConfig, McpConfigError, ServerConfig, expand_vars
+from .config import McpConfig, McpConfigError, OAuthSettings, ServerConfig, expand_vars
 from .naming import Collision, exposed_name, map_names
 from .source import (
     McpProgress,
@@ -31,6 +34,7 @@ __all__ = [
     "McpSource",
     "McpTool",
     "McpToolInfo",
+    "OAuthSettings",
     "ServerConfig",
     "ServerStatus",
     "expand_vars",

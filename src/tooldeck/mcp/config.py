@@ -18,11 +18,15 @@ and is inferred otherwise. tooldeck's own keys:
 - ``destructive_is_dangerous``: ``destructiveHint: true`` raises a tool to ``DANGEROUS``;
 - ``include_tools`` / ``exclude_tools``: lists of tool-name patterns (``fnmatch``);
 - ``protocol``: ``"auto"`` (default: the SDK probes for the 2026 protocol and falls back
-  to the ``initialize`` handshake) or ``"legacy"`` (always the handshake).
+  to the ``initialize`` handshake) or ``"legacy"`` (always the handshake);
+- ``oauth`` (HTTP servers): ``true``, or an object (``client_id``, ``client_secret``,
+  ``scopes``, ``client_name``, ``callback_port``, ``token_endpoint_auth_method``): the
+  server is reached with the MCP authorization flow (:mod:`tooldeck.mcp.oauth`).
 
-String values in ``command``, ``args``, ``env``, ``cwd``, ``url`` and ``headers`` expand
-``${VAR}`` (an error when ``VAR`` is not set) and ``${VAR:-default}``; ``$$`` is a literal
-``$``. Every problem is reported with the server's name and the field.
+String values in ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers`` and the
+``oauth`` client id and secret expand ``${VAR}`` (an error when ``VAR`` is not set) and
+``${VAR:-default}``; ``$$`` is a literal ``$``. Every problem is reported with the
+server's name and the field.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ..tool import TIERS, Tier
 __all__ = [
     "McpConfig",
     "McpConfigError",
+    "OAuthSettings",
     "ServerConfig",
     "Transport",
     "expand_vars",
@@ -59,7 +64,16 @@ _TYPES: dict[str, Transport] = {
     "streamablehttp": "http",
 }
 _STDIO_KEYS = {"command", "args", "env", "cwd"}
-_HTTP_KEYS = {"url", "headers"}
+_HTTP_KEYS = {"url", "headers", "oauth"}
+_OAUTH_KEYS = {
+    "client_id",
+    "client_secret",
+    "scopes",
+    "client_name",
+    "callback_port",
+    "token_endpoint_auth_method",
+}
+_AUTH_METHODS = ("none", "client_secret_post", "client_secret_basic")
 _OWN_KEYS = {
     "type",
     "transport",
@@ -111,6 +125,24 @@ def expand_vars(text: str, environ: Mapping[str, str]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class OAuthSettings:
+    """How tooldeck logs in to an HTTP server with OAuth (its ``"oauth"`` entry).
+
+    Without ``client_id`` the client registers itself (RFC 7591) where the authorization
+    server offers it. ``callback_port`` 0 means a random loopback port at each login (a
+    pre-registered client usually needs a fixed one: its redirect URI is
+    ``http://127.0.0.1:PORT/callback``).
+    """
+
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    scopes: tuple[str, ...] = ()
+    client_name: str = "tooldeck"
+    callback_port: int = 0
+    token_endpoint_auth_method: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ServerConfig:
     """One MCP server, as configured (environment variables already expanded)."""
 
@@ -133,6 +165,7 @@ class ServerConfig:
     include_tools: tuple[str, ...] = ()
     exclude_tools: tuple[str, ...] = ()
     protocol: Literal["auto", "legacy"] = "auto"
+    oauth: OAuthSettings | None = None
 
     @classmethod
     def from_entry(
@@ -235,6 +268,50 @@ def _patterns(server: str, key: str, value: Any, problems: list[str]) -> tuple[s
     return tuple(value)
 
 
+def _oauth(
+    server: str, value: Any, environ: Mapping[str, str], problems: list[str]
+) -> OAuthSettings | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return OAuthSettings()
+    if not isinstance(value, Mapping):
+        problems.append(f"server {server!r}: oauth must be true or an object, got {_kind(value)}")
+        return None
+    unknown = sorted(set(value) - _OAUTH_KEYS)
+    if unknown:
+        problems.append(f"server {server!r}: unknown oauth key(s) {', '.join(map(repr, unknown))}")
+    texts: dict[str, str | None] = {}
+    for key in ("client_id", "client_secret", "client_name"):
+        raw = value.get(key)
+        where = f"oauth.{key}"
+        texts[key] = None if raw is None else _expand(server, where, raw, environ, problems)
+    if texts["client_secret"] and not texts["client_id"]:
+        problems.append(f"server {server!r}: oauth.client_secret needs oauth.client_id")
+    scopes = _patterns(server, "oauth.scopes", value.get("scopes"), problems)
+    if any(not s or any(c.isspace() for c in s) for s in scopes):
+        problems.append(f"server {server!r}: oauth.scopes must be non-empty words without spaces")
+    port = value.get("callback_port", 0)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        problems.append(f"server {server!r}: oauth.callback_port must be a port number (0-65535)")
+        port = 0
+    method = value.get("token_endpoint_auth_method")
+    if method is not None and method not in _AUTH_METHODS:
+        problems.append(
+            f"server {server!r}: oauth.token_endpoint_auth_method must be one of "
+            f"{', '.join(_AUTH_METHODS)}, got {method!r}"
+        )
+        method = None
+    return OAuthSettings(
+        client_id=texts["client_id"],
+        client_secret=texts["client_secret"],
+        scopes=scopes,
+        client_name=texts["client_name"] or "tooldeck",
+        callback_port=port,
+        token_endpoint_auth_method=method,
+    )
+
+
 def _parse_entry(
     name: str, entry: Any, environ: Mapping[str, str], problems: list[str]
 ) -> ServerConfig | None:
@@ -283,6 +360,7 @@ def _parse_entry(
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = {}
+    oauth: OAuthSettings | None = None
     if transport == "stdio":
         stray = sorted(set(entry) & _HTTP_KEYS)
         if stray:
@@ -315,6 +393,11 @@ def _parse_entry(
             if url is not None and not re.match(r"^https?://[^/\s]+", url):
                 problems.append(f"server {name!r}: url must be an http:// or https:// URL")
         headers = _string_map(name, "headers", entry.get("headers"), environ, problems)
+        oauth = _oauth(name, entry.get("oauth"), environ, problems)
+        if oauth is not None and any(k.lower() == "authorization" for k in headers):
+            problems.append(
+                f"server {name!r}: give either oauth or an Authorization header, not both"
+            )
 
     tier = entry.get("tier", "WRITE")
     if tier not in TIERS:
@@ -354,6 +437,7 @@ def _parse_entry(
         include_tools=_patterns(name, "include_tools", entry.get("include_tools"), problems),
         exclude_tools=_patterns(name, "exclude_tools", entry.get("exclude_tools"), problems),
         protocol=protocol,
+        oauth=oauth,
     )
 
 

@@ -37,8 +37,17 @@ from ..result import ToolResult
 from ..telemetry.propagation import current as current_trace
 from ..telemetry.propagation import inject_headers, restored
 from .config import ServerConfig
+from .oauth import LoginRequired, OAuthUnavailable, check_login, login_command, oauth_provider
+from .oauth_store import OAuthStoreError
 
-__all__ = ["BACKOFF", "Connection", "ConnectionState", "describe_error"]
+__all__ = [
+    "BACKOFF",
+    "Connection",
+    "ConnectionState",
+    "describe_error",
+    "error_leaves",
+    "http_transport",
+]
 
 _log = logging.getLogger("tooldeck.mcp")
 
@@ -63,18 +72,19 @@ ToolsInstaller = Callable[["Connection", list[types.Tool]], None]
 StateListener = Callable[["Connection"], None]
 
 
+def error_leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``, exception groups unwrapped, in order."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in error_leaves(inner)]
+    return [exc]
+
+
 def describe_error(exc: BaseException) -> str:
     """A one-line description of an exception, unwrapping exception groups."""
-    leaves: list[BaseException] = []
-
-    def walk(e: BaseException) -> None:
-        if isinstance(e, BaseExceptionGroup):
-            for inner in e.exceptions:
-                walk(inner)
-        else:
-            leaves.append(e)
-
-    walk(exc)
+    leaves = error_leaves(exc)
+    for leaf in leaves:  # says itself what to do: the one line to show
+        if isinstance(leaf, LoginRequired | OAuthStoreError | OAuthUnavailable):
+            return str(leaf)
     parts = []
     for leaf in leaves[:3]:
         text = str(leaf).strip() or leaf.__class__.__name__
@@ -188,6 +198,7 @@ class Connection:
     install: ToolsInstaller
     on_state: StateListener
     client_info: types.Implementation
+    config_source: str = "<config>"
     wanted: bool = False
     state: ConnectionState = "idle"
     error: str | None = None
@@ -206,6 +217,7 @@ class Connection:
     listing_now: bool = False
     closing: bool = False
     ever_connected: bool = False
+    needs_login: bool = False  # the last attempt failed for want of an (OAuth) login
     _client: Client | None = None
     _changed: anyio.Event | None = None
     _wake: anyio.Event | None = None
@@ -326,7 +338,12 @@ class Connection:
             )
             return _watched(stdio_client(params, errlog=errlog), on_lost)
         assert cfg.url is not None
-        return _watched(_http(cfg.url, dict(cfg.headers)), on_lost)
+        auth = None if cfg.oauth is None else oauth_provider(cfg, self.login_hint)
+        return _watched(http_transport(cfg.url, dict(cfg.headers), auth), on_lost)
+
+    @property
+    def login_hint(self) -> str:
+        return login_command(self.config_source, self.config.name)
 
     async def _connect_once(self) -> bool:
         cfg = self.config
@@ -347,6 +364,8 @@ class Connection:
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + cfg.startup_timeout) as scope:
                 self._attempt = scope
+                if cfg.oauth is not None:  # no stored login: say so, without a request
+                    await anyio.to_thread.run_sync(check_login, cfg, self.login_hint)
                 async with AsyncExitStack() as stack:
                     client = Client(
                         self._transport(lost, errlog),
@@ -365,6 +384,7 @@ class Connection:
                     await self._list(client)
                     scope.deadline = math.inf
                     connected = self.ever_connected = True
+                    self.needs_login = False
                     self.concluded += 1  # a verdict: connected
                     self.last_verdict = anyio.current_time()
                     self._client = client
@@ -398,6 +418,7 @@ class Connection:
         except Exception as exc:
             if not self.closing:
                 error = describe_error(exc)
+                self.needs_login = any(isinstance(e, LoginRequired) for e in error_leaves(exc))
         finally:
             self._client = None
             self._attempt = None
@@ -411,7 +432,10 @@ class Connection:
             self.error = error
             verb = "could not reconnect" if self.ever_connected else "failed to start"
             level = logging.DEBUG if again else logging.WARNING
-            _log.log(level, "MCP server %r %s: %s", cfg.name, verb, error)
+            if self.needs_login:  # the message names the server and the command
+                _log.log(level, "%s", error)
+            else:
+                _log.log(level, "MCP server %r %s: %s", cfg.name, verb, error)
         elif error is not None:
             self.error = self.error or error
         return connected
@@ -639,10 +663,16 @@ async def _trace_headers(request: httpx2.Request) -> None:
 
 
 @asynccontextmanager
-async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+async def http_transport(
+    url: str, headers: dict[str, str], auth: httpx2.Auth | None = None
+) -> AsyncIterator[Any]:
+    """The streamable-HTTP transport to ``url`` (``auth``: an OAuth provider, or none)."""
     async with (
         httpx2.AsyncClient(
-            headers=headers, timeout=_HTTP_TIMEOUT, event_hooks={"request": [_trace_headers]}
+            headers=headers,
+            timeout=_HTTP_TIMEOUT,
+            event_hooks={"request": [_trace_headers]},
+            auth=auth,
         ) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):

@@ -108,6 +108,7 @@ class ServerStatus:
     collisions: tuple[str, ...]
     skipped: tuple[str, ...]
     list_error: str | None = None
+    needs_login: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -129,6 +130,7 @@ class ServerStatus:
             "collisions": list(self.collisions),
             "skipped": list(self.skipped),
             "list_error": self.list_error,
+            "needs_login": self.needs_login,
         }
 
 
@@ -286,6 +288,7 @@ class McpSource:
                 install=self._install,
                 on_state=self._on_state,
                 client_info=self._client_info,
+                config_source=self.config.source,
                 wanted=cfg.autostart,
             )
             self._servers[cfg.name] = _Server(cfg, conn, namespace_name(cfg.name))
@@ -708,6 +711,7 @@ class McpSource:
             collisions=tuple(c.describe() for c in server.collisions),
             skipped=server.skipped,
             list_error=conn.list_error,
+            needs_login=conn.needs_login,
         )
 
     def status(self) -> list[ServerStatus]:
