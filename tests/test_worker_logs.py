@@ -211,7 +211,9 @@ def test_an_outage_is_one_line_when_it_starts_and_one_with_the_count_when_it_end
     back = [BACK.fullmatch(x["message"]) for x in lines if x["event"] == "db_back"]
     assert all(back), [x["message"] for x in lines if x["event"] == "db_back"]
     seconds = [float(m["seconds"]) for m in back if m is not None]
-    assert all(s < 2.0 for s in seconds[:3]) and 2.0 <= seconds[3] < 6.0, seconds
+    # measured from the first failure seen to the first answer after the last one: at
+    # least the cut, and well within the lease (under load, a 0.4 s cut can read 2 s)
+    assert all(s < 8.0 for s in seconds) and seconds[3] >= 2.0, seconds
     print(f"{len(lines)} lines for 25 tasks and 4 cuts; the long cut: {back[3][0]}")  # type: ignore[index]
 
 
@@ -296,18 +298,23 @@ def blackhole() -> Iterator[Blackhole]:
 def test_a_silently_dropped_network_fails_connections_within_the_lease(
     workers: Workers, client_of: Callable[..., Client], blackhole: Blackhole
 ) -> None:
-    lease = 6.0  # connections with unanswered packets fail after 2 s (a third of it)
+    lease, items = 6.0, 40  # connections with unanswered packets fail after 2 s
     hole = workers.start(
         "hole",
         lease=lease,
         concurrency=2,
         delay=0.5,
-        items=12,
+        items=items,
         dsn=blackhole.dsn,
         prefix=blackhole.prefix,
         args=["--log-format", "json"],
+        wait=False,
     )
-    client = client_of(workers, items=12)
+    # a worker that reaches the database, to take the turns over in the end
+    workers.start("direct", lease=lease, concurrency=2, delay=0.5, items=items, wait=False)
+    workers.wait_ready("hole")
+    workers.wait_ready("direct")
+    client = client_of(workers, items=items)
     workflow_id = client.start()
     wait_for(lambda: running_on(workers, "hole") >= 1, "a turn running behind the relay")
     log = workers.logs["hole"]
@@ -323,13 +330,12 @@ def test_a_silently_dropped_network_fails_connections_within_the_lease(
     wait_for(lambda: running_on(workers, "hole") >= 1, "a turn running behind the relay again")
     blackhole.drop()
     dropped = time.monotonic()
-    workers.start("direct", lease=lease, concurrency=2, delay=0.5, items=12)
     assert hole.wait(30) == 3
     took = time.monotonic() - dropped
     print(f"worker behind the dropped network exited {took:.1f}s after the drop")
     assert took < lease + 4, took  # the lease, a heartbeat, and the 2 s to fail a call
     run = client.wait(workflow_id)
-    assert_every_result_stored_once(workers, run, 12, parked_ok=True)
+    assert_every_result_stored_once(workers, run, items, parked_ok=True)
     failed = query(workers, "SELECT count(*) FROM transitions WHERE to_state = 'failed'")
     assert failed == [(0,)]
 
@@ -358,11 +364,11 @@ def test_a_silently_dropped_network_fails_connections_within_the_lease(
 def test_repeated_kills_and_rejections_submit_every_task_once(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
-    items, every = 24, 4
+    items, every = 36, 4
     env = {"TOOLDECK_TEST_REJECT_EVERY": str(every)}
 
     def start(name: str, wait: bool = True) -> None:
-        workers.start(name, lease=3, concurrency=3, delay=0.3, items=items, env=env, wait=wait)
+        workers.start(name, lease=3, concurrency=2, delay=0.5, items=items, env=env, wait=wait)
 
     for name in ("k1", "k2", "k3"):
         start(name, wait=False)
@@ -375,21 +381,22 @@ def test_repeated_kills_and_rejections_submit_every_task_once(
     for victim, replacement in (("k1", "k1"), ("k2", "k4"), ("k3", "k3")):
         wait_for(lambda v=victim: running_on(workers, v) >= 1, f"a turn running on {victim}")
         workers.kill(victim)
-        start(replacement)
+        start(replacement, wait=False)
     run = client.wait(workflow_id)
     assert_every_result_stored_once(workers, run, items)
     rejected = [n for n in range(items) if n % every == 0]
     assert query(workers, "SELECT count(*) FROM rejections") == [(len(rejected),)]
     for n in rejected:
         assert run.task(f"item_{n:02d}").attempts == 2  # one rejection, one accepted
-    # and the logs: each task said submitted exactly once, across every worker's log
+    # and the logs: no task said submitted twice, across every worker's log (a worker
+    # killed between storing a result and printing its line never prints it)
     submitted = [
         line["task"]
         for path in workers.log_dir.glob("*.log")
         for line in text_lines(path)
         if line["event"] == "submitted"
     ]
-    assert sorted(submitted) == sorted(t.name for t in run.tasks)
+    assert len(set(submitted)) == len(submitted) >= items + 1 - 3, sorted(submitted)
 
 
 # -- every event, both formats, without a database ---------------------------------------------
@@ -426,7 +433,7 @@ def _raised(exc: BaseException) -> BaseException:
 
 def test_the_log_handler_folds_an_outage_and_keeps_each_line_one_line() -> None:
     out, clock = io.StringIO(), Clock()
-    log = WorkerLog("w1", lease=15, stream=out, clock=clock)
+    log = WorkerLog("w1", lease=15, settle=1.0, stream=out, clock=clock)
     db = "tooldeck.workflows.worker"
     refused = 'connection failed: connection to server at "h", port 1 failed: Connection refused'
     log.handle(_record(db, logging.INFO, "hello\n  there", event="ready", fields={"a": 1}))

@@ -21,8 +21,9 @@ traceback only with ``-v``.
 that failed on a dropped connection, or DBOS saying so) prints one ``db_retrying`` line;
 from then on DBOS's warnings and the worker's own failed calls are counted, not printed,
 until the database answers again (a lease renewal or a retried store call succeeds, with
-no new failure for :data:`SETTLE` seconds), which prints one ``db_back`` line with the
-outage's length and the counts (the first and the last DBOS message kept). A worker that
+no new failure for ``settle`` seconds: a third of the lease by default, the time a call
+caught in the outage takes to fail), which prints one ``db_back`` line with the outage's
+length and the counts (the first and the last DBOS message kept). A worker that
 exits during an outage prints ``db_still_down`` instead. With ``-v`` every folded line is
 printed as well.
 """
@@ -43,7 +44,7 @@ from typing import Any, Literal, TextIO
 
 from ..errors import ProviderError
 
-__all__ = ["EVENTS", "SETTLE", "LogFormat", "WorkerLog", "dbos_line"]
+__all__ = ["EVENTS", "LogFormat", "WorkerLog", "dbos_line"]
 
 LogFormat = Literal["text", "json"]
 
@@ -68,9 +69,6 @@ EVENTS: dict[str, str] = {
     "dbos": "a line of DBOS's own, outside an outage",
     "log": "any other log line (its logger in fields)",
 }
-
-SETTLE = 1.0
-"""Seconds without a new failure before an outage counts as over."""
 
 _DB_FAILURE = re.compile(
     r"OperationalError|InterfaceError|connection (failed|refused|timed out|reset|is closed)"
@@ -133,6 +131,9 @@ class WorkerLog(logging.Handler):
     """The handler of ``tooldeck worker``'s log (see the module docstring).
 
     ``worker``: the id on every line; ``lease``: said in the ``db_retrying`` line;
+    ``settle``: seconds without a new failure before an outage is over (default: a
+    third of the lease, at least 1: the worker's connect timeout and
+    ``tcp_user_timeout``, so that a call caught in the outage has failed by then);
     ``stream``: where lines go (default: whatever ``sys.stderr`` is at the time);
     ``colour``: colour the event on a terminal (default: when ``stream`` is one, text
     format and ``NO_COLOR`` unset). :meth:`finish` prints a pending outage's line.
@@ -145,6 +146,7 @@ class WorkerLog(logging.Handler):
         fmt: LogFormat = "text",
         verbose: bool = False,
         lease: float = 15.0,
+        settle: float | None = None,
         stream: TextIO | None = None,
         colour: bool | None = None,
         clock: Callable[[], float] | None = None,
@@ -154,6 +156,7 @@ class WorkerLog(logging.Handler):
         self.fmt = fmt
         self.verbose = verbose
         self.lease = lease
+        self.settle = settle if settle is not None else max(1.0, lease / 3)
         self.stream = stream
         self.colour = colour
         self.clock = clock or time.monotonic
@@ -225,7 +228,7 @@ class WorkerLog(logging.Handler):
             return
         if outage.back_at is None:
             outage.back_at = now
-        if now - outage.last_failure >= SETTLE:
+        if now - outage.last_failure >= self.settle:
             self._outage = None
             seconds = outage.back_at - outage.started
             self._line(

@@ -376,7 +376,6 @@ class Worker:
                 advance_after_turn=False,  # the advance step does it, durably
                 **self.engine_options,
             )
-            await self._leases.register(self.id, socket.gethostname(), os.getpid(), self.lease)
             if self.job_runtime is not None:
                 self._jobs = JobManager(
                     self._store,
@@ -416,6 +415,10 @@ class Worker:
                     polling_interval_sec=self.poll,
                     on_conflict="always_update",
                 )
+            # Registered (its lease starts) only now that it renews it: DBOS's launch can
+            # take longer than a short lease on a loaded machine, and a worker registered
+            # before it was marked lost by its peers while it was still starting.
+            await self._leases.register(self.id, socket.gethostname(), os.getpid(), self.lease)
             _log.info(
                 "serving %s (schema %s), %d turn(s) at once, lease %gs",
                 redact_dsn(self.dsn),

@@ -268,7 +268,10 @@ class PostgresStore(WorkflowStore):
                     tries,
                     left,
                     _first_line(exc),
-                    extra={"event": "db_retrying", "fields": {"source": "store call"}},
+                    extra={
+                        "event": "db_retrying",
+                        "fields": {"source": "store call", "error": _first_line(exc)},
+                    },
                 )
                 await asyncio.sleep(min(pause, left))
                 pause = min(pause * 2, 1.0)
