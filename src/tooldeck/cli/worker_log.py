@@ -74,7 +74,8 @@ _DB_FAILURE = re.compile(
     r"OperationalError|InterfaceError|connection (failed|refused|timed out|reset|is closed)"
     r"|Connection refused|Connection timed out|Connection reset|server closed the connection"
     r"|consuming input failed|could not (receive|send) data|terminating connection"
-    r"|SSL SYSCALL|the database system is (starting up|shutting down)",
+    r"|SSL SYSCALL|the database system is (starting up|shutting down)"
+    r"|StoreUnavailable|timeout expired",
     re.IGNORECASE,
 )
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")  # "psycopg.OperationalError: ..."

@@ -74,12 +74,12 @@ def _extra(event: str, task_id: str | None = None, **fields: Any) -> dict[str, A
     return {"event": event, "task": task or None, "run": run or None, "fields": fields}
 
 
-_current: Worker | None = None
-
-
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
+
+_current: Worker | None = None
 
 
 class WorkerLost(RuntimeError):
@@ -363,7 +363,7 @@ class Worker:
                 schema=self.schema,
                 retry_for=self.lease,
                 network_timeout=self.lease,
-                connect_timeout=max(1.0, min(5.0, self.lease / 3)),
+                connect_timeout=min(5.0, max(2.0, self.lease / 3)),
             )
             await self._store.open()
             self._leases = WorkerLeases(self._store)
