@@ -243,7 +243,11 @@ def worker_command(
         ) from exc
     verbose = bool(ctx.meta.get(VERBOSE_KEY))
     if lease <= heartbeat:
-        raise _fail(console, f"--lease ({lease:g}) must be longer than --heartbeat ({heartbeat:g})")
+        raise _fail(
+            console,
+            f"--lease ({lease:g}) must be longer than --heartbeat ({heartbeat:g}); give a "
+            "longer --lease or a shorter --heartbeat",
+        )
     worker = Worker(
         dsn,
         factory,

@@ -231,13 +231,16 @@ class WorkerLog(logging.Handler):
             outage.back_at = now
         if now - outage.last_failure >= self.settle:
             self._outage = None
-            seconds = outage.back_at - outage.started
-            self._line(
-                logging.INFO,
-                "db_back",
-                f"database back after {seconds:.1f}s; {outage.summary()}",
-                outage.fields(seconds),
-            )
+            self._back(outage, outage.back_at)
+
+    def _back(self, outage: _Outage, at: float) -> None:
+        seconds = at - outage.started
+        self._line(
+            logging.INFO,
+            "db_back",
+            f"database back after {seconds:.1f}s; {outage.summary()}",
+            outage.fields(seconds),
+        )
 
     def finish(self) -> None:
         """Print the line of an outage still open (the worker is exiting)."""
@@ -247,13 +250,7 @@ class WorkerLog(logging.Handler):
             if outage is None:
                 return
             if outage.back_at is not None:  # back, not yet settled: it is over
-                seconds = outage.back_at - outage.started
-                self._line(
-                    logging.INFO,
-                    "db_back",
-                    f"database back after {seconds:.1f}s; {outage.summary()}",
-                    outage.fields(seconds),
-                )
+                self._back(outage, outage.back_at)
                 return
             seconds = self.clock() - outage.started
             self._line(

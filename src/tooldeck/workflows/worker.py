@@ -548,6 +548,7 @@ class Worker:
         with contextlib.suppress(Exception):
             if self._leases is not None and not lost and not busy:
                 await self._leases.stop(self.id, "stopped")
+                _log.debug("lease released", extra=_extra("db_ok"))  # it answered
         if busy:
             _log.warning(
                 "%d turn(s) left unfinished (%s; %d not started): they resume when this "
