@@ -689,6 +689,13 @@ def test_worker_and_workers_flag_need_a_database() -> None:
     result = CliRunner().invoke(app, ["worker", "--dsn", dead, "--script", str(SCRIPT)], env=env)
     assert result.exit_code == 2 and "cannot connect to PostgreSQL" in result.output
     assert result.output.startswith("error: ") and result.output.count("\n") == 1  # only that
+    args = ["worker", "--dsn", dead, "--script", str(SCRIPT), "--lease", "2", "--heartbeat", "2"]
+    result = CliRunner().invoke(app, args, env=env)
+    assert (result.exit_code, result.output) == (
+        2,
+        "error: --lease (2) must be longer than --heartbeat (2); give a longer --lease or a "
+        "shorter --heartbeat\n",
+    )
     result = CliRunner().invoke(app, ["worker", "--dsn", dead], env=env)
     assert (result.exit_code, result.output) == (
         2,
