@@ -66,6 +66,7 @@ EVENTS: dict[str, str] = {
     "stopping": "asked to stop: waiting for the running turns (up to --grace)",
     "unfinished": "stopping with turns left: they resume elsewhere or after a restart",
     "exiting": "the last line: why the worker exits and its exit status",
+    "telemetry": "at start: traces and metrics exported over OTLP, or why not",
     "dbos": "a line of DBOS's own, outside an outage",
     "log": "any other log line (its logger in fields)",
 }
