@@ -5,8 +5,10 @@ worker process started once so DBOS's tables exist, then stopped)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -16,6 +18,8 @@ from test_workflows_workers import SCRIPT, Workers, query, workers
 from tooldeck.cli import app
 from tooldeck.workflows.queued import QueueWatch
 from tooldeck.workflows.store import NewTask, SQLiteStore
+from tooldeck.workflows.store.base import Op, Q
+from tooldeck.workflows.store.workers import WorkerLeases
 
 pytest_plugins = ["test_workflows_support"]  # the PostgreSQL fixtures
 
@@ -51,10 +55,7 @@ def test_queue_watch_reports_a_run_nobody_takes(tmp_path: Path) -> None:
             now[0] += 2
             stall = await watch.check()
             assert stall is not None and stall.alive == 0
-            assert (
-                stall.message
-                == "no worker has taken a task of wf-q for 6s (workers marked alive: 0)"
-            )
+            assert stall.message == "no worker has taken a task of wf-q for 6s (workers alive: 0)"
             watch.reset()
             assert await watch.check() is None
             assert await store.claim_task("wf-q:a", "s1")  # a worker took one
@@ -69,6 +70,47 @@ def test_queue_watch_reports_a_run_nobody_takes(tmp_path: Path) -> None:
             assert await watch.check() is None  # finished
 
     asyncio.run(main())
+
+
+def test_only_workers_with_a_fresh_heartbeat_count_as_alive(tmp_path: Path) -> None:
+    now = [100.0]
+
+    async def main() -> None:
+        async with SQLiteStore(tmp_path / "w.sqlite3") as store:
+            await _new_run(store, "wf-s")
+            leases = WorkerLeases(store)
+            await leases.register("live", "h", 1, lease=3)
+            await leases.register("killed", "h", 2, lease=3)  # then SIGKILLed: no renewal
+            await leases.register("old", "h", 3)  # an older release: no lease recorded
+            await leases.register("gone", "h", 4, lease=3)
+            await leases.stop("gone", "stopped")
+            ago = (datetime.now(UTC) - timedelta(seconds=12)).isoformat()
+            await store._run(_set_heartbeat("killed", ago))
+            await store._run(_set_heartbeat("old", ago))  # within the 15 s assumed
+            watch = QueueWatch(store, "wf-s", after=5, clock=lambda: now[0])
+            assert await watch.check() is None
+            now[0] += 6
+            stall = await watch.check()
+            assert stall is not None
+            assert (stall.alive, [w for w, _ in stall.stale]) == (2, ["killed"])
+            assert stall.message == (
+                "no worker has taken a task of wf-s for 6s (workers alive: 2, the last "
+                "heartbeat 0 s ago; 1 worker's heartbeat is 12 s old (killed))"
+            )
+            await store._run(_set_heartbeat("live", ago))
+            await store._run(_set_heartbeat("old", "2000-01-01T00:00:00+00:00"))
+            stall = await watch.check()
+            assert stall is not None and stall.alive == 0
+            assert stall.message.endswith(
+                "(workers alive: 0; 3 workers' heartbeats are 12-"
+                f"{max(age for _, age in stall.stale):.0f} s old (killed, live, old))"
+            ), stall.message
+
+    asyncio.run(main())
+
+
+def _set_heartbeat(worker_id: str, at: str) -> Op[None]:
+    yield Q("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (at, worker_id))
 
 
 def test_cancel_a_run_from_the_command_line(tmp_path: Path) -> None:
@@ -132,13 +174,15 @@ def _run_on_workers(workers: Workers, *extra: str) -> tuple[int, str, float]:
 def test_a_run_with_no_live_worker_is_reported_and_left_queued_or_cancelled(
     workers: Workers,
 ) -> None:
-    proc = workers.start("once", items=3)  # creates DBOS's tables, then goes away
-    proc.terminate()
-    assert proc.wait(30) == 0
+    workers.start("once", items=3, lease=1.2)  # creates DBOS's tables, then is killed:
+    workers.kill("once")  # still marked alive, its heartbeat stops
+    time.sleep(1.5)
 
     code, output, took = _run_on_workers(workers, "--if-no-worker", "leave")
     assert code == 1, output
-    assert "no worker has taken a task of wf-" in output and "(workers marked alive: 0)" in output
+    found = re.search(r"\(workers alive: 0; 1 worker's heartbeat is (\d+) s old \(once\)\)", output)
+    assert "no worker has taken a task of wf-" in output and found, output
+    assert int(found[1]) >= 1
     assert took < 15, took  # reported within seconds (the report comes after 2 s)
     (workflow_id,) = [w for (w,) in query(workers, "SELECT id FROM workflows")]
     assert f"{workflow_id} left queued" in output

@@ -3,7 +3,10 @@
 Each item task submits ``{"n": NN, "square": NN*NN}``; ``total`` sums the squares from its
 dependencies' results. The scripted model (not a real model) waits
 ``TOOLDECK_TEST_STEP_DELAY`` seconds (default 0) before each step, so a test can kill a
-worker while turns are in flight. ``TOOLDECK_TEST_ITEMS`` sets N (default 50).
+worker while turns are in flight. ``TOOLDECK_TEST_ITEMS`` sets N (default 50). With
+``TOOLDECK_TEST_REJECT_EVERY=K``, every K-th item first submits a value without its square
+(rejected), then the right one; a turn told about an earlier rejection submits the right
+one at once.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from tooldeck.workflows.scripted import submitting
 
 ITEMS = int(os.environ.get("TOOLDECK_TEST_ITEMS", "50"))
 DELAY = float(os.environ.get("TOOLDECK_TEST_STEP_DELAY", "0"))
+REJECT_EVERY = int(os.environ.get("TOOLDECK_TEST_REJECT_EVERY", "0"))
 
 ITEM_RESULT = {
     "type": "object",
@@ -71,4 +75,6 @@ def scripted_model(run: TaskRun) -> Delayed:
     else:
         n = int(run.name.split("_")[1])
         value = {"n": n, "square": n * n}
+        if REJECT_EVERY and n % REJECT_EVERY == 0 and "were rejected" not in run.prompt:
+            return Delayed(submitting(run, {"n": n}, value), DELAY)
     return Delayed(submitting(run, value), DELAY)

@@ -4,9 +4,12 @@
 until SIGINT or SIGTERM. Start any number, on any machines that reach the database;
 ``tooldeck workflows run FILE --dsn DSN --workers`` hands a run's task turns to them.
 ``--model`` is built before the worker starts: a bad model string or a missing key is one
-line (exit 2). Logs are one line each (``tooldeck -v worker ...`` adds tracebacks and
-DBOS's own info lines). While it runs, the worker prints one line per change of a task it
-runs (:class:`TaskLines`): claimed, a submission rejected, submitted, failed, cancelled.
+line (exit 2), as is a database it cannot reach at start. Once it serves, it prints one
+line per state change (:mod:`tooldeck.cli.worker_log`, ``--log-format text|json``): its
+tasks' changes (:class:`TaskLines`: claimed, recovered, rejected, submitted, failed,
+cancelled), takeovers, database outages (a line when one starts, a line when it ends,
+DBOS's own noise folded in between), a lost lease, and why it exits (``exiting``, the
+last line). Tracebacks and DBOS's info lines only with ``tooldeck -v worker ...``.
 """
 
 from __future__ import annotations
@@ -14,20 +17,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
-from .report import VERBOSE_KEY, existing_file, log_handler, set_log_format
+from .report import VERBOSE_KEY, existing_file, log_handler
 from .schedules import load_job_script
+from .worker_log import LogFormat, WorkerLog
 from .workflows import _fail, _model_factory
 
 if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the engine
@@ -39,17 +43,23 @@ __all__ = ["TaskLines", "worker_command"]
 # without importing the store (tests/test_cli_startup.py checks they agree)
 DEFAULT_SCHEMA = "tooldeck"
 
+_log = logging.getLogger("tooldeck.cli.worker")
+# The loggers whose debug records carry the database's ups and downs (``db_ok``,
+# ``db_retrying``): the worker's log handler needs them even without ``-v``.
+_SIGNAL_LOGGERS = ("tooldeck.workflows.worker", "tooldeck.workflows.store", "tooldeck.cli.worker")
+
 
 @dataclass
 class TaskLines:
-    """One line per change of a task this worker runs, each said once.
+    """One log line per change of a task this worker runs, each said once per turn.
 
-    ``claimed`` when its turn starts here, ``submission N of M rejected``, then how it
-    ended: ``submitted``, ``failed: why`` or ``cancelled``, with the turn's seconds.
-    Colours only on a terminal (rich drops them otherwise): plain lines in a log file.
+    ``claimed`` when its turn starts here (``recovered`` with the history's reason when
+    the task was still running: ``resumed(task id)`` says why), ``rejected`` (submission
+    N of M), then how it ended: ``submitted``, ``failed`` (why) or ``cancelled``, with
+    the turn's seconds.
     """
 
-    console: Console
+    resumed: Callable[[str], str | None] = lambda task_id: None
     _said: set[tuple[str, str, str, int]] = field(default_factory=set)
     _started: dict[tuple[str, str], float] = field(default_factory=dict)
 
@@ -58,58 +68,43 @@ class TaskLines:
 
         if not isinstance(event, TaskStateChanged):
             return
-        key = (event.session_id, event.task, event.state, event.attempts)
+        run, name = event.session_id, event.task
+        task = (run, name)
+        why = None
+        if event.state == "running" and event.attempts == 0:
+            why = self.resumed(f"{run}:{name}")
+            if task not in self._started or why is not None:  # a new turn: say it again
+                self._said = {k for k in self._said if k[:2] != task}
+        key = (run, name, event.state, event.attempts)
         if key in self._said:
             return
         self._said.add(key)
-        task = (event.session_id, event.task)
+        fields: dict[str, Any] = {}
+        level, message = logging.INFO, ""
         if event.state == "running" and event.attempts == 0:
             self._started[task] = time.monotonic()
-            what = "[cyan]claimed[/cyan]"
+            what = "claimed"
+            if why is not None:
+                what, level, message, fields["reason"] = "recovered", logging.WARNING, why, why
         elif event.state == "running":
-            what = f"[yellow]submission {event.attempts} of {event.max_attempts} rejected[/yellow]"
+            what, level = "rejected", logging.WARNING
+            message = f"submission {event.attempts} of {event.max_attempts} rejected"
+            fields.update(attempts=event.attempts, max_attempts=event.max_attempts)
         elif event.state in ("submitted", "failed", "cancelled"):
-            style = {"submitted": "green", "failed": "red", "cancelled": "magenta"}[event.state]
-            what = f"[{style}]{event.state}[/{style}]"
-            if event.state == "failed" and event.reason:
-                what += f": {escape(' '.join(event.reason.split())[:300])}"
+            what = event.state
+            level = {"submitted": logging.INFO, "failed": logging.ERROR}.get(what, logging.WARNING)
+            fields.update(attempts=event.attempts, max_attempts=event.max_attempts)
             started = self._started.pop(task, None)
             if started is not None:
-                what += f" [dim]after {time.monotonic() - started:.1f} s[/dim]"
+                fields["seconds"] = round(time.monotonic() - started, 3)
+                message = f"after {fields['seconds']:.1f} s"
+            if event.reason and what != "submitted":
+                fields["reason"] = event.reason
+                message += f"{': ' if message else ''}{event.reason}"
         else:
             return
-        self.console.print(
-            f"{time.strftime('%H:%M:%S')} task {escape(event.task)} "
-            f"[dim](run {escape(event.session_id)})[/dim] {what}",
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-def _quiet_dbos(record: logging.LogRecord) -> bool:
-    """DBOS's info lines ("DBOS successfully shut down"...) only with ``-v``: without it,
-    a worker that cannot start says its one real error and nothing else."""
-    return record.levelno >= logging.WARNING or not record.name.startswith("dbos")
-
-
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")  # "psycopg.OperationalError: ..."
-
-
-def _one_line_dbos(record: logging.LogRecord) -> bool:
-    """DBOS's own lines (its handler, not ours) one line each without ``-v``: a database
-    blip is an expected fault, so its traceback is for ``-v`` only. What is kept: the
-    message's first line, or for a message that is a traceback, its last exception line."""
-    text = record.getMessage().strip()
-    lines = text.splitlines() or [""]
-    head = lines[0]
-    if "Traceback (most recent call last)" in text:
-        head = head.split("Traceback (most recent call last)")[0].strip()
-        last = [x for x in lines[1:] if _EXCEPTION_LINE.match(x)]
-        if last:
-            head = f"{head} {last[-1]}".strip()
-    record.msg, record.args = head, ()
-    record.exc_info = record.exc_text = record.stack_info = None
-    return True
+        extra = {"event": what, "task": name, "run": run, "fields": fields}
+        _log.log(level, "%s", message, extra=extra)
 
 
 def _no_task_model(run: Any) -> Any:
@@ -178,12 +173,20 @@ def worker_command(
             "(their model: --model, or the script's scripted_job_model(job)).",
         ),
     ] = 0,
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            "--log-format",
+            help="Log lines as plain text, or one JSON object per line (ts, level, worker, "
+            "event, task, run, message, fields).",
+        ),
+    ] = "text",
 ) -> None:
     """Run workflow task turns queued in PostgreSQL (DBOS) until interrupted."""
     from ..schedules.scheduler import ScheduleError
     from ..workflows.events import TaskStateChanged
     from ..workflows.shapes import WorkflowDefinitionError
-    from ..workflows.store import StoreError, redact_dsn
+    from ..workflows.store import StoreError
 
     console = Console(stderr=True)
     dsn = dsn or os.environ.get("TOOLDECK_WORKFLOWS_DSN") or None
@@ -238,14 +241,13 @@ def worker_command(
         raise _fail(
             console, f"the worker needs DBOS: pip install 'tooldeck[dbos]' ({exc})"
         ) from exc
-    set_log_format(ctx, "%(asctime)s %(levelname)s %(message)s", logging.INFO)
-    handler = log_handler(ctx)
-    if handler is not None and not ctx.meta.get(VERBOSE_KEY):
-        handler.addFilter(_quiet_dbos)
-    if not ctx.meta.get(VERBOSE_KEY):
-        logging.getLogger("dbos").addFilter(_one_line_dbos)
-    lines = TaskLines(console)
-    _export_telemetry(console)
+    verbose = bool(ctx.meta.get(VERBOSE_KEY))
+    if lease <= heartbeat:
+        raise _fail(
+            console,
+            f"--lease ({lease:g}) must be longer than --heartbeat ({heartbeat:g}); give a "
+            "longer --lease or a shorter --heartbeat",
+        )
     worker = Worker(
         dsn,
         factory,
@@ -261,52 +263,119 @@ def worker_command(
         web_provider=web_provider,
         job_runtime=runtime,
         job_concurrency=max(jobs, 1),
-        on_lost=_exit_lost,
+        on_lost=lambda exc: _exit(log, str(exc), 3),  # never returns
     )
+    log = WorkerLog(worker.id, fmt=log_format, verbose=verbose, lease=lease)
+    lines = TaskLines(resumed=worker.resumed.get)
+    started = False
+    stopped_by: list[str] = []
 
     def ready(w: Any) -> None:
+        nonlocal started
+        started = True
         w._require_engine().events.subscribe(lines.on_event, TaskStateChanged)
-        console.print(
-            f"worker {w.id} ready: {redact_dsn(dsn)} (schema {pg_schema}), "
-            f"{concurrency} turn(s) at once",
-            highlight=False,
-            soft_wrap=True,
-        )
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, worker.stop)
+            loop.add_signal_handler(sig, _stopper(worker, stopped_by, sig))
         stats = await worker.run(ready)
-        console.print(
-            f"worker {worker.id} stopped: {stats.turns_finished} turn(s) run, "
-            f"took over {len(stats.taken_over)} lost worker(s)",
-            highlight=False,
-            soft_wrap=True,
+        log.finish()
+        why = f"stopped by {stopped_by[0]}" if stopped_by else "stopped"
+        _log.info(
+            "%s (status 0): %d turn(s) run, took over %d lost worker(s)",
+            why,
+            stats.turns_finished,
+            len(stats.taken_over),
+            extra={
+                "event": "exiting",
+                "fields": {
+                    "status": 0,
+                    "why": why,
+                    "turns": stats.turns_finished,
+                    "taken_over": stats.taken_over,
+                },
+            },
         )
 
+    with _worker_logging(ctx, log, verbose):
+        _export_telemetry()
+        try:
+            asyncio.run(main())
+        except WorkerLost as exc:
+            _exit(log, str(exc), 3)
+        except StoreError as exc:
+            if not started:  # it never served: a command line that cannot work
+                raise _fail(console, str(exc)) from exc
+            _exit(log, str(exc), 1)
+
+
+def _stopper(worker: Any, stopped_by: list[str], sig: signal.Signals) -> Callable[[], None]:
+    def stop() -> None:
+        stopped_by.append(sig.name)
+        worker.stop()
+
+    return stop
+
+
+@contextmanager
+def _worker_logging(ctx: typer.Context, log: WorkerLog, verbose: bool) -> Iterator[None]:
+    """Route every log record (tooldeck's, DBOS's, the libraries') through ``log`` while
+    the worker runs, and put things back after (the command may run inside a test)."""
+    root = logging.getLogger()
+    cli_handler = log_handler(ctx)
+    dbos = logging.getLogger("dbos")
+    # With a handler of its own, DBOS adds none (its console handler would print its
+    # lines in its own format); its records reach the root logger, and ``log``.
+    quiet = logging.NullHandler()
+    signal_loggers = [logging.getLogger(name) for name in _SIGNAL_LOGGERS]
+    saved = root.level, [x.level for x in signal_loggers], dbos.propagate
+    if cli_handler is not None:
+        root.removeHandler(cli_handler)
+    root.addHandler(log)
+    root.setLevel(logging.INFO)
+    for logger in signal_loggers:
+        logger.setLevel(logging.DEBUG)
+    dbos.addHandler(quiet)
+    dbos.propagate = True
     try:
-        asyncio.run(main())
-    except WorkerLost as exc:
-        raise _fail(console, str(exc), 3) from exc
-    except StoreError as exc:
-        raise _fail(console, str(exc)) from exc
+        yield
+    finally:
+        root.removeHandler(log)
+        dbos.removeHandler(quiet)
+        root.setLevel(saved[0])
+        for logger, level in zip(signal_loggers, saved[1], strict=True):
+            logger.setLevel(level)
+        dbos.propagate = saved[2]
+        if cli_handler is not None:
+            root.addHandler(cli_handler)
 
 
-def _exit_lost(exc: Exception) -> None:
-    """Exit with status 3 at once: the turns are another worker's now (see ``on_lost``)."""
-    logging.shutdown()  # flush the log lines said so far
-    sys.stdout.flush()
-    print(f"error: {exc}", file=sys.stderr, flush=True)
-    os._exit(3)
+def _exit(log: WorkerLog, why: str, status: int) -> NoReturn:
+    """The last line, then exit with ``status``. A lost lease (3) exits at once, as if
+    killed (its turns are another worker's already): see ``Worker(on_lost=...)``."""
+    log.finish()
+    _log.error(
+        "%s (status %d)",
+        why,
+        status,
+        extra={"event": "exiting", "fields": {"status": status, "why": why}},
+    )
+    if status == 3:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(3)
+    raise typer.Exit(status)
 
 
-def _export_telemetry(console: Console) -> None:
+def _export_telemetry() -> None:
     """Traces and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where."""
     from ..telemetry import OtelUnavailable, setup_from_env
 
+    extra = {"event": "telemetry"}
     try:
         if setup_from_env("tooldeck-worker"):
-            console.print("worker: exporting traces and metrics over OTLP", highlight=False)
+            _log.info("exporting traces and metrics over OTLP", extra=extra)
     except OtelUnavailable as exc:
-        console.print(f"worker: no telemetry export: {exc}", highlight=False)
+        _log.warning("no telemetry export: %s", exc, extra=extra)

@@ -22,6 +22,11 @@ also runs background jobs from the ``tooldeck_jobs`` queue (``tooldeck_job``, on
 queue. A job whose worker died is taken over when DBOS runs its step again elsewhere.
 
 DBOS keeps one instance per process, so one :class:`Worker` runs per process.
+
+Log records (logger ``tooldeck.workflows.worker``) carry ``extra`` fields for
+``tooldeck worker``'s log lines: ``event`` (``ready``, ``recovered``, ``took_over``,
+``db_retrying``, ``db_ok``, ``lost_lease``, ``failed``, ``stopping``, ``unfinished``),
+``task`` and ``run`` when a task is concerned, and ``fields`` (a dict).
 """
 
 from __future__ import annotations
@@ -55,12 +60,24 @@ from .durable import (
     dbos_url,
 )
 from .engine import ModelFactory, WorkflowEngine
-from .store import DEFAULT_SCHEMA, PostgresStore
+from .store import DEFAULT_SCHEMA, PostgresStore, redact_dsn
 from .store.workers import WorkerLeases
 
 __all__ = ["Worker", "WorkerLost", "WorkerStats"]
 
-_log = logging.getLogger("tooldeck.workflows")
+_log = logging.getLogger("tooldeck.workflows.worker")
+
+
+def _extra(event: str, task_id: str | None = None, **fields: Any) -> dict[str, Any]:
+    """The ``extra`` of a log record: what happened, to which task, with what values."""
+    run, _, task = (task_id or "").rpartition(":")
+    return {"event": event, "task": task or None, "run": run or None, "fields": fields}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+
 
 _current: Worker | None = None
 
@@ -232,6 +249,7 @@ class Worker:
         self._leases: WorkerLeases | None = None
         self._signals: dict[str, AbortSignal] = {}  # task id -> its running turn's signal
         self._failed: dict[str, str] = {}  # task id -> why its last turn step failed here
+        self.resumed: dict[str, str] = {}  # task id -> why its running turn took it over
         self._stopping = asyncio.Event()
         self._parked = 0  # turns dequeued after stop() and left for another worker
         self._to_recover: set[str] = set()  # lost workers this one marked, not yet recovered
@@ -273,20 +291,26 @@ class Worker:
             self._failed.pop(task_id, None)
         finally:
             self._signals.pop(task_id, None)
+            self.resumed.pop(task_id, None)
             self.stats.turns_finished += 1
         return await engine.store.task_state(task_id) or "gone"
 
     async def _why_again(self, task_id: str) -> str:
-        """Why a task still ``running`` is taken over, for its history (what happened)."""
+        """Why a task still ``running`` is taken over, for its history (what happened);
+        kept in :attr:`resumed` while the turn runs, for the worker's log line."""
         failed = self._failed.get(task_id)
-        if failed is not None:
-            return f"the turn's step failed on {self.id} ({failed}); DBOS ran it again"
         owner = await self._require_engine().store.task_owner(task_id)
         holder = (owner[1] or "") if owner is not None else ""
-        if holder.endswith(f"@{self.id}"):
-            return f"worker {self.id} restarted; DBOS recovered its unfinished turn"
-        lost = holder.rsplit("@", 1)[1] if "@" in holder else "running it"
-        return f"the worker {lost} was lost; DBOS restarted the turn on {self.id}"
+        if failed is not None:
+            why = f"the turn's step failed on {self.id} ({failed}); DBOS ran it again"
+        elif holder.endswith(f"@{self.id}"):
+            why = f"worker {self.id} restarted; DBOS recovered its unfinished turn"
+        else:
+            lost = holder.rsplit("@", 1)[1] if "@" in holder else "running it"
+            why = f"the worker {lost} was lost; DBOS restarted the turn on {self.id}"
+        if owner is not None and owner[0] == "running":
+            self.resumed[task_id] = why
+        return why
 
     async def run_job(self, job_id: str) -> str:
         """Run one background job (the ``tooldeck_job`` step); its state at the end."""
@@ -305,7 +329,7 @@ class Worker:
         ):
             _log.info("task %s had already ended when its turn was given up", task_id)
         else:
-            _log.error("task %s failed: %s", task_id, reason)
+            _log.error("%s", reason, extra=_extra("failed", task_id, reason=reason))
         return await engine.store.task_state(task_id) or "gone"
 
     async def advance(self, task_id: str) -> None:
@@ -332,7 +356,15 @@ class Worker:
         try:
             # A store call in a turn rides out a connection blip for as long as the lease:
             # only a longer outage fails the turn's step (DBOS runs it again).
-            self._store = PostgresStore(self.dsn, schema=self.schema, retry_for=self.lease)
+            # A connection whose packets go unanswered (a silent network drop) fails
+            # within about a third of the lease (TCP keepalives, tcp_user_timeout).
+            self._store = PostgresStore(
+                self.dsn,
+                schema=self.schema,
+                retry_for=self.lease,
+                network_timeout=self.lease,
+                connect_timeout=min(5.0, max(2.0, self.lease / 3)),
+            )
             await self._store.open()
             self._leases = WorkerLeases(self._store)
             executor = DbosExecutor(self.dsn, dbos_schema=self.dbos_schema)
@@ -344,7 +376,6 @@ class Worker:
                 advance_after_turn=False,  # the advance step does it, durably
                 **self.engine_options,
             )
-            await self._leases.register(self.id, socket.gethostname(), os.getpid())
             if self.job_runtime is not None:
                 self._jobs = JobManager(
                     self._store,
@@ -364,6 +395,7 @@ class Worker:
                     "application_version": APP_VERSION,
                     "executor_id": self.id,
                     "log_level": "WARNING",
+                    "db_engine_kwargs": {"connect_args": self._dbos_connect_args()},
                 }
             )
             DBOS.listen_queues([QUEUE, *([JOB_QUEUE] if self._jobs is not None else [])])
@@ -383,7 +415,18 @@ class Worker:
                     polling_interval_sec=self.poll,
                     on_conflict="always_update",
                 )
-            _log.info("worker %s serving queue %s (%d at once)", self.id, QUEUE, self.concurrency)
+            # Registered (its lease starts) only now that it renews it: DBOS's launch can
+            # take longer than a short lease on a loaded machine, and a worker registered
+            # before it was marked lost by its peers while it was still starting.
+            await self._leases.register(self.id, socket.gethostname(), os.getpid(), self.lease)
+            _log.info(
+                "serving %s (schema %s), %d turn(s) at once, lease %gs",
+                redact_dsn(self.dsn),
+                self.schema,
+                self.concurrency,
+                self.lease,
+                extra=_extra("ready", concurrency=self.concurrency, lease=self.lease),
+            )
             if ready is not None:
                 ready(self)
             lost = await self._serve()
@@ -395,6 +438,13 @@ class Worker:
             raise WorkerLost(self._lost_message())
         return self.stats
 
+    def _dbos_connect_args(self) -> dict[str, Any]:
+        """DBOS's own connections: its default application name, and the store's
+        keepalives and connect timeout (those the DSN does not set itself)."""
+        assert self._store is not None
+        options = {k: v for k, v in self._store.connect_params.items() if k != "autocommit"}
+        return {"application_name": "dbos_transact", **options}
+
     def _lost_message(self) -> str:
         return f"worker {self.id} lost its lease; its turns were taken over"
 
@@ -403,26 +453,41 @@ class Worker:
 
         A renewal that fails (PostgreSQL restarting, a network cut) is retried at every
         heartbeat; once the lease has run out unrenewed, other workers may have taken the
-        turns over, so this worker stops as lost.
+        turns over, so this worker stops as lost. A renewal that hangs (a connection that
+        neither answers nor fails) counts as failed after the lease.
         """
         assert self._leases is not None
         loop = asyncio.get_running_loop()
         renewed = loop.time()
         while not self._stopping.is_set():
             try:
-                alive = await self._leases.heartbeat(self.id)
+                alive = await asyncio.wait_for(self._leases.heartbeat(self.id), self.lease)
             except Exception as exc:
+                why = _one_line(exc) if str(exc) else f"no answer within {self.lease:g}s"
                 if loop.time() - renewed >= self.lease:
                     _log.error(
-                        "worker %s could not renew its lease for %gs: %s", self.id, self.lease, exc
+                        "could not renew the lease for %gs (%s); its turns are taken over",
+                        self.lease,
+                        why,
+                        extra=_extra("lost_lease", error=why),
                     )
                     return True
-                _log.warning("worker %s could not renew its lease (will retry): %s", self.id, exc)
+                _log.warning(
+                    "could not renew the lease: %s",
+                    why,
+                    extra=_extra("db_retrying", source="lease renewal", error=why),
+                )
             else:
                 if not alive:
-                    _log.error("worker %s was marked lost by another worker; stopping", self.id)
+                    _log.error(
+                        "marked lost by another worker (no heartbeat within the lease of %gs); "
+                        "its turns are taken over",
+                        self.lease,
+                        extra=_extra("lost_lease", error="marked lost"),
+                    )
                     return True
                 renewed = loop.time()
+                _log.debug("lease renewed", extra=_extra("db_ok"))
                 await self._take_over_lost()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.heartbeat)
@@ -433,7 +498,12 @@ class Worker:
         try:
             self._to_recover.update(await self._leases.take_over_lost(self.id, self.lease))
         except Exception as exc:
-            _log.warning("worker %s could not look for lost workers: %s", self.id, exc)
+            why = _one_line(exc)
+            _log.warning(
+                "could not look for lost workers: %s",
+                why,
+                extra=_extra("db_retrying", source="looking for lost workers", error=why),
+            )
         for lost in sorted(self._to_recover):
             # Marked lost by this worker only: hand its unfinished DBOS workflows back to
             # the queue (the function DBOS's own launch-time recovery uses). Kept until it
@@ -441,21 +511,34 @@ class Worker:
             try:
                 handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [lost])
             except Exception as exc:
-                _log.warning("worker %s could not recover %s yet: %s", self.id, lost, exc)
+                why = _one_line(exc)
+                _log.warning(
+                    "could not re-queue the turns of lost worker %s yet: %s",
+                    lost,
+                    why,
+                    extra=_extra("db_retrying", source=f"taking over {lost}", error=why),
+                )
                 continue
             self._to_recover.discard(lost)
             self.stats.taken_over.append(lost)
             _log.warning(
-                "worker %s took over lost worker %s (%d turn(s) re-queued)",
-                self.id,
+                "lost worker %s (no heartbeat for %gs): %d turn(s) re-queued",
                 lost,
+                self.lease,
                 len(handles),
+                extra=_extra("took_over", lost=lost, turns=len(handles)),
             )
 
     async def _shut_down(self, lost: bool) -> None:
         global _current
         if self._flights and not lost:
-            _log.info("worker %s stopping; waiting for %s", self.id, ", ".join(self._flights))
+            _log.info(
+                "waiting up to %gs for %d running turn(s): %s",
+                self.grace,
+                len(self._flights),
+                ", ".join(sorted(self._flights)),
+                extra=_extra("stopping", running=sorted(self._flights), grace=self.grace),
+            )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), self.grace)
         busy = len(self._flights) + self._parked
@@ -465,14 +548,15 @@ class Worker:
         with contextlib.suppress(Exception):
             if self._leases is not None and not lost and not busy:
                 await self._leases.stop(self.id, "stopped")
+                _log.debug("lease released", extra=_extra("db_ok"))  # it answered
         if busy:
             _log.warning(
-                "worker %s stops with %d turn(s) unfinished (%s, %d not started): they "
-                "resume when its lease expires or it restarts with the same id",
-                self.id,
+                "%d turn(s) left unfinished (%s; %d not started): they resume when this "
+                "worker's lease expires or it restarts with the same id",
                 busy,
-                ", ".join(self._flights) or "none running",
+                ", ".join(sorted(self._flights)) or "none running",
                 self._parked,
+                extra=_extra("unfinished", running=sorted(self._flights), parked=self._parked),
             )
         try:
             if self._jobs is not None:

@@ -167,16 +167,24 @@ def _v3(json: str, ts: str) -> list[str]:
     ]
 
 
+def _v4(real: str) -> list[str]:
+    """Each worker's lease, so that a client can tell a live worker from a dead one
+    still marked ``alive`` (NULL for workers of releases before it: 15 s is assumed)."""
+    return [f"ALTER TABLE workers ADD COLUMN lease {real}"]
+
+
 MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
     "sqlite": [
         (1, _v1("TEXT", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT")),
         (2, _v2("TEXT")),
         (3, _v3("TEXT", "TEXT")),
+        (4, _v4("REAL")),
     ],
     "postgres": [
         (1, _v1("JSONB", "TIMESTAMPTZ", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
         (2, _v2("TIMESTAMPTZ")),
         (3, _v3("JSONB", "TIMESTAMPTZ")),
+        (4, _v4("DOUBLE PRECISION")),
     ],
 }
 

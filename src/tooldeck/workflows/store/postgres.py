@@ -11,6 +11,11 @@ out: a connection that failed is closed, and with it every idle one opened befor
 failure (they went through the same cut and are checked by nobody), and an operation
 passed as a factory is run again on a fresh connection, with backoff, for up to
 ``retry_for`` seconds; then :class:`StoreUnavailable` is raised.
+
+A network that drops packets without a reset (a cable pulled, a firewall or NAT entry
+gone) would leave a query waiting for ever: every connection is opened with TCP
+keepalives and ``tcp_user_timeout`` (:func:`keepalive_params`, from ``network_timeout``),
+so such a connection fails within about that many seconds and the retry above takes over.
 """
 
 from __future__ import annotations
@@ -41,11 +46,12 @@ from .base import (
 )
 from .migrations import op_migrate, op_version
 
-__all__ = ["DEFAULT_SCHEMA", "PostgresStore", "redact_dsn"]
+__all__ = ["DEFAULT_SCHEMA", "PostgresStore", "keepalive_params", "redact_dsn"]
 
 T = TypeVar("T")
 DEFAULT_SCHEMA = "tooldeck"
 DEFAULT_RETRY_SECONDS = 5.0
+DEFAULT_NETWORK_TIMEOUT = 15.0
 _log = logging.getLogger("tooldeck.workflows.store")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -54,6 +60,33 @@ def redact_dsn(dsn: str) -> str:
     """``dsn`` without its password, for messages."""
     dsn = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", dsn)
     return re.sub(r"(password\s*=\s*)\S+", r"\1***", dsn)
+
+
+def keepalive_params(timeout: float, dsn: str = "") -> dict[str, int]:
+    """libpq parameters that fail a connection whose packets go unanswered for about
+    ``timeout`` seconds, leaving out any that ``dsn`` sets itself (``{}`` for 0).
+
+    Data sent and not acknowledged for a third of ``timeout`` (``tcp_user_timeout``)
+    fails the connection; an idle one is probed after a third of it and dropped when the
+    probes go unanswered for another third (keepalives). Without them, a silently dropped
+    network leaves a query waiting until the kernel gives up (about 15 minutes on Linux).
+    """
+    if timeout <= 0:
+        return {}
+    third = max(1, int(timeout / 3))
+    params = {
+        "keepalives": 1,
+        "keepalives_idle": third,
+        "keepalives_interval": max(1, int(timeout / 9)),
+        "keepalives_count": 3,
+        "tcp_user_timeout": third * 1000,
+    }
+    if not dsn:
+        return params
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(dsn)
+    return {k: v for k, v in params.items() if k not in given}
 
 
 def _param(value: Any) -> Any:
@@ -69,6 +102,8 @@ class PostgresStore(WorkflowStore):
     opened (lazily). ``connect_timeout`` bounds each connection attempt, in seconds.
     ``retry_for``: how long an operation is retried across dropped connections before
     :class:`StoreUnavailable` (0: fail at the first one; a worker uses its lease).
+    ``network_timeout``: about how long a connection whose packets go unanswered lives
+    (:func:`keepalive_params`; 0 leaves the system's TCP settings; a worker uses its lease).
     """
 
     kind = "postgres"
@@ -81,6 +116,7 @@ class PostgresStore(WorkflowStore):
         pool_size: int = 8,
         connect_timeout: float = 5.0,
         retry_for: float = DEFAULT_RETRY_SECONDS,
+        network_timeout: float = DEFAULT_NETWORK_TIMEOUT,
     ):
         if not _SCHEMA_NAME.fullmatch(schema):
             raise StoreError(
@@ -94,6 +130,11 @@ class PostgresStore(WorkflowStore):
         self.pool_size = pool_size
         self.connect_timeout = connect_timeout
         self.retry_for = max(0.0, retry_for)
+        self.connect_params: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(1, int(connect_timeout)),
+            **keepalive_params(network_timeout, dsn),
+        }
         self.blips = 0  # operations that failed on a dropped connection and were retried
         self._idle: asyncio.Queue[psycopg.AsyncConnection[Any]] | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -106,9 +147,7 @@ class PostgresStore(WorkflowStore):
 
     async def _new_connection(self) -> psycopg.AsyncConnection[Any]:
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
-            )
+            conn = await psycopg.AsyncConnection.connect(self.dsn, **self.connect_params)
         except psycopg.Error as exc:
             raise StoreUnavailable(
                 f"cannot connect to PostgreSQL at {redact_dsn(self.dsn)}: {exc}"
@@ -163,9 +202,7 @@ class PostgresStore(WorkflowStore):
         self._idle = asyncio.Queue()
         self._slots = asyncio.Semaphore(self.pool_size)
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                self.dsn, autocommit=True, connect_timeout=max(1, int(self.connect_timeout))
-            )
+            conn = await psycopg.AsyncConnection.connect(self.dsn, **self.connect_params)
         except psycopg.Error as exc:
             self._idle = self._slots = None
             raise StoreError(
@@ -214,7 +251,7 @@ class PostgresStore(WorkflowStore):
         while True:
             tries += 1
             try:
-                return await self._once(op())
+                value = await self._once(op())
             except (psycopg.OperationalError, StoreUnavailable) as exc:
                 # The transaction did not commit (or its answer was lost: every factory
                 # passed here recognises its own earlier write), so it is run again.
@@ -226,9 +263,26 @@ class PostgresStore(WorkflowStore):
                         f"{self.retry_for:g}s ({tries} tries): {_first_line(exc)}"
                     ) from exc
                 self.blips += tries == 1
-                _log.debug("store operation failed (try %d), retrying: %s", tries, exc)
+                _log.debug(
+                    "store call failed (try %d), retrying for up to %.1fs: %s",
+                    tries,
+                    left,
+                    _first_line(exc),
+                    extra={
+                        "event": "db_retrying",
+                        "fields": {"source": "store call", "error": _first_line(exc)},
+                    },
+                )
                 await asyncio.sleep(min(pause, left))
                 pause = min(pause * 2, 1.0)
+            else:
+                if tries > 1:
+                    _log.debug(
+                        "store call succeeded after %d tries",
+                        tries,
+                        extra={"event": "db_ok", "fields": {"tries": tries}},
+                    )
+                return value
 
     async def _once(self, op: Op[T]) -> T:
         async with self._connection() as conn:

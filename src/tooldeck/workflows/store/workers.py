@@ -16,9 +16,10 @@ from typing import Literal
 
 from .base import Op, Q, WorkflowStore, _dt, now
 
-__all__ = ["WorkerLeases", "WorkerRecord"]
+__all__ = ["DEFAULT_LEASE", "WorkerLeases", "WorkerRecord"]
 
 WorkerState = Literal["alive", "stopped", "lost"]
+DEFAULT_LEASE = 15.0  # ``tooldeck worker --lease``'s default
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +32,20 @@ class WorkerRecord:
     heartbeat_at: datetime
     ended_at: datetime | None
     note: str | None
+    lease: float | None = None  # seconds; None for a worker of an older release
+
+    def heartbeat_age(self, at: datetime | None = None) -> float:
+        """Seconds since this worker's last heartbeat (its clock against ``at``'s)."""
+        return max(0.0, ((at or now()) - self.heartbeat_at).total_seconds())
+
+    def fresh(self, at: datetime | None = None) -> bool:
+        """``alive`` and renewed within its lease: a worker killed without a word stays
+        marked ``alive`` until another worker notices, but its heartbeat grows old."""
+        lease = self.lease or DEFAULT_LEASE
+        return self.state == "alive" and self.heartbeat_age(at) <= lease
 
 
-_COLUMNS = "id, host, pid, state, started_at, heartbeat_at, ended_at, note"
+_COLUMNS = "id, host, pid, state, started_at, heartbeat_at, ended_at, note, lease"
 
 
 def _worker(row: tuple[object, ...]) -> WorkerRecord:
@@ -46,17 +58,19 @@ def _worker(row: tuple[object, ...]) -> WorkerRecord:
         heartbeat_at=_dt(row[5]) or now(),
         ended_at=_dt(row[6]),
         note=str(row[7]) if row[7] is not None else None,
+        lease=float(str(row[8])) if row[8] is not None else None,
     )
 
 
-def op_register(worker_id: str, host: str, pid: int) -> Op[None]:
+def op_register(worker_id: str, host: str, pid: int, lease: float | None) -> Op[None]:
     at = now()
     yield Q(
-        "INSERT INTO workers (id, host, pid, state, started_at, heartbeat_at) "
-        "VALUES (?, ?, ?, 'alive', ?, ?) ON CONFLICT (id) DO UPDATE SET host = excluded.host, "
-        "pid = excluded.pid, state = 'alive', started_at = excluded.started_at, "
-        "heartbeat_at = excluded.heartbeat_at, ended_at = NULL, note = NULL",
-        (worker_id, host, pid, at, at),
+        "INSERT INTO workers (id, host, pid, state, started_at, heartbeat_at, lease) "
+        "VALUES (?, ?, ?, 'alive', ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+        "host = excluded.host, pid = excluded.pid, state = 'alive', "
+        "started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, "
+        "ended_at = NULL, note = NULL, lease = excluded.lease",
+        (worker_id, host, pid, at, at, lease),
     )
 
 
@@ -100,8 +114,10 @@ class WorkerLeases:
     def __init__(self, store: WorkflowStore):
         self.store = store
 
-    async def register(self, worker_id: str, host: str, pid: int) -> None:
-        await self.store._run(op_register(worker_id, host, pid))
+    async def register(
+        self, worker_id: str, host: str, pid: int, lease: float | None = None
+    ) -> None:
+        await self.store._run(op_register(worker_id, host, pid, lease))
 
     async def heartbeat(self, worker_id: str) -> bool:
         return await self.store._run(op_heartbeat(worker_id))
