@@ -23,6 +23,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -398,6 +399,52 @@ def test_repeated_kills_and_rejections_submit_every_task_once(
         if line["event"] == "submitted"
     ]
     assert len(set(submitted)) == len(submitted) >= items + 1 - 3, sorted(submitted)
+
+
+def test_the_client_shows_each_rejection_and_each_takeover(workers: Workers) -> None:
+    """``workflows run --workers``, its output a file (no live display): one line for the
+    rejection with its reason and one for the takeover with the history's reason, before
+    the task's submitted line."""
+    workers.start("first", lease=3, items=1, script=REJECT_SCRIPT)
+    out = workers.log_dir / "client.out"
+    command = [
+        sys.executable,
+        "-c",
+        "from tooldeck.cli import main; main()",
+        "workflows",
+        "run",
+        str(REJECT_SCRIPT),
+        "--dsn",
+        PG_DSN,
+        "--pg-schema",
+        workers.schema,
+        "--workers",
+        "--dbos-schema",
+        workers.dbos_schema,
+        "--timeout",
+        "120",
+    ]
+    env = {**os.environ, "COLUMNS": "200", "TOOLDECK_WORKFLOWS_DSN": ""}
+    with out.open("wb") as sink:
+        client = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for(lambda: query(workers, "SELECT count(*) FROM rejections") == [(1,)], "rejected")
+        workers.kill("first")  # its turn hangs after the rejection
+        workers.start("second", lease=3, items=1, script=REJECT_SCRIPT)
+        assert client.wait(120) == 0, out.read_text()
+    finally:
+        if client.poll() is None:
+            client.kill()
+    lines = out.read_text().splitlines()
+    rejected = [x for x in lines if x.startswith("! pick: submission 1 of 3 rejected: ")]
+    assert len(rejected) == 1 and "less than the minimum of 10" in rejected[0], lines
+    took_over = (
+        "! pick: turn restarted: the worker first was lost; DBOS restarted the turn on second"
+    )
+    restarted = [x for x in lines if x.startswith(took_over)]
+    assert len(restarted) == 1, lines
+    submitted = next(i for i, x in enumerate(lines) if x.startswith("✓ pick: submitted"))
+    assert lines.index(rejected[0]) < lines.index(restarted[0]) < submitted, lines
 
 
 # -- every event, both formats, without a database ---------------------------------------------

@@ -133,3 +133,45 @@ def test_the_demo_workflow_runs_offline(tmp_path: Path) -> None:
     assert "rejected plan submission 1 (arguments)" in out
     assert "$.days[0].day: 0 is less than the minimum of 1" in out
     assert (tmp_path / ".tooldeck" / "workflows.sqlite3").exists()
+
+
+def test_the_progress_view_counts_notes_and_shows_the_last_in_its_row() -> None:
+    """A run followed on workers: each note counted in the heading, a task's last note in
+    its row (live), or a line of its own (not a terminal)."""
+    from rich.console import Console
+
+    from tooldeck.events import EventBus
+    from tooldeck.workflows.events import TaskNote, TaskStateChanged
+    from tooldeck.workflows.render import WorkflowProgress
+
+    notes = [
+        TaskNote("wf-1", "a", "rejected", "submission 1 of 3 rejected: $.n: too small"),
+        TaskNote("wf-1", "a", "restarted", "turn restarted: the worker w1 was lost"),
+        TaskNote("wf-1", "b", "rejected", "submission 1 of 2 rejected: $.x: missing"),
+    ]
+
+    async def show(console: Console) -> WorkflowProgress:
+        bus = EventBus()
+        progress = WorkflowProgress(console).attach(bus)
+        with progress:
+            for name in ("a", "b"):
+                await bus.emit(TaskStateChanged("wf-1", name, "running", 0, 3))
+            for note in notes:
+                await bus.emit(note)
+        return progress
+
+    live = Console(file=io.StringIO(), force_terminal=True, width=120)
+    progress = asyncio.run(show(live))
+    frame = Console(file=io.StringIO(), width=120)
+    with frame.capture() as capture:
+        frame.print(progress.render())
+    drawn = capture.get()
+    assert "(2 rejected, 1 restarted)" in drawn.splitlines()[0]
+    assert "turn restarted: the worker w1 was lost" in drawn
+    assert "submission 1 of 2 rejected: $.x: missing" in drawn
+    assert "too small" not in drawn  # a's row shows its last note only
+
+    plain = Console(file=io.StringIO(), width=200)
+    asyncio.run(show(plain))
+    printed = plain.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert [x for x in printed if x.startswith("! ")] == [f"! {n.task}: {n.text}" for n in notes]

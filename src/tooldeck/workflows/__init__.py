@@ -17,7 +17,7 @@ from .engine import (
     WorkflowError,
     WorkflowInputError,
 )
-from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
+from .events import TaskActivity, TaskNote, TaskStateChanged, WorkflowStateChanged
 from .executor import AsyncioExecutor, TaskExecutor
 from .queued import QueueStall, QueueWatch
 from .script import WorkflowScript, load_script
@@ -62,6 +62,7 @@ __all__ = [
     "TaskExecutor",
     "TaskRecord",
     "TaskRun",
+    "TaskNote",
     "TaskStateChanged",
     "Workflow",
     "WorkflowDefinitionError",

@@ -349,29 +349,20 @@ class WorkflowEngine:
                 await asyncio.wait_for(event.wait(), self.poll_interval)
 
     async def follow(self, workflow_id: str) -> None:
-        """Emit the state changes of a run whose turns run elsewhere (workers), until it ends.
+        """Emit the changes of a run whose turns run elsewhere (workers), until it ends.
 
-        Reads the store every ``poll_interval`` seconds and emits a ``TaskStateChanged``
-        for each task whose state or attempts changed, and ``WorkflowStateChanged`` at the
-        end, so a progress view works for runs on ``tooldeck worker`` processes too.
+        Reads the store every ``poll_interval`` seconds: a ``TaskStateChanged`` for each
+        task whose state or attempts changed, a ``TaskNote`` for each rejection and each
+        restarted turn (a takeover, a recovery, a step run again), and
+        ``WorkflowStateChanged`` at the end (:func:`~tooldeck.workflows.follow.follow_run`),
+        so a progress view works for runs on ``tooldeck worker`` processes too.
         """
-        seen: dict[str, tuple[str, int]] = {}
-        while True:
-            wf = await self.store.get_workflow(workflow_id)
-            if wf is None:
-                raise WorkflowError(f"no workflow run {workflow_id!r}")
-            for t in wf.tasks:
-                if seen.get(t.name, ("pending", 0)) != (t.state, t.attempts):
-                    seen[t.name] = (t.state, t.attempts)
-                    await self._emit(
-                        TaskStateChanged(
-                            workflow_id, t.name, t.state, t.attempts, t.max_attempts, t.error
-                        )
-                    )
-            if wf.terminal:
-                await self._emit(WorkflowStateChanged(workflow_id, wf.name, wf.state, wf.error))
-                return
-            await asyncio.sleep(self.poll_interval)
+        from .follow import follow_run
+
+        try:
+            await follow_run(self.store, self._emit, workflow_id, self.poll_interval)
+        except LookupError as exc:
+            raise WorkflowError(str(exc)) from exc
 
     async def cancel(self, workflow_id: str, reason: str = "cancelled") -> CancelOutcome:
         """Cancel the run: running task turns are aborted, pending tasks never run."""

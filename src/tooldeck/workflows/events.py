@@ -2,7 +2,8 @@
 
 Each event's ``session_id`` is the workflow run's id. Task events name the task; a
 running task's tool activity is forwarded as :class:`TaskActivity` (its label), which
-is what live progress displays show.
+is what live progress displays show; a run followed on workers also gets a
+:class:`TaskNote` for each rejection and each restarted turn.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import ClassVar
 
 from ..events import Event
 
-__all__ = ["TaskActivity", "TaskStateChanged", "WorkflowStateChanged"]
+__all__ = ["TaskActivity", "TaskNote", "TaskStateChanged", "WorkflowStateChanged"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,21 @@ class TaskStateChanged(Event):
     attempts: int = 0
     max_attempts: int = 0
     reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskNote(Event):
+    """Something a task went through that its state does not show, said once.
+
+    ``kind``: ``rejected`` (a submission was rejected; ``text`` has the reasons) or
+    ``restarted`` (its turn started again: a takeover after a lost worker, a recovery by
+    a restarted worker, or a step run again; ``text`` has the history's reason).
+    """
+
+    type: ClassVar[str] = "task_note"
+    task: str
+    kind: str
+    text: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from ..events import Event
 from ..live import LiveView
-from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
+from .events import TaskActivity, TaskNote, TaskStateChanged, WorkflowStateChanged
 from .store import WorkflowRecord
 
 __all__ = ["STATE_STYLES", "WorkflowProgress", "runs_table", "workflow_table"]
@@ -89,6 +89,7 @@ class _Row:
     started: float | None = None
     seconds: float = 0.0
     reason: str | None = None
+    note: str = ""  # the last TaskNote: a rejection or a restarted turn
 
 
 @dataclass
@@ -97,10 +98,14 @@ class WorkflowProgress(LiveView):
 
     ``with WorkflowProgress(console).attach(engine.events): await engine.run(...)``.
     When the console is not a terminal, each task state change is printed as a line.
+    A run followed on workers also shows its notes (:class:`TaskNote`): each rejection
+    and each restarted turn (a takeover), counted in the heading, the last one in its
+    task's row, or as a line of its own when not a terminal.
     """
 
     rows: dict[tuple[str, str], _Row] = field(default_factory=dict)
     runs: dict[str, str] = field(default_factory=dict)  # id -> "name: state"
+    notes: dict[str, int] = field(default_factory=dict)  # kind -> how many
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, WorkflowStateChanged):
@@ -122,6 +127,14 @@ class WorkflowProgress(LiveView):
                 row.seconds = time.monotonic() - row.started
             if changed and self._live is None and event.state != "pending":
                 self.console.print(self._line(event.task, row))
+        elif isinstance(event, TaskNote):
+            row = self.rows.setdefault((event.session_id, event.task), _Row())
+            row.note = event.text
+            self.notes[event.kind] = self.notes.get(event.kind, 0) + 1
+            if self._live is None:
+                line = Text(f"! {event.task}: ", style="yellow")
+                line.append(event.text, style="")
+                self.console.print(line, soft_wrap=True)
         elif isinstance(event, TaskActivity):
             row = self.rows.setdefault((event.session_id, event.task), _Row())
             row.activity = event.label
@@ -149,8 +162,11 @@ class WorkflowProgress(LiveView):
                 Text(task, style="bold"),
                 _state(row.state),
                 Text(f"{row.attempts}/{row.max_attempts}", style="dim"),
-                Text(row.activity, style="dim"),
+                Text(row.activity or row.note, style="dim" if row.activity else "yellow"),
                 Text(seconds, style="dim"),
             )
         head = Text("; ".join(f"{k} {v}" for k, v in self.runs.items()) or "workflow")
+        if self.notes:
+            counted = ", ".join(f"{n} {kind}" for kind, n in sorted(self.notes.items()))
+            head.append(f" ({counted})", style="yellow")
         return Group(head, table)
