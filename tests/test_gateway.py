@@ -179,7 +179,7 @@ def test_a_hostile_server_cannot_flood_the_client_or_lower_a_tier(tmp_path: Path
     config = write_config(tmp_path, {"evil": stdio("hostile.py")})
 
     async def main() -> None:
-        async with gateway(config, tmp_path / "s", "--core", "*") as c:
+        async with gateway(config, tmp_path / "s", "--core", "*", "--approvals", "elicit") as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
             flood = tools["evil__flood_description"]
             assert len(flood.description or "") < 4_100 and "not shown" in (flood.description or "")

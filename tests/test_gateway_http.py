@@ -47,9 +47,12 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     port = _free_port()
     args = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(tmp_path / "s")]
     args += ["--lexical", "--http", str(port)]
-    if getattr(request, "param", None) == "token":
+    param = getattr(request, "param", None)
+    if param == "token":
         (tmp_path / "token").write_text(TOKEN + "\n")
         args += ["--token-file", str(tmp_path / "token")]
+    elif param is not None:
+        args += ["--approvals", param]
     proc = subprocess.Popen([PY, *args])
     try:
         deadline = time.monotonic() + 60
@@ -89,6 +92,7 @@ async def _approve(context: Any, params: types.ElicitRequestParams) -> types.Eli
     return types.ElicitResult(action="accept", content={"approve": True})
 
 
+@pytest.mark.parametrize("served", ["elicit"], indirect=True)
 def test_two_http_clients_have_their_own_sessions(served: str) -> None:
     notes = Notes()
     huge = "private to A " * 20_000

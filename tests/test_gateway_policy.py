@@ -114,7 +114,8 @@ def test_without_elicitation_an_ask_is_denied_and_says_how_to_allow_it(tmp_path:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
 
     async def main() -> None:
-        async with gateway(config, tmp_path / "s", "--core", "*") as c:  # no callback
+        elicit_only = ("--core", "*", "--approvals", "elicit")
+        async with gateway(config, tmp_path / "s", *elicit_only) as c:  # no callback
             denied = await c.call_tool("alpha__echo", {"text": "x"})
             assert denied.is_error
             assert "elicitation" in text_of(denied) and "--policy" in text_of(denied)
@@ -140,10 +141,11 @@ def test_dangerous_asks_even_when_a_rule_allows_and_annotations_never_lower_it(
             assert declined.is_error
             wiped = await c.call_tool("alpha__wipe", {})
             assert result_of(wiped) == "wiped"
-        async with gateway(config, tmp_path / "s2", "--core", "*", "--policy", str(policy)) as c:
+        elicit_only = ("--core", "*", "--approvals", "elicit")
+        async with gateway(config, tmp_path / "s2", *elicit_only, "--policy", str(policy)) as c:
             no_human = await c.call_tool("alpha__wipe", {})
             assert no_human.is_error and "elicitation" in text_of(no_human)
-        async with gateway(config, tmp_path / "s3", "--core", "*", "--policy", str(strict)) as c:
+        async with gateway(config, tmp_path / "s3", *elicit_only, "--policy", str(strict)) as c:
             # readOnlyHint: true from the server does not make it STANDARD: still asks
             hinted = await c.call_tool("alpha__read_note", {})
             assert hinted.is_error and "elicitation" in text_of(hinted)
@@ -171,7 +173,7 @@ def test_approve_always_holds_for_the_session_but_never_for_dangerous(tmp_path: 
             for _ in range(2):
                 assert result_of(await c.call_tool("alpha__wipe", {})) == "wiped"
             assert len(answers.asked) == 3  # DANGEROUS: asked every time
-        async with gateway(config, tmp_path / "s2", *args) as c:  # another session
+        async with gateway(config, tmp_path / "s2", *args, "--approvals", "elicit") as c:
             fresh = await c.call_tool("alpha__echo", {"text": "x"})
             assert fresh.is_error
 

@@ -7,14 +7,23 @@ command, so ``tooldeck --help`` stays cheap.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+from .report import user_error
+
+if TYPE_CHECKING:
+    from ..gateway.native import NativeTools
+
 __all__ = ["serve_command"]
+
+# ``tooldeck.gateway.approval.MODES``, here so that typer builds ``--approvals`` without
+# importing the gateway (tests/test_gateway_out_of_band.py checks they agree)
+Approvals = Literal["auto", "elicit", "out-of-band", "deny"]
 
 
 def serve_command(
@@ -73,6 +82,42 @@ def serve_command(
             "(or $TOOLDECK_GATEWAY_TOKEN).",
         ),
     ] = None,
+    approvals: Annotated[
+        Approvals,
+        typer.Option(
+            "--approvals",
+            help="How a call the policy asks about reaches a human: auto (elicitation if the "
+            "client supports it, else tooldeck approve), elicit, out-of-band, deny.",
+        ),
+    ] = "auto",
+    approval_timeout: Annotated[
+        float,
+        typer.Option(
+            "--approval-timeout",
+            help="Seconds a call waits for tooldeck approve before it is denied.",
+        ),
+    ] = 120.0,
+    definitions: Annotated[
+        str | None,
+        typer.Option(
+            "--definitions",
+            metavar="FILE",
+            help="Also serve tooldeck's own tools: a definitions file, or 'builtin'.",
+        ),
+    ] = None,
+    category: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--category", "-c", help="With --definitions: a handler module to bind (repeat)."
+        ),
+    ] = None,
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home",
+            help="The folder tooldeck's file tools work in (without one they refuse).",
+        ),
+    ] = None,
     check_only: Annotated[
         bool,
         typer.Option(
@@ -100,7 +145,16 @@ def serve_command(
     if offload_tokens < 0 or guard_tokens < 200:
         typer.echo("tooldeck serve: --offload-tokens >= 0 and --guard-tokens >= 200", err=True)
         raise typer.Exit(2)
-    home = state.expanduser()
+    if not 0 < approval_timeout <= 86_400:
+        raise user_error(
+            f"--approval-timeout {approval_timeout:g} is out of range; give seconds "
+            "between 1 and 86400"
+        )
+    tools_home = _home(home)
+    native = _native(definitions, category, tools_home) if definitions else None
+    if category and not definitions:
+        raise user_error("--category binds handlers of --definitions; give --definitions FILE")
+    state_dir = state.expanduser()
     token = _token(token_file) if http is not None else None
     if http is not None and token is None and host not in ("127.0.0.1", "::1", "localhost"):
         typer.echo(
@@ -117,17 +171,29 @@ def serve_command(
             typer.echo(f"tooldeck serve: {str(exc).splitlines()[0]}", err=True)
             raise typer.Exit(2) from exc
         async with source:
-            catalog = Catalog(source, core=core or (), semantic=False if lexical else "auto")
-            gateway = Gateway(
-                catalog,
-                rules,
-                state=home,
-                offload_tokens=offload_tokens,
-                guard_tokens=guard_tokens,
+            catalog = Catalog(
+                source,
+                core=core or (),
+                semantic=False if lexical else "auto",
+                native=native.tools if native else (),
             )
+            try:
+                gateway = Gateway(
+                    catalog,
+                    rules,
+                    state=state_dir,
+                    offload_tokens=offload_tokens,
+                    guard_tokens=guard_tokens,
+                    approvals=approvals,
+                    approval_timeout=approval_timeout,
+                    home=tools_home,
+                )
+            except ValueError as exc:
+                raise user_error(f"--approvals {approvals}: {exc}") from exc
             if check_only:
-                _print_check(check(gateway), json_output)
+                _print_check(check(gateway), json_output, native.left_out if native else ())
                 return
+            _export_telemetry()
             if http is not None:
                 await gateway.serve_http(host, http, token=token)
             else:
@@ -138,6 +204,49 @@ def serve_command(
             anyio.run(run)
     else:
         anyio.run(run)
+
+
+def _home(home: Path | None) -> Path | None:
+    if home is None:
+        return None
+    path = home.expanduser()
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise user_error(f"--home {home} {what}; give the folder the file tools may work in")
+    return path.resolve()
+
+
+def _native(definitions: str, categories: list[str] | None, home: Path | None) -> NativeTools:
+    """tooldeck's own tools to serve (``gateway.native``); a bad file is one line."""
+    from ..builtin import DEFINITIONS_PATH
+    from ..gateway.native import BUILTIN, load_native
+    from ..registry import RegistryError
+    from .tools import definitions_document
+
+    path = DEFINITIONS_PATH if definitions == BUILTIN else Path(definitions).expanduser()
+    document, _ = definitions_document(path)
+    try:
+        return load_native(document, categories or [], source=str(path), home=home)
+    except RegistryError as exc:
+        first = " ".join(exc.problems[0].split())[:200]
+        raise user_error(
+            f"{exc.source}: {len(exc.problems)} problem(s) in the definitions, the first: "
+            f"{first}; see them all with tooldeck tools check {exc.source}"
+            + "".join(f" -c {c}" for c in categories or [])
+        ) from exc
+
+
+def _export_telemetry() -> None:
+    """Spans and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where."""
+    import logging
+
+    from ..telemetry import OtelUnavailable, setup_from_env
+
+    try:
+        if setup_from_env("tooldeck-gateway"):
+            logging.getLogger("tooldeck.gateway").info("exporting traces and metrics over OTLP")
+    except OtelUnavailable as exc:
+        logging.getLogger("tooldeck.gateway").warning("no telemetry export: %s", exc)
 
 
 def _token(path: Path | None) -> str | None:
@@ -159,12 +268,12 @@ def _token(path: Path | None) -> str | None:
         raise typer.Exit(2) from exc
 
 
-def _print_check(report: object, json_output: bool) -> None:
+def _print_check(report: object, json_output: bool, left_out: Sequence[str]) -> None:
     from ..gateway.check import CheckReport
 
     assert isinstance(report, CheckReport)
     if json_output:
-        typer.echo(json.dumps(report.as_dict(), indent=2))
+        typer.echo(json.dumps({**report.as_dict(), "left_out": list(left_out)}, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -194,6 +303,8 @@ def _print_check(report: object, json_output: bool) -> None:
         console.print(line, markup=False, highlight=False)
         for note in (*s["collisions"], *s["skipped"]):
             console.print(f"    {note}", markup=False, highlight=False)
+    for note in left_out:
+        console.print(f"  {note}", markup=False, highlight=False)
 
 
 @contextmanager
