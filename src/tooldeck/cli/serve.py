@@ -155,6 +155,8 @@ def serve_command(
     if category and not definitions:
         raise user_error("--category binds handlers of --definitions; give --definitions FILE")
     state_dir = state.expanduser()
+    if approvals == "out-of-band" and not check_only:
+        _private_approvals(state_dir)
     token = _token(token_file) if http is not None else None
     if http is not None and token is None and host not in ("127.0.0.1", "::1", "localhost"):
         typer.echo(
@@ -184,7 +186,7 @@ def serve_command(
                     state=state_dir,
                     offload_tokens=offload_tokens,
                     guard_tokens=guard_tokens,
-                    approvals=approvals,
+                    approvals="deny" if check_only else approvals,  # --check makes no files
                     approval_timeout=approval_timeout,
                     home=tools_home,
                 )
@@ -234,6 +236,17 @@ def _native(definitions: str, categories: list[str] | None, home: Path | None) -
             f"{first}; see them all with tooldeck tools check {exc.source}"
             + "".join(f" -c {c}" for c in categories or [])
         ) from exc
+
+
+def _private_approvals(state: Path) -> None:
+    """Out-of-band approvals need a folder only this user can write: said before any
+    server starts."""
+    from ..gateway.out_of_band import ApprovalsFolderError, approvals_folder
+
+    try:
+        approvals_folder(state)
+    except ApprovalsFolderError as exc:
+        raise user_error(f"--approvals out-of-band: {exc}") from exc
 
 
 def _export_telemetry() -> None:

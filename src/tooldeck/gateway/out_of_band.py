@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "WHO",
     "ApprovalDesk",
+    "ApprovalsFolderError",
     "approvals_folder",
 ]
 
@@ -179,18 +180,21 @@ class ApprovalDesk:
         answers file could not be used (both files removed)."""
         pending = self.files.path(key)
         answers = pending.with_name(f"{key}.answers.json")
+        taken: dict[str, ApprovalAnswer] | str | None = None
         with locked(pending):
             if answers.exists():
                 try:
-                    taken: dict[str, ApprovalAnswer] | str = _read_answers(answers, key)
+                    taken = _read_answers(answers, key)
                 except (OSError, ValueError, UnicodeDecodeError) as exc:
                     taken = f"the answers file {answers} could not be used ({exc})"
-                pending.unlink(missing_ok=True)
-                answers.unlink(missing_ok=True)
-                return taken
-            if give_up:
-                pending.unlink(missing_ok=True)
-        return None
+            elif not give_up:
+                return None
+            pending.unlink(missing_ok=True)
+            answers.unlink(missing_ok=True)
+            # nobody needs the lock of this key again (a late approver finds no pending
+            # file under whichever lock it gets), so it goes too
+            Path(f"{pending}.lock").unlink(missing_ok=True)
+        return taken
 
     async def _wait(
         self,
