@@ -109,6 +109,38 @@ def free_port() -> int:
         return port
 
 
+def _listening(proc: subprocess.Popen[Any], port: int, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        assert proc.poll() is None, f"{what} exited"
+        assert time.monotonic() < deadline, f"{what} did not listen"
+        time.sleep(0.2)
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def http_server(script: str) -> Iterator[str]:
+    """A test MCP server of tests/mcp_servers/ over streamable HTTP; its URL."""
+    port = free_port()
+    proc = subprocess.Popen([PY, str(SERVERS / script), "http", str(port)])
+    try:
+        _listening(proc, port, script)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        _stop(proc)
+
+
 @contextmanager
 def served_gateway(
     config: Path, state: Path, *args: str, env: dict[str, str] | None = None
@@ -119,22 +151,10 @@ def served_gateway(
     environment = {**os.environ, **env} if env else None
     proc = subprocess.Popen([PY, *serve, "--lexical", "--http", str(port), *args], env=environment)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None, "the gateway exited"
-            assert time.monotonic() < deadline, "the gateway did not listen"
-            time.sleep(0.2)
+        _listening(proc, port, "the gateway")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 @asynccontextmanager

@@ -195,11 +195,15 @@ def serve_command(
             if check_only:
                 _print_check(check(gateway), json_output, native.left_out if native else ())
                 return
-            _export_telemetry()
-            if http is not None:
-                await gateway.serve_http(host, http, token=token)
-            else:
-                await gateway.serve_stdio()
+            exporting = _export_telemetry()
+            try:
+                if http is not None:
+                    await gateway.serve_http(host, http, token=token)
+                else:
+                    await gateway.serve_stdio()
+            finally:
+                if exporting:  # before the upstream servers are closed, which takes time
+                    _flush_telemetry()
 
     if check_only:
         with _failures_said_by_the_report():
@@ -249,17 +253,29 @@ def _private_approvals(state: Path) -> None:
         raise user_error(f"--approvals out-of-band: {exc}") from exc
 
 
-def _export_telemetry() -> None:
+def _export_telemetry() -> bool:
     """Spans and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where."""
     import logging
 
     from ..telemetry import OtelUnavailable, setup_from_env
 
+    log = logging.getLogger("tooldeck.gateway")
     try:
         if setup_from_env("tooldeck-gateway"):
-            logging.getLogger("tooldeck.gateway").info("exporting traces and metrics over OTLP")
+            log.info("exporting traces and metrics over OTLP")
+            return True
     except OtelUnavailable as exc:
-        logging.getLogger("tooldeck.gateway").warning("no telemetry export: %s", exc)
+        log.warning("no telemetry export: %s", exc)
+    return False
+
+
+def _flush_telemetry() -> None:
+    from opentelemetry import metrics, trace
+
+    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
+        flush = getattr(provider, "force_flush", None)
+        if flush is not None:
+            flush(5_000)
 
 
 def _token(path: Path | None) -> str | None:
