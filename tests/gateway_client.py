@@ -171,3 +171,45 @@ async def http_client(
         with anyio.fail_after(30):
             await c.initialize()
         yield c
+
+
+# -- out-of-band approvals ----------------------------------------------------------------
+async def pending_file(state: Path, after: set[Path] | None = None) -> Path:
+    """The next pending-approval file the gateway writes (waits, bounded)."""
+    with anyio.fail_after(60):
+        while True:
+            found = set((state / "approvals").glob("*.pending.json")) - (after or set())
+            if found:
+                return min(found)
+            await anyio.sleep(0.05)
+
+
+def approve(path: Path, typed: str) -> subprocess.CompletedProcess[str]:
+    """``tooldeck approve FILE`` in another process, the answers typed on its stdin."""
+    return subprocess.run(
+        [PY, "-m", "tooldeck.cli", "approve", str(path)],
+        input=typed,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+class Call:
+    """A client call run in the background, its result kept."""
+
+    def __init__(self) -> None:
+        self.result: types.CallToolResult | None = None
+        self.done = anyio.Event()
+
+    async def run(self, client: Any, name: str, args: dict[str, Any], **kw: Any) -> None:
+        try:
+            self.result = await client.call_tool(name, args, **kw)
+        finally:
+            self.done.set()
+
+    async def get(self) -> types.CallToolResult:
+        with anyio.fail_after(60):
+            await self.done.wait()
+        assert self.result is not None
+        return self.result

@@ -11,20 +11,21 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import typing
 from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 from typer.testing import CliRunner
 
 from gateway_client import (
     ALLOW_ALL,
     PY,
+    Call,
+    approve,
     gateway,
     http_client,
+    pending_file,
     result_of,
     served_gateway,
     stdio,
@@ -44,47 +45,6 @@ def _audit(state: Path) -> list[dict[str, Any]]:
 
 def _evidence(state: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for p in state.glob("*.calls.jsonl") for line in p.open()]
-
-
-async def pending_file(state: Path, after: set[Path] | None = None) -> Path:
-    """The next pending-approval file the gateway writes (waits, bounded)."""
-    with anyio.fail_after(60):
-        while True:
-            found = set((state / "approvals").glob("*.pending.json")) - (after or set())
-            if found:
-                return min(found)
-            await anyio.sleep(0.05)
-
-
-def approve(path: Path, typed: str) -> subprocess.CompletedProcess[str]:
-    """``tooldeck approve FILE`` in another process, the answers typed on its stdin."""
-    return subprocess.run(
-        [PY, "-m", "tooldeck.cli", "approve", str(path)],
-        input=typed,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-class Call:
-    """A client call run in the background, its result kept."""
-
-    def __init__(self) -> None:
-        self.result: types.CallToolResult | None = None
-        self.done = anyio.Event()
-
-    async def run(self, client: Any, name: str, args: dict[str, Any], **kw: Any) -> None:
-        try:
-            self.result = await client.call_tool(name, args, **kw)
-        finally:
-            self.done.set()
-
-    async def get(self) -> types.CallToolResult:
-        with anyio.fail_after(60):
-            await self.done.wait()
-        assert self.result is not None
-        return self.result
 
 
 def test_a_waiting_call_is_approved_by_tooldeck_approve(tmp_path: Path) -> None:
