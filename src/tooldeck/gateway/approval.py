@@ -52,16 +52,16 @@ MODES = ("auto", "elicit", "out-of-band", "deny")
 _log = logging.getLogger("tooldeck.gateway")
 
 ARGUMENTS_SHOWN = 2000
-_ALLOW = "allow the tool with a rule in the gateway's policy file (tooldeck serve --policy)"
+ALLOW = "allow the tool with a rule in the gateway's policy file (tooldeck serve --policy)"
 NO_ELICITATION = (
     "this MCP client cannot ask its user (it did not declare the elicitation capability); "
-    f"{_ALLOW}, or use a client that supports elicitation"
+    f"{ALLOW}, or use a client that supports elicitation"
 )
 NO_STATE = (
     "this MCP client cannot ask its user (no elicitation) and the gateway has no state "
-    f"folder for out-of-band approvals (tooldeck approve); {_ALLOW}"
+    f"folder for out-of-band approvals (tooldeck approve); {ALLOW}"
 )
-NOBODY = f"the gateway asks nobody (tooldeck serve --approvals deny); {_ALLOW}"
+NOBODY = f"the gateway asks nobody (tooldeck serve --approvals deny); {ALLOW}"
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

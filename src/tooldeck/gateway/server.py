@@ -30,6 +30,7 @@ from mcp.server.session import ServerSession
 from ..approvals import Approver
 from ..policy import Policy
 from .approval import (
+    ALLOW,
     MODES,
     NO_ELICITATION,
     NO_STATE,
@@ -108,6 +109,7 @@ class Gateway:
         self.approvals = approvals
         self.home = home
         self.desk: ApprovalDesk | None = None
+        self._no_desk = NO_STATE  # why an ask out of band is denied, if it is
         if approvals in ("auto", "out-of-band") and state is not None:
             try:
                 self.desk = ApprovalDesk(approvals_folder(state), approval_timeout)
@@ -115,6 +117,7 @@ class Gateway:
                 if approvals == "out-of-band":
                     raise
                 _log.warning("no out-of-band approvals: %s", exc)
+                self._no_desk = f"out-of-band approvals are off ({exc}); {ALLOW}"
         elif approvals == "out-of-band":
             raise ValueError("out-of-band approvals need a state folder (--state)")
         self._sessions: weakref.WeakKeyDictionary[Any, GatewaySession] = weakref.WeakKeyDictionary()
@@ -151,7 +154,7 @@ class Gateway:
         if mode == "deny":
             return nobody_asker(NOBODY), "nobody"
         if self.desk is None:
-            return nobody_asker(NO_STATE), "nobody"
+            return nobody_asker(self._no_desk), "nobody"
         asker = self.desk.asker(
             session.id,
             tier_of=session.policy.tier_of,
