@@ -184,10 +184,10 @@ async def pending_file(state: Path, after: set[Path] | None = None) -> Path:
             await anyio.sleep(0.05)
 
 
-def approve(path: Path, typed: str) -> subprocess.CompletedProcess[str]:
+def approve(path: Path, typed: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``tooldeck approve FILE`` in another process, the answers typed on its stdin."""
     return subprocess.run(
-        [PY, "-m", "tooldeck.cli", "approve", str(path)],
+        [PY, "-m", "tooldeck.cli", "approve", str(path), *args],
         input=typed,
         capture_output=True,
         text=True,

@@ -69,6 +69,9 @@ def test_a_waiting_call_is_approved_by_tooldeck_approve(tmp_path: Path) -> None:
                 )
                 path = await pending_file(state)
                 assert not call.done.is_set()  # it waits for a person
+                elsewhere = str(tmp_path / "answers.json")
+                astray = await anyio.to_thread.run_sync(approve, path, "y\n", "-o", elsewhere)
+                assert astray.returncode == 2 and "leave out --answers" in astray.stderr
                 answered = await anyio.to_thread.run_sync(approve, path, "y\n")
                 assert answered.returncode == 0, answered.stderr
                 assert "1 approved, 0 denied" in answered.stdout

@@ -55,7 +55,13 @@ def approve_command(
         message = str(exc)
         message = message if message.startswith(str(pending)) else f"{pending}: {message}"
         raise user_error(f"{message}; give {what}") from exc
-    target = answers or pending.with_name(f"{session_id}.answers.json")
+    beside = pending.with_name(f"{session_id}.answers.json")
+    if waiter and answers is not None and answers.absolute() != beside.absolute():
+        raise user_error(
+            f"{pending} is a call that waits for its answers beside it, in {beside}; "
+            "leave out --answers"
+        )
+    target = answers or beside
     if target.is_dir():  # said before any question, so no answer is lost
         raise user_error(f"{target} is a folder; give --answers a file to write")
     if not target.parent.is_dir():

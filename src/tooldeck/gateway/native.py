@@ -57,7 +57,7 @@ def gateway_turn(session_id: str, home: Path | None) -> TurnContext:
     return TurnContext(session_id=session_id, home=home, web_provider=None)
 
 
-def _builtin_tables(document: Any, given: Sequence[Any]) -> tuple[list[Handlers], list[str]]:
+def _builtin_tables(document: Any, given: Sequence[Any]) -> list[Handlers]:
     """Tables of tooldeck's handlers for the built-in categories the file uses that no
     given module supplies, holding only the tools the file defines."""
     import importlib
@@ -82,7 +82,7 @@ def _builtin_tables(document: Any, given: Sequence[Any]) -> tuple[list[Handlers]
             if name in wanted[table.category]:
                 copy.add(name, fn)
         tables.append(copy)
-    return tables, sorted(supplied)
+    return tables
 
 
 def load_native(
@@ -90,7 +90,7 @@ def load_native(
 ) -> NativeTools:
     """Bind ``document`` (a definitions document) for the gateway; raises
     :class:`~tooldeck.registry.RegistryError` listing every problem."""
-    builtin, _ = _builtin_tables(document, categories)
+    builtin = _builtin_tables(document, categories)
     registry = ToolRegistry.from_document(document, [*categories, *builtin], source=source)
     problems = []
     for name in registry.tools:

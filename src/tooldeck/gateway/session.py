@@ -231,7 +231,7 @@ class GatewaySession:
             result_hooks=(self.evidence.hook, self.store.hook),
             timeout=None,  # each upstream server's own timeout applies
         )
-        call = ToolCall(f"{self.id}-{next(self._calls)}", tool.name if tool else name, args)
+        call = ToolCall(f"{self.id}-{next(self._calls)}", tool.name if tool else _short(name), args)
         outcome = await dispatcher.dispatch([call])
         result = outcome.outputs[0].result
         if tool is None:
@@ -242,7 +242,7 @@ class GatewaySession:
             self.policy.audit.record(
                 session_id=self.id,
                 call_id=call.call_id,
-                tool=call.name if tool else _short(name),
+                tool=call.name,
                 args=args,
                 decision="invalid" if tool else "unknown",
                 level="gateway",
