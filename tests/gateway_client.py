@@ -213,3 +213,25 @@ class Call:
             await self.done.wait()
         assert self.result is not None
         return self.result
+
+
+async def answered_out_of_band(
+    client: ClientSession,
+    state: Path,
+    name: str,
+    arguments: dict[str, Any],
+    typed: str,
+    seen: set[Path] | None = None,
+) -> tuple[types.CallToolResult, subprocess.CompletedProcess[str]]:
+    """Call ``name``; answer its out-of-band approval with ``tooldeck approve``, ``typed``
+    on its stdin; the call's result and the approver's run (``seen``: pending files
+    answered before, the new one is added)."""
+    call = Call()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call.run, client, name, arguments)
+        path = await pending_file(state, seen)
+        if seen is not None:
+            seen.add(path)
+        answered = await anyio.to_thread.run_sync(approve, path, typed)
+        assert answered.returncode == 0, answered.stderr
+        return await call.get(), answered

@@ -22,6 +22,7 @@ from gateway_client import (
     ALLOW_ALL,
     PY,
     Call,
+    answered_out_of_band,
     approve,
     gateway,
     http_client,
@@ -95,14 +96,9 @@ def test_a_denial_reaches_the_model_with_the_approvers_message(tmp_path: Path) -
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with gateway(config, state, "--core", "*") as c, anyio.create_task_group() as tg:
-            call = Call()
-            tg.start_soon(call.run, c, "alpha__echo", {"text": "x"})
-            answered = await anyio.to_thread.run_sync(
-                approve, await pending_file(state), "n\nuse the staging copy\n"
-            )
-            assert answered.returncode == 0
-            result = await call.get()
+        async with gateway(config, state, "--core", "*") as c:
+            typed = "n\nuse the staging copy\n"
+            result, _ = await answered_out_of_band(c, state, "alpha__echo", {"text": "x"}, typed)
             assert result.is_error and "use the staging copy" in text_of(result)
 
     anyio.run(main)
@@ -218,16 +214,10 @@ def test_dangerous_never_runs_without_a_human(tmp_path: Path) -> None:
             )
             assert (await call.get()).is_error
             # 'a' (always) is not offered for DANGEROUS: the prompt asks again, then y
-            for attempt in range(2):
-                call = Call()
-                tg.start_soon(call.run, c, "alpha__wipe", {})
-                path = await pending_file(state, {path})
-                typed = "a\ny\n" if attempt == 0 else "y\n"
-                answered = await anyio.to_thread.run_sync(approve, path, typed)
-                assert answered.returncode == 0, answered.stderr
-                if attempt == 0:
-                    assert "one call at a time" in answered.stdout
-                assert result_of(await call.get()) == "wiped"
+            for typed in ("a\ny\n", "y\n"):
+                wiped, answered = await answered_out_of_band(c, state, "alpha__wipe", {}, typed)
+                assert result_of(wiped) == "wiped"
+                assert ("one call at a time" in answered.stdout) == typed.startswith("a")
 
     anyio.run(main)
     wipes = [c for c in _evidence(state) if c["tool"] == "mcp__alpha__wipe"]
@@ -241,12 +231,9 @@ def test_approve_always_holds_for_the_rest_of_the_session(tmp_path: Path) -> Non
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with gateway(config, state, "--core", "*") as c, anyio.create_task_group() as tg:
-            call = Call()
-            tg.start_soon(call.run, c, "alpha__echo", {"text": "one"})
-            answered = await anyio.to_thread.run_sync(approve, await pending_file(state), "a\n\n")
-            assert answered.returncode == 0, answered.stderr
-            assert text_of(await call.get()) == "one"
+        async with gateway(config, state, "--core", "*") as c:
+            one, _ = await answered_out_of_band(c, state, "alpha__echo", {"text": "one"}, "a\n\n")
+            assert text_of(one) == "one"
             with anyio.fail_after(30):  # no file, no wait: the grant answers
                 assert text_of(await c.call_tool("alpha__echo", {"text": "two"})) == "two"
 

@@ -25,12 +25,10 @@ from filelock import FileLock
 
 from gateway_client import (
     PY,
-    Call,
     Notes,
-    approve,
+    answered_out_of_band,
     gateway,
     names,
-    pending_file,
     stdio,
     text_of,
     time_server,
@@ -86,10 +84,7 @@ def test_three_real_servers_listed_searched_and_a_commit_approved_out_of_band(
 
     async def main() -> None:
         args = ("--policy", str(policy))
-        async with (
-            gateway(config, state, *args, notes=notes) as c,
-            anyio.create_task_group() as tg,
-        ):
+        async with gateway(config, state, *args, notes=notes) as c:
             assert await names(c) == ["tool_search", "call_tool", "recall_tool_result"]
             found = await c.call_tool("tool_search", {"query": ["stage files", "commit changes"]})
             assert "git__git_add" in text_of(found) and "git__git_commit" in text_of(found)
@@ -112,13 +107,7 @@ def test_three_real_servers_listed_searched_and_a_commit_approved_out_of_band(
                 ("git__git_add", {"repo_path": str(repo), "files": ["CHANGES.md"]}),
                 ("git__git_commit", {"repo_path": str(repo), "message": "add the changes"}),
             ):
-                call = Call()
-                tg.start_soon(call.run, c, name, arguments)
-                path = await pending_file(state, seen)
-                seen.add(path)
-                answered = await anyio.to_thread.run_sync(approve, path, "y\n")
-                assert answered.returncode == 0, answered.stderr
-                result = await call.get()
+                result, _ = await answered_out_of_band(c, state, name, arguments, "y\n", seen)
                 assert not result.is_error, text_of(result)
             log = await c.call_tool(
                 "call_tool", {"name": "git__git_log", "arguments": {"repo_path": str(repo)}}
