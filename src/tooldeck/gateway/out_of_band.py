@@ -55,7 +55,7 @@ __all__ = [
 _log = logging.getLogger("tooldeck.gateway")
 DEFAULT_TIMEOUT = 120.0
 """Seconds a call waits for ``tooldeck approve`` by default."""
-POLL_SECONDS = 0.2
+POLL_SECONDS = 0.05  # one stat() of the answers file per waiting call
 PROGRESS_SECONDS = 5.0
 WHO = "tooldeck approve (out of band)"
 """Who approved, in the audit log, for answers given with ``tooldeck approve``."""
