@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import typing
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from typer.testing import CliRunner
 
 from gateway_client import (
@@ -248,21 +250,48 @@ def _gateway_pid(path: Path) -> int:
     return int(by.rsplit("pid ", 1)[1].rstrip(")"))
 
 
-def test_a_gateway_stopped_while_a_call_waits_answers_it_first(tmp_path: Path) -> None:
+def _exited(pid: int) -> None:
+    """Wait (bounded) until process ``pid`` (a child of this one) has exited."""
+    stat = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + 30
+    while stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline, f"the gateway (pid {pid}) did not stop"
+        time.sleep(0.05)
+
+
+async def _stopped_while_waiting(c: Any, state: Path) -> None:
+    async with anyio.create_task_group() as tg:
+        call = Call()
+        tg.start_soon(call.run, c, "alpha__echo", {"text": "x"})
+        path = await pending_file(state)
+        pid = _gateway_pid(path)
+        os.kill(pid, signal.SIGTERM)
+        result = await call.get()
+        assert result.is_error and "shutting down" in text_of(result)
+        assert not path.exists()
+        await anyio.to_thread.run_sync(_exited, pid)  # and then it stops, by itself
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_gateway_stopped_while_a_call_waits_answers_it_first(
+    tmp_path: Path, transport: str
+) -> None:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
     state = tmp_path / "s"
 
-    async def main() -> None:
-        async with gateway(config, state, "--core", "*") as c, anyio.create_task_group() as tg:
-            call = Call()
-            tg.start_soon(call.run, c, "alpha__echo", {"text": "x"})
-            path = await pending_file(state)
-            os.kill(_gateway_pid(path), signal.SIGTERM)
-            result = await call.get()
-            assert result.is_error and "shutting down" in text_of(result)
-            assert not path.exists()
+    async def over_stdio() -> None:
+        async with gateway(config, state, "--core", "*") as c:
+            await _stopped_while_waiting(c, state)
 
-    anyio.run(main)
+    async def over_http(url: str) -> None:
+        async with http_client(url) as c:
+            await _stopped_while_waiting(c, state)
+
+    if transport == "stdio":
+        anyio.run(over_stdio)
+    else:
+        with served_gateway(config, state, "--core", "*") as url:
+            anyio.run(over_http, url)
     approvals = [e for e in _audit(state) if e["level"] == "approval"]
     assert [e["decision"] for e in approvals] == ["deny"]
     assert "shutting down" in approvals[0]["reason"]

@@ -29,6 +29,7 @@ from mcp.server.session import ServerSession
 
 from ..approvals import Approver
 from ..policy import Policy
+from ._stdin import wire_stdin
 from .approval import (
     ALLOW,
     MODES,
@@ -252,14 +253,17 @@ class Gateway:
 
         self._stdio = True
         options = self.server.create_initialization_options()
+        stdin = wire_stdin()  # read by the loop: a stop is not held up by a read
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)
                 tg.start_soon(self._stop_on_signal, tg.cancel_scope)
-                async with stdio_server() as (read, write):
+                async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
                     await self.server.run(read, write, options)
                 tg.cancel_scope.cancel()
         finally:
+            if stdin is not None:
+                stdin.close()
             self.begin_closing()
             if self._single is not None:
                 self._single.close()
