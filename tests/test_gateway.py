@@ -167,7 +167,7 @@ def test_bad_files_are_one_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "mcp.json"
     bad.write_text('{"mcpServers": {"x": {}}}')
     out = runner.invoke(app, ["serve", "--mcp", str(bad), "--check"])
-    assert out.exit_code == 2 and "tooldeck serve:" in out.stderr
+    assert out.exit_code == 2 and out.stderr.startswith("error: ")
     assert len(out.stderr.strip().splitlines()) == 1
     good = write_config(tmp_path, {"alpha": stdio("basic.py")})
     policy = write_policy(tmp_path, "[profile]\nbogus = 1\n")
@@ -179,7 +179,7 @@ def test_a_hostile_server_cannot_flood_the_client_or_lower_a_tier(tmp_path: Path
     config = write_config(tmp_path, {"evil": stdio("hostile.py")})
 
     async def main() -> None:
-        async with gateway(config, tmp_path / "s", "--core", "*") as c:
+        async with gateway(config, tmp_path / "s", "--core", "*", "--approvals", "elicit") as c:
             tools = {t.name: t for t in (await c.list_tools()).tools}
             flood = tools["evil__flood_description"]
             assert len(flood.description or "") < 4_100 and "not shown" in (flood.description or "")

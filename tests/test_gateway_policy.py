@@ -114,7 +114,8 @@ def test_without_elicitation_an_ask_is_denied_and_says_how_to_allow_it(tmp_path:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
 
     async def main() -> None:
-        async with gateway(config, tmp_path / "s", "--core", "*") as c:  # no callback
+        elicit_only = ("--core", "*", "--approvals", "elicit")
+        async with gateway(config, tmp_path / "s", *elicit_only) as c:  # no callback
             denied = await c.call_tool("alpha__echo", {"text": "x"})
             assert denied.is_error
             assert "elicitation" in text_of(denied) and "--policy" in text_of(denied)
@@ -140,10 +141,11 @@ def test_dangerous_asks_even_when_a_rule_allows_and_annotations_never_lower_it(
             assert declined.is_error
             wiped = await c.call_tool("alpha__wipe", {})
             assert result_of(wiped) == "wiped"
-        async with gateway(config, tmp_path / "s2", "--core", "*", "--policy", str(policy)) as c:
+        elicit_only = ("--core", "*", "--approvals", "elicit")
+        async with gateway(config, tmp_path / "s2", *elicit_only, "--policy", str(policy)) as c:
             no_human = await c.call_tool("alpha__wipe", {})
             assert no_human.is_error and "elicitation" in text_of(no_human)
-        async with gateway(config, tmp_path / "s3", "--core", "*", "--policy", str(strict)) as c:
+        async with gateway(config, tmp_path / "s3", *elicit_only, "--policy", str(strict)) as c:
             # readOnlyHint: true from the server does not make it STANDARD: still asks
             hinted = await c.call_tool("alpha__read_note", {})
             assert hinted.is_error and "elicitation" in text_of(hinted)
@@ -171,10 +173,54 @@ def test_approve_always_holds_for_the_session_but_never_for_dangerous(tmp_path: 
             for _ in range(2):
                 assert result_of(await c.call_tool("alpha__wipe", {})) == "wiped"
             assert len(answers.asked) == 3  # DANGEROUS: asked every time
-        async with gateway(config, tmp_path / "s2", *args) as c:  # another session
+        async with gateway(config, tmp_path / "s2", *args, "--approvals", "elicit") as c:
             fresh = await c.call_tool("alpha__echo", {"text": "x"})
             assert fresh.is_error
 
     anyio.run(main)
     grants = [e for e in _audit(state) if e["decision"] == "approve-always"]
     assert [e["tool"] for e in grants] == ["mcp__alpha__echo"]
+
+
+def test_every_call_leaves_an_audit_line_even_if_the_policy_never_sees_it(
+    tmp_path: Path,
+) -> None:
+    """Unknown names and invalid arguments are answered before the policy runs; each
+    still leaves exactly one line (decision ``unknown`` / ``invalid``, level ``gateway``)."""
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    policy = write_policy(tmp_path, ALLOW_ALL)
+    state = tmp_path / "s"
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("alpha__nope", {}),
+        ("alpha__add", {"a": "x", "b": 1}),
+        ("call_tool", {"nam": "alpha__add"}),
+        ("call_tool", {"name": "alpha__gone", "arguments": {}}),
+        ("call_tool", {"name": "alpha__add", "arguments": {"a": []}}),
+        ("mcp__alpha__add", {"a": 1, "b": 2}),  # the policy's name is not a client name
+        ("x" * 5000, {}),
+        ("alpha__add", {"a": 1, "b": 2}),
+    ]
+
+    async def main() -> None:
+        async with gateway(config, state, "--core", "*", "--policy", str(policy)) as c:
+            for name, args in calls:
+                result = await c.call_tool(name, args)
+                assert result.is_error == (args != {"a": 1, "b": 2} or name != "alpha__add")
+
+    anyio.run(main)
+    lines = _audit(state)
+    by_call: dict[str, list[tuple[str, str, str]]] = {}
+    for e in lines:
+        by_call.setdefault(e["call_id"], []).append((e["tool"], e["decision"], e["level"]))
+    assert len(by_call) == len(calls)  # every call, each under its own id
+    fates = [by_call[k] for k in sorted(by_call, key=lambda k: int(k.rsplit("-", 1)[1]))]
+    assert fates[0] == [("alpha__nope", "unknown", "gateway")]
+    assert fates[1] == [("mcp__alpha__add", "invalid", "gateway")]
+    assert fates[2] == [("call_tool", "invalid", "gateway")]
+    assert fates[3] == [("alpha__gone", "unknown", "gateway")]
+    assert fates[4] == [("mcp__alpha__add", "invalid", "gateway")]
+    assert fates[5] == [("mcp__alpha__add", "unknown", "gateway")]
+    assert fates[6][0][1:] == ("unknown", "gateway") and len(fates[6][0][0]) < 200
+    assert fates[7] == [("mcp__alpha__add", "allow", "profile")]
+    calls_run = [json.loads(line) for p in state.glob("*.calls.jsonl") for line in p.open()]
+    assert len(calls_run) == 1  # only the valid call reached the server

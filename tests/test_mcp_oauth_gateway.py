@@ -301,4 +301,4 @@ def test_resource_server_flags_are_checked(
     argv = ["serve", "--mcp", str(config), *(a.replace("{t}", str(tmp_path)) for a in args)]
     out = CliRunner().invoke(app, argv)
     assert out.exit_code == 2
-    assert out.output.strip() == f"tooldeck serve: {message}"
+    assert out.output.strip() == f"error: {message}"

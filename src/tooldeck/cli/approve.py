@@ -41,36 +41,89 @@ def approve_command(
 ) -> None:
     """Answer the calls a waiting run needs approved; writes an answers file for resume."""
     from ..dispatch import ApprovalAnswer
-    from ..policy.pending import read_pending, save_answers
+    from ..policy.pending import pending_waiter, read_pending
     from ..policy.prompt import ask_calls
 
     console = Console()
     what = "a waiting run's <session>.pending.json"
     existing_file(pending, what)
     try:
+        read = pending.read_bytes()
         session_id, _, step = read_pending(pending)
+        waiter = pending_waiter(pending)
     except (OSError, ValueError, KeyError) as exc:
         message = str(exc)
         message = message if message.startswith(str(pending)) else f"{pending}: {message}"
         raise user_error(f"{message}; give {what}") from exc
-    target = answers or pending.with_name(f"{session_id}.answers.json")
+    beside = pending.with_name(f"{session_id}.answers.json")
+    if waiter and answers is not None and answers.absolute() != beside.absolute():
+        raise user_error(
+            f"{pending} is a call that waits for its answers beside it, in {beside}; "
+            "leave out --answers"
+        )
+    target = answers or beside
     if target.is_dir():  # said before any question, so no answer is lost
         raise user_error(f"{target} is a folder; give --answers a file to write")
     if not target.parent.is_dir():
         raise user_error(
             f"{target.parent} does not exist; give --answers a file in a folder that does"
         )
-    console.print(f"Session [bold]{session_id}[/bold] waits for {len(step.calls)} answer(s).")
+    waits = f" ({waiter.get('by', 'a process')} waits for them)" if waiter else ""
+    console.print(
+        f"Session [bold]{session_id}[/bold] waits for {len(step.calls)} answer(s){waits}.",
+        highlight=False,
+    )
     given = ask_calls(step.calls, sys.stdin, console)
     by_id: dict[str, ApprovalAnswer] = {
         c.call_id: a for c, a in zip(step.calls, given, strict=True)
     }
-    save_answers(target, session_id, by_id)
+    _save_if_still_waiting(pending, read, target, session_id, by_id, waiter)
     summary: dict[str, Any] = {
         "approved": sum(a.approved for a in given),
         "denied": sum(not a.approved for a in given),
     }
-    console.print(
-        f"Wrote {target} ({summary['approved']} approved, {summary['denied']} denied). "
-        "Resume with session.resume(tooldeck.policy.load_answers(path))."
+    then = (
+        "The waiting call takes them now."
+        if waiter
+        else "Resume with session.resume(tooldeck.policy.load_answers(path))."
     )
+    console.print(
+        f"Wrote {target} ({summary['approved']} approved, {summary['denied']} denied). {then}",
+        highlight=False,
+    )
+
+
+def _save_if_still_waiting(
+    pending: Path,
+    read: bytes,
+    target: Path,
+    session_id: str,
+    answers: dict[str, Any],
+    waiter: dict[str, Any] | None,
+) -> None:
+    """Write the answers only if the pending file is still the one answered, under its
+    lock: a call that stopped waiting meanwhile (timed out, cancelled, its gateway
+    stopped) or a step resumed elsewhere gets no answers it would never read."""
+    from ..policy._files import StateLocked, locked
+    from ..policy.pending import save_answers
+
+    try:
+        with locked(pending):
+            try:
+                now = pending.read_bytes()
+            except FileNotFoundError:
+                now = None
+            if now != read:
+                if waiter:
+                    raise user_error(
+                        f"{pending}: the call stopped waiting while you answered (it timed "
+                        "out, was cancelled, or the gateway stopped); nothing was approved; "
+                        "ask for the call again"
+                    )
+                raise user_error(
+                    f"{pending} changed or was resumed while you answered; nothing was "
+                    f"written; run tooldeck approve {pending} again"
+                )
+            save_answers(target, session_id, answers)
+    except StateLocked as exc:
+        raise user_error(f"{exc}") from exc

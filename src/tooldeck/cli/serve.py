@@ -7,17 +7,24 @@ command, so ``tooldeck --help`` stays cheap.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 
+from .report import user_error
+
 if TYPE_CHECKING:
     from ..gateway.http_auth import OAuthResourceServer
+    from ..gateway.native import NativeTools
 
 __all__ = ["serve_command"]
+
+# ``tooldeck.gateway.approval.MODES``, here so that typer builds ``--approvals`` without
+# importing the gateway (tests/test_gateway_out_of_band.py checks they agree)
+Approvals = Literal["auto", "elicit", "out-of-band", "deny"]
 
 
 def serve_command(
@@ -112,6 +119,42 @@ def serve_command(
         Path | None,
         typer.Option("--oauth-secret-file", help="A file holding that client's secret."),
     ] = None,
+    approvals: Annotated[
+        Approvals,
+        typer.Option(
+            "--approvals",
+            help="How a call the policy asks about reaches a human: auto (elicitation if the "
+            "client supports it, else tooldeck approve), elicit, out-of-band, deny.",
+        ),
+    ] = "auto",
+    approval_timeout: Annotated[
+        float,
+        typer.Option(
+            "--approval-timeout",
+            help="Seconds a call waits for tooldeck approve before it is denied.",
+        ),
+    ] = 120.0,
+    definitions: Annotated[
+        str | None,
+        typer.Option(
+            "--definitions",
+            metavar="FILE",
+            help="Also serve tooldeck's own tools: a definitions file, or 'builtin'.",
+        ),
+    ] = None,
+    category: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--category", "-c", help="With --definitions: a handler module to bind (repeat)."
+        ),
+    ] = None,
+    home: Annotated[
+        Path | None,
+        typer.Option(
+            "--home",
+            help="The folder tooldeck's file tools work in (without one they refuse).",
+        ),
+    ] = None,
     check_only: Annotated[
         bool,
         typer.Option(
@@ -134,12 +177,21 @@ def serve_command(
         rules = Policy.load(*(policy or []))
     except (McpConfigError, PolicyError) as exc:
         problems = "; ".join(exc.problems)
-        typer.echo(f"tooldeck serve: {exc.source}: {problems}", err=True)
-        raise typer.Exit(2) from exc
+        raise user_error(f"{exc.source}: {problems}") from exc
     if offload_tokens < 0 or guard_tokens < 200:
-        typer.echo("tooldeck serve: --offload-tokens >= 0 and --guard-tokens >= 200", err=True)
-        raise typer.Exit(2)
-    home = state.expanduser()
+        raise user_error("give --offload-tokens >= 0 and --guard-tokens >= 200")
+    if not 0 < approval_timeout <= 86_400:
+        raise user_error(
+            f"--approval-timeout {approval_timeout:g} is out of range; give seconds "
+            "between 1 and 86400"
+        )
+    tools_home = _home(home)
+    native = _native(definitions, category, tools_home) if definitions else None
+    if category and not definitions:
+        raise user_error("--category binds handlers of --definitions; give --definitions FILE")
+    state_dir = state.expanduser()
+    if approvals == "out-of-band" and not check_only:
+        _private_approvals(state_dir)
     token = _token(token_file) if http is not None else None
     given = {
         "--oauth-introspect": oauth_introspect,
@@ -153,35 +205,48 @@ def serve_command(
         flag = next(k for k, v in given.items() if v)
         _fail(f"{flag} is part of OAuth resource-server mode; give --oauth-issuer too")
     if http is not None and token is None and oauth is None and host not in LOOPBACK:
-        typer.echo(
-            f"tooldeck serve: --host {host} is not a loopback address; serving it needs a "
-            "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN) or --oauth-issuer",
-            err=True,
+        raise user_error(
+            f"--host {host} is not a loopback address; serving it needs a "
+            "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN) or --oauth-issuer"
         )
-        raise typer.Exit(2)
 
     async def run() -> None:
         try:
             source = McpSource(config, client_name="tooldeck-gateway")
         except ToolDefinitionError as exc:
-            typer.echo(f"tooldeck serve: {str(exc).splitlines()[0]}", err=True)
-            raise typer.Exit(2) from exc
+            raise user_error(str(exc).splitlines()[0]) from exc
         async with source:
-            catalog = Catalog(source, core=core or (), semantic=False if lexical else "auto")
-            gateway = Gateway(
-                catalog,
-                rules,
-                state=home,
-                offload_tokens=offload_tokens,
-                guard_tokens=guard_tokens,
+            catalog = Catalog(
+                source,
+                core=core or (),
+                semantic=False if lexical else "auto",
+                native=native.tools if native else (),
             )
+            try:
+                gateway = Gateway(
+                    catalog,
+                    rules,
+                    state=state_dir,
+                    offload_tokens=offload_tokens,
+                    guard_tokens=guard_tokens,
+                    approvals="deny" if check_only else approvals,  # --check makes no files
+                    approval_timeout=approval_timeout,
+                    home=tools_home,
+                )
+            except ValueError as exc:
+                raise user_error(f"--approvals {approvals}: {exc}") from exc
             if check_only:
-                _print_check(check(gateway), json_output)
+                _print_check(check(gateway), json_output, native.left_out if native else ())
                 return
-            if http is not None:
-                await gateway.serve_http(host, http, token=token, oauth=oauth)
-            else:
-                await gateway.serve_stdio()
+            exporting = _export_telemetry()
+            try:
+                if http is not None:
+                    await gateway.serve_http(host, http, token=token, oauth=oauth)
+                else:
+                    await gateway.serve_stdio()
+            finally:
+                if exporting:  # before the upstream servers are closed, which takes time
+                    _flush_telemetry()
 
     if check_only:
         with _failures_said_by_the_report():
@@ -194,8 +259,7 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def _fail(message: str) -> NoReturn:
-    typer.echo(f"tooldeck serve: {message}", err=True)
-    raise typer.Exit(2)
+    raise user_error(message)
 
 
 def _oauth(
@@ -247,6 +311,72 @@ def _oauth(
         _fail(str(exc))
 
 
+def _home(home: Path | None) -> Path | None:
+    if home is None:
+        return None
+    path = home.expanduser()
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise user_error(f"--home {home} {what}; give the folder the file tools may work in")
+    return path.resolve()
+
+
+def _native(definitions: str, categories: list[str] | None, home: Path | None) -> NativeTools:
+    """tooldeck's own tools to serve (``gateway.native``); a bad file is one line."""
+    from ..builtin import DEFINITIONS_PATH
+    from ..gateway.native import BUILTIN, load_native
+    from ..registry import RegistryError
+    from .tools import definitions_document
+
+    path = DEFINITIONS_PATH if definitions == BUILTIN else Path(definitions).expanduser()
+    document, _ = definitions_document(path)
+    try:
+        return load_native(document, categories or [], source=str(path), home=home)
+    except RegistryError as exc:
+        first = " ".join(exc.problems[0].split())[:200]
+        raise user_error(
+            f"{exc.source}: {len(exc.problems)} problem(s) in the definitions, the first: "
+            f"{first}; see them all with tooldeck tools check {exc.source}"
+            + "".join(f" -c {c}" for c in categories or [])
+        ) from exc
+
+
+def _private_approvals(state: Path) -> None:
+    """Out-of-band approvals need a folder only this user can write: said before any
+    server starts."""
+    from ..gateway.out_of_band import ApprovalsFolderError, approvals_folder
+
+    try:
+        approvals_folder(state)
+    except ApprovalsFolderError as exc:
+        raise user_error(f"--approvals out-of-band: {exc}") from exc
+
+
+def _export_telemetry() -> bool:
+    """Spans and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where."""
+    import logging
+
+    from ..telemetry import OtelUnavailable, setup_from_env
+
+    log = logging.getLogger("tooldeck.gateway")
+    try:
+        if setup_from_env("tooldeck-gateway"):
+            log.info("exporting traces and metrics over OTLP")
+            return True
+    except OtelUnavailable as exc:
+        log.warning("no telemetry export: %s", exc)
+    return False
+
+
+def _flush_telemetry() -> None:
+    from opentelemetry import metrics, trace
+
+    for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
+        flush = getattr(provider, "force_flush", None)
+        if flush is not None:
+            flush(5_000)
+
+
 def _token(path: Path | None) -> str | None:
     """The bearer token (checked), from the file or the environment; None without either."""
     import os
@@ -262,16 +392,15 @@ def _token(path: Path | None) -> str | None:
                 return None
         return check_token(text)
     except (OSError, UnicodeDecodeError, TokenError) as exc:
-        typer.echo(f"tooldeck serve: {path or '$TOOLDECK_GATEWAY_TOKEN'}: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise user_error(f"{path or '$TOOLDECK_GATEWAY_TOKEN'}: {exc}") from exc
 
 
-def _print_check(report: object, json_output: bool) -> None:
+def _print_check(report: object, json_output: bool, left_out: Sequence[str]) -> None:
     from ..gateway.check import CheckReport
 
     assert isinstance(report, CheckReport)
     if json_output:
-        typer.echo(json.dumps(report.as_dict(), indent=2))
+        typer.echo(json.dumps({**report.as_dict(), "left_out": list(left_out)}, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -301,6 +430,8 @@ def _print_check(report: object, json_output: bool) -> None:
         console.print(line, markup=False, highlight=False)
         for note in (*s["collisions"], *s["skipped"]):
             console.print(f"    {note}", markup=False, highlight=False)
+    for note in left_out:
+        console.print(f"  {note}", markup=False, highlight=False)
 
 
 @contextmanager

@@ -6,10 +6,13 @@ deferred loading, tooldeck's policy chain and approvals, and large-result offloa
 
 - :mod:`.catalog`: the upstream tools under collision-free client names, the search index;
 - :mod:`.wire`: listed tools and call results as MCP types, their token cost;
-- :mod:`.approval`: approvals asked of the client's user by elicitation;
+- :mod:`.approval`: how an ask reaches a human (``--approvals``), by elicitation;
+- :mod:`.out_of_band`: a call that waits for ``tooldeck approve``;
+- :mod:`.native`: tooldeck's own tools served too (``--definitions``);
 - :mod:`.evidence`: the record of every upstream result, complete;
 - :mod:`.session`: one client session: its listing, its dispatcher, its offload store;
-- :mod:`.server`: the lowlevel MCP server, list_changed, stdio and streamable HTTP;
+- :mod:`.server`: the lowlevel MCP server, list_changed, stdio and streamable HTTP
+  (stdin read by the event loop, :mod:`._stdin`, so a stop is never held up);
 - :mod:`.http_auth`: a static bearer token in front of HTTP;
 - :mod:`.check`: what a client would see, without serving (``tooldeck serve --check``).
 

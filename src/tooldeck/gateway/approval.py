@@ -1,41 +1,67 @@
-"""Approvals asked of the MCP client's user, by elicitation.
+"""How the gateway asks a human: MCP elicitation, ``tooldeck approve`` out of band, or nobody.
 
 The gateway's policy chain (:mod:`tooldeck.policy`) decides every call; a call it says
-*ask* about is put to the client's user with an ``elicitation/create`` form request
-(``approve``, and ``always`` for an approve-always grant of that tool for the rest of
-the session: recorded and audited by :class:`~tooldeck.policy.PolicyApprover`, never for
-a DANGEROUS tool), when the client declared the ``elicitation`` capability in its
-``initialize`` request. Only an accepted form with ``approve: true`` approves;
-decline, cancel, a missing or malformed answer, or a failed request is a deny. A
-client without elicitation gets every such call denied, with a message saying how to
-allow it (a rule in the gateway's policy file): nothing that needs a human runs without
-one, DANGEROUS tools included (the chain never allows those without asking).
+*ask* about is put to a human in the way ``--approvals`` chooses (:data:`MODES`):
 
-What the user sees: the tool, the policy's reason, and the arguments (canonical JSON,
-cut to :data:`ARGUMENTS_SHOWN` characters, with the cut said).
+- ``auto`` (the default): by elicitation when the client declared the ``elicitation``
+  capability in its ``initialize`` request, else out of band when the gateway has a
+  state folder (:mod:`.out_of_band`), else nobody (denied);
+- ``elicit``: by elicitation only (a client without it gets the call denied);
+- ``out-of-band``: always ``tooldeck approve``, even for a client that could elicit
+  (the person who approves is not the person at the client);
+- ``deny``: nobody; every ask is denied, so only what the policy allows runs.
+
+Elicitation is an ``elicitation/create`` form request (``approve``, and ``always`` for
+an approve-always grant of that tool for the rest of the session: recorded and audited
+by :class:`~tooldeck.policy.PolicyApprover`, never for a DANGEROUS tool). Only an
+accepted form with ``approve: true`` approves; decline, cancel, a missing or malformed
+answer, or a failed request is a deny. A denied ask says how to allow the tool (a rule
+in the gateway's policy file): nothing that needs a human runs without one, DANGEROUS
+tools included (the chain never allows those without asking).
+
+What the user sees: the tool (by the name the client knows), the policy's reason, and
+the arguments (canonical JSON, cut to :data:`ARGUMENTS_SHOWN` characters, with the cut
+said).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcp.server.session import ServerSession
 
 from ..approvals import ApprovalAnswer, ApprovalRequest, Approver, arguments_json
 from ..policy import approve_always, canonical_json
+from ..tool import Tool
 
-__all__ = ["APPROVAL_SCHEMA", "ARGUMENTS_SHOWN", "NO_ELICITATION", "elicitation_asker"]
+__all__ = [
+    "APPROVAL_SCHEMA",
+    "ARGUMENTS_SHOWN",
+    "MODES",
+    "NO_ELICITATION",
+    "elicitation_asker",
+    "elicitation_supported",
+    "nobody_asker",
+]
+
+MODES = ("auto", "elicit", "out-of-band", "deny")
+"""The values of ``tooldeck serve --approvals``."""
 
 _log = logging.getLogger("tooldeck.gateway")
 
 ARGUMENTS_SHOWN = 2000
+ALLOW = "allow the tool with a rule in the gateway's policy file (tooldeck serve --policy)"
 NO_ELICITATION = (
     "this MCP client cannot ask its user (it did not declare the elicitation capability); "
-    "allow the tool with a rule in the gateway's policy file (tooldeck serve --policy), "
-    "or use a client that supports elicitation"
+    f"{ALLOW}, or use a client that supports elicitation"
 )
+NO_STATE = (
+    "this MCP client cannot ask its user (no elicitation) and the gateway has no state "
+    f"folder for out-of-band approvals (tooldeck approve); {ALLOW}"
+)
+NOBODY = f"the gateway asks nobody (tooldeck serve --approvals deny); {ALLOW}"
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -66,20 +92,33 @@ def _message(request: ApprovalRequest, shown_name: str) -> str:
     )
 
 
-def _elicitation_supported(session: ServerSession) -> bool:
+def elicitation_supported(session: ServerSession) -> bool:
+    """Whether the client of ``session`` declared the elicitation capability."""
     caps = session.client_capabilities
     return caps is not None and caps.elicitation is not None
 
 
-def elicitation_asker(session: ServerSession, request_id: Any, shown_name: str) -> Approver:
-    """An approver that asks the user of ``session``'s client, one form per call."""
-    supported = _elicitation_supported(session)
+def nobody_asker(why: str) -> Approver:
+    """An approver with nobody behind it: every ask is denied, saying ``why``."""
 
     async def ask(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
-        if not supported:
-            return [ApprovalAnswer(False, NO_ELICITATION) for _ in requests]
+        return [ApprovalAnswer(False, why) for _ in requests]
+
+    return ask
+
+
+def elicitation_asker(
+    session: ServerSession, request_id: Any, shown: Callable[[Tool], str]
+) -> Approver:
+    """An approver that asks the user of ``session``'s client, one form per call
+    (``shown`` names a tool as the client knows it)."""
+    if not elicitation_supported(session):
+        return nobody_asker(NO_ELICITATION)
+
+    async def ask(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
         answers: list[ApprovalAnswer] = []
         for request in requests:
+            shown_name = shown(request.tool)
             try:
                 result = await session.elicit_form(
                     message=_message(request, shown_name),

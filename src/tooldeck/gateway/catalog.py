@@ -70,12 +70,20 @@ class Catalog:
     ``core``: globs over client names of the tools listed to every client from the
     start (default none: everything is found with ``tool_search``; ``["*"]`` lists
     everything). ``semantic`` is :class:`~tooldeck.search.ToolIndex`'s setting.
+    ``native``: tooldeck's own tools served too (:mod:`.native`), under their own names,
+    listed before the upstream tools.
     """
 
     def __init__(
-        self, source: McpSource, *, core: Sequence[str] = (), semantic: Any = "auto"
+        self,
+        source: McpSource,
+        *,
+        core: Sequence[str] = (),
+        semantic: Any = "auto",
+        native: Sequence[Tool] = (),
     ) -> None:
         self.source = source
+        self.native = tuple(native)
         self.core = tuple(core)
         self.semantic = semantic
         self._key: tuple[int, ...] | None = None
@@ -83,7 +91,7 @@ class Catalog:
         self._lock = threading.Lock()
 
     def view(self) -> CatalogView:
-        tools = self.source.tools()
+        tools = [*self.native, *self.source.tools()]
         key = tuple(id(t) for t in tools)
         with self._lock:
             if self._view is None or key != self._key:

@@ -15,6 +15,7 @@ OAuth (:mod:`.http_auth`) is served on loopback addresses only. See ``docs/gatew
 from __future__ import annotations
 
 import logging
+import signal
 import weakref
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,28 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 
+from ..approvals import Approver
 from ..policy import Policy
-from .approval import elicitation_asker
-from .catalog import Catalog
+from ._stdin import wire_stdin
+from .approval import (
+    ALLOW,
+    MODES,
+    NO_ELICITATION,
+    NO_STATE,
+    NOBODY,
+    elicitation_asker,
+    elicitation_supported,
+    nobody_asker,
+)
+from .catalog import Catalog, client_name
 from .http_auth import OAuthResourceServer
+from .out_of_band import (
+    DEFAULT_TIMEOUT,
+    WHO,
+    ApprovalDesk,
+    ApprovalsFolderError,
+    approvals_folder,
+)
 from .session import GatewaySession
 from .wire import to_call_result
 
@@ -37,6 +56,7 @@ __all__ = ["Gateway"]
 
 _log = logging.getLogger("tooldeck.gateway")
 WATCH_SECONDS = 1.0
+CLOSING_SECONDS = 2.0  # at shutdown: how long waiting calls get to be answered
 _Peer = tuple[ServerSession, tuple[tuple[str, int], ...]]  # where to announce, what was listed
 INSTRUCTIONS = (
     "tooldeck gateway: the tools of several MCP servers behind one policy. Only a few "
@@ -75,14 +95,33 @@ class Gateway:
         state: Path | None = None,
         offload_tokens: int = 15_000,
         guard_tokens: int = 25_000,
+        approvals: str = "auto",
+        approval_timeout: float = DEFAULT_TIMEOUT,
+        home: Path | None = None,
     ) -> None:
         from .. import __version__
 
+        if approvals not in MODES:
+            raise ValueError(f"approvals must be one of {', '.join(MODES)}, not {approvals!r}")
         self.catalog = catalog
         self.policy = policy or Policy()
         self.state = state
         self.offload_tokens = offload_tokens
         self.guard_tokens = guard_tokens
+        self.approvals = approvals
+        self.home = home
+        self.desk: ApprovalDesk | None = None
+        self._no_desk = NO_STATE  # why an ask out of band is denied, if it is
+        if approvals in ("auto", "out-of-band") and state is not None:
+            try:
+                self.desk = ApprovalDesk(approvals_folder(state), approval_timeout)
+            except ApprovalsFolderError as exc:
+                if approvals == "out-of-band":
+                    raise
+                _log.warning("no out-of-band approvals: %s", exc)
+                self._no_desk = f"out-of-band approvals are off ({exc}); {ALLOW}"
+        elif approvals == "out-of-band":
+            raise ValueError("out-of-band approvals need a state folder (--state)")
         self._sessions: weakref.WeakKeyDictionary[Any, GatewaySession] = weakref.WeakKeyDictionary()
         self._peers: weakref.WeakKeyDictionary[GatewaySession, _Peer] = weakref.WeakKeyDictionary()
         self._single: GatewaySession | None = None  # stdio: the one client
@@ -102,7 +141,30 @@ class Gateway:
             self.state,
             offload_tokens=self.offload_tokens,
             guard_tokens=self.guard_tokens,
+            home=self.home,
         )
+
+    def _asker(
+        self, ctx: ServerRequestContext[Any], session: GatewaySession
+    ) -> tuple[Approver, str]:
+        """How this call's asks reach a human (``--approvals``), and who that is."""
+        mode = self.approvals
+        if mode in ("auto", "elicit") and elicitation_supported(ctx.session):
+            return elicitation_asker(ctx.session, ctx.request_id, client_name), "mcp-client-user"
+        if mode == "elicit":
+            return nobody_asker(NO_ELICITATION), "nobody"
+        if mode == "deny":
+            return nobody_asker(NOBODY), "nobody"
+        if self.desk is None:
+            return nobody_asker(self._no_desk), "nobody"
+        asker = self.desk.asker(
+            session.id,
+            tier_of=session.policy.tier_of,
+            shown=client_name,
+            progress=ctx.session.report_progress,
+            on_give_up=session.gave_up,
+        )
+        return asker, WHO
 
     def _session(self, ctx: ServerRequestContext[Any]) -> GatewaySession:
         if self._stdio:
@@ -136,8 +198,8 @@ class Gateway:
     ) -> types.CallToolResult:
         session = self._session(ctx)
         before = session.listed_names()
-        asker = elicitation_asker(ctx.session, ctx.request_id, params.name)
-        result = await session.call(params.name, params.arguments, asker)
+        asker, who = self._asker(ctx, session)
+        result = await session.call(params.name, params.arguments, asker, who=who)
         if session.listed_names() != before:
             self._remember(session, ctx.session)
             try:
@@ -162,19 +224,48 @@ class Gateway:
                     _log.debug("list_changed not sent to %s: %s", session.id, exc)
 
     # -- serving ----------------------------------------------------------------------
+    def begin_closing(self) -> None:
+        """The gateway is stopping: calls waiting for an out-of-band approval give up now,
+        each answered with a deny that says so (instead of being cut off)."""
+        if self.desk is not None:
+            self.desk.close()
+
+    async def _drain(self, seconds: float = CLOSING_SECONDS) -> None:
+        """Wait (bounded) until no call waits for approval, then a moment for the
+        answers to be written."""
+        with anyio.move_on_after(seconds):
+            while self.desk is not None and self.desk.waiting:  # noqa: ASYNC110 (a counter)
+                await anyio.sleep(0.05)
+            await anyio.sleep(0.2)
+
+    async def _stop_on_signal(self, scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                _log.info("signal %s: stopping", signum)
+                self.begin_closing()
+                await self._drain()
+                scope.cancel()
+                return
+
     async def serve_stdio(self) -> None:
-        """Serve one client over this process's stdin and stdout until it disconnects."""
+        """Serve one client over this process's stdin and stdout until it disconnects
+        (or SIGTERM / SIGINT: waiting calls are answered first)."""
         from mcp.server.stdio import stdio_server
 
         self._stdio = True
         options = self.server.create_initialization_options()
+        stdin = wire_stdin()  # read by the loop: a stop is not held up by a read
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)
-                async with stdio_server() as (read, write):
+                tg.start_soon(self._stop_on_signal, tg.cancel_scope)
+                async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
                     await self.server.run(read, write, options)
                 tg.cancel_scope.cancel()
         finally:
+            if stdin is not None:
+                stdin.close()
+            self.begin_closing()
             if self._single is not None:
                 self._single.close()
 
@@ -186,7 +277,8 @@ class Gateway:
         token: str | None = None,
         oauth: OAuthResourceServer | None = None,
     ) -> None:
-        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled.
+        """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled (or SIGTERM /
+        SIGINT: calls waiting for approval are answered, then the server stops).
 
         With ``token`` every request needs ``Authorization: Bearer <token>``; with
         ``oauth``, an access token of that authorization server (:mod:`.http_auth`);
@@ -209,12 +301,28 @@ class Gateway:
         app: Any = self.server.streamable_http_app(host=host, **auth)
         if token is not None:
             app = BearerToken(app, token)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        gateway = self
+
+        class _Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: Any) -> None:
+                gateway.begin_closing()  # a plain flag: safe in a signal handler
+                super().handle_exit(sig, frame)
+                self._captured_signals.clear()  # a clean exit, not the signal raised again
+
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=int(CLOSING_SECONDS) + 1,  # open event streams
+        )
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)
-                await uvicorn.Server(config).serve()
+                await _Server(config).serve()
                 tg.cancel_scope.cancel()
         finally:
+            self.begin_closing()
             for session in list(self._sessions.values()):
                 session.close()

@@ -27,7 +27,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..approvals import Approver
+from ..approvals import ApprovalRequest, Approver, arguments_json
 from ..arguments import validate_arguments
 from ..assembly import Toolset
 from ..context import ToolContext
@@ -41,6 +41,7 @@ from ..tool import Tool
 from ..transcript import ToolCall
 from .catalog import Catalog, CatalogView
 from .evidence import EvidenceLog
+from .native import gateway_turn
 from .wire import listed_tool
 
 __all__ = ["CALL_TOOL_NAME", "SEARCH_TOOL_NAME", "GatewaySession"]
@@ -49,6 +50,11 @@ _log = logging.getLogger("tooldeck.gateway")
 SEARCH_TOOL_NAME = "tool_search"
 CALL_TOOL_NAME = "call_tool"
 _NAME_SHOWN = 120
+_NO_HOME = "needs a turn context with a home directory"
+_WITHOUT_HOME = (
+    " (the gateway was started without --home, so tooldeck's file tools refuse every "
+    "call; tell the user, who can restart tooldeck serve with --home DIR)"
+)
 
 
 class CallToolParams(BaseModel):
@@ -110,10 +116,12 @@ class GatewaySession:
         *,
         offload_tokens: int = 15_000,
         guard_tokens: int = 25_000,
+        home: Path | None = None,
     ) -> None:
         self.id = "gw-" + secrets.token_hex(8)
         self.catalog = catalog
-        self.policy = SessionPolicy(policy, session_id=self.id, directory=state)
+        self.turn = gateway_turn(self.id, home)  # what tooldeck's own tools run with
+        self.policy = SessionPolicy(policy, session_id=self.id, directory=state, home=home)
         if state is None:
             self.store = OffloadStore("/dev/null", self.id, threshold_tokens=0)
         else:
@@ -148,7 +156,7 @@ class GatewaySession:
         search = tool_search_tool(
             view.index, found, description=_SEARCH_DESCRIPTION.format(count=deferred)
         )
-        toolset = Toolset([*view.tools.values(), search, self.store.recall_tool])
+        toolset = Toolset([*view.tools.values(), search, _CALL_TOOL, self.store.recall_tool])
         self._cache = (view, search, toolset)
         return search, toolset
 
@@ -179,42 +187,90 @@ class GatewaySession:
 
     # -- calls ----------------------------------------------------------------------------
     async def call(
-        self, name: str, arguments: Mapping[str, Any] | None, asker: Approver
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        asker: Approver,
+        *,
+        who: str = "mcp-client-user",
     ) -> ToolResult:
-        """Run one client call through the dispatcher; every failure is an error result."""
+        """Run one client call through the dispatcher; every failure is an error result.
+
+        Every call leaves a line in the audit log: the policy's decision, or, for a call
+        that never reaches the policy (an unknown tool, invalid arguments), one line
+        saying so (decision ``unknown`` or ``invalid``, level ``gateway``).
+        """
         args: Any = dict(arguments or {})
         if name == CALL_TOOL_NAME:
             try:
                 inner = validate_arguments(_CALL_TOOL, args).params
-            except ArgumentError as exc:
-                return ToolResult.error(exc.model_message)
-            assert isinstance(inner, CallToolParams)
-            if inner.name == CALL_TOOL_NAME:
-                return ToolResult.error("call_tool cannot call call_tool.")
-            name, args = inner.name, inner.arguments
-        view = self.catalog.view()
+            except ArgumentError:
+                pass  # dispatched as it is: the dispatcher says what is wrong, once
+            else:
+                assert isinstance(inner, CallToolParams)
+                if inner.name != CALL_TOOL_NAME:  # call_tool(call_tool): its own error
+                    name, args = inner.name, inner.arguments
         tool = await self._resolve(name)
-        if tool is None:
-            view = self.catalog.view()
-            known = [t.name for t in self.listed(view)] + list(view.tools)
-            message = unknown_tool_message(_short(name), list(dict.fromkeys(known)))
-            down = self.catalog.down()
-            if down:
-                message += " Servers not serving now: " + "; ".join(down) + "."
-            return ToolResult.error(message)
         view = self.catalog.view()
         _, toolset = self._own(view)
+        if tool is None:
+            toolset = Toolset()  # an unknown name runs nothing, whatever it is
+        judged: list[str] = []
+        policy = self.policy
+
+        def judge(tool: Tool, params: Any, call: ToolCall) -> Any:
+            judged.append(call.call_id)
+            return policy(tool, params, call)
+
         dispatcher = Dispatcher(
             toolset,
             session_id=self.id,
-            policy=self.policy,
-            approver=self.policy.approver(asker, who="mcp-client-user"),
+            turn=self.turn,
+            policy=judge,
+            approver=self.policy.approver(asker, who=who),
             result_hooks=(self.evidence.hook, self.store.hook),
             timeout=None,  # each upstream server's own timeout applies
         )
-        call = ToolCall(f"{self.id}-{next(self._calls)}", tool.name, args)
+        call = ToolCall(f"{self.id}-{next(self._calls)}", tool.name if tool else _short(name), args)
         outcome = await dispatcher.dispatch([call])
-        return outcome.outputs[0].result
+        result = outcome.outputs[0].result
+        if tool is None:
+            result = ToolResult.error(self._unknown(name), details=result.details)
+        elif result.is_error and self.turn.home is None and _NO_HOME in result.text():
+            result = ToolResult.error(result.text() + _WITHOUT_HOME, details=result.details)
+        if not judged:
+            self.policy.audit.record(
+                session_id=self.id,
+                call_id=call.call_id,
+                tool=call.name,
+                args=args,
+                decision="invalid" if tool else "unknown",
+                level="gateway",
+                reason=result.text()[:500],
+            )
+        return result
+
+    def _unknown(self, name: str) -> str:
+        view = self.catalog.view()
+        known = [t.name for t in self.listed(view)] + list(view.tools)
+        message = unknown_tool_message(_short(name), list(dict.fromkeys(known)))
+        down = self.catalog.down()
+        if down:
+            message += " Servers not serving now: " + "; ".join(down) + "."
+        return message
+
+    def gave_up(self, request: ApprovalRequest, why: str) -> None:
+        """An approval wait ended without an answer (the call was cancelled): audited."""
+        value = arguments_json(request.params)
+        self.policy.audit.record(
+            session_id=self.id,
+            call_id=request.call.call_id,
+            tool=request.tool.name,
+            args=dict(value) if isinstance(value, Mapping) else {},
+            decision="deny",
+            level="approval",
+            reason=why,
+        )
 
     async def _resolve(self, name: str) -> Tool | None:
         """The tool a client name means; waits (bounded) for its server to come back."""
@@ -223,6 +279,8 @@ class GatewaySession:
             return self._own(view)[0]
         if name == RECALL_TOOL_NAME:
             return self.store.recall_tool
+        if name == CALL_TOOL_NAME:
+            return _CALL_TOOL
         tool = view.tools.get(name)
         if tool is not None:
             return tool

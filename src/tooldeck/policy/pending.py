@@ -52,6 +52,7 @@ __all__ = [
     "decode_item",
     "encode_item",
     "load_answers",
+    "pending_waiter",
     "read_pending",
     "save_answers",
 ]
@@ -289,6 +290,13 @@ def read_pending(path: str | Path) -> tuple[str, list[Item], PendingStep]:
     return str(data["session_id"]), transcript, _decode_step(data["step"])
 
 
+def pending_waiter(path: str | Path) -> dict[str, Any] | None:
+    """Who waits for the answers of a pending file (``None``: a run to resume later)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    waiter = data.get("waiter") if isinstance(data, Mapping) else None
+    return dict(waiter) if isinstance(waiter, Mapping) else None
+
+
 class PendingFiles:
     """A :class:`~tooldeck.loop.PendingStore` keeping one JSON file per waiting session.
 
@@ -310,18 +318,27 @@ class PendingFiles:
             st = os.fstat(f.fileno())
             return (st.st_ino, st.st_size, hashlib.sha256(f.read()).hexdigest())
 
-    def save(self, session_id: str, transcript: Sequence[Item], step: PendingStep) -> None:
+    def save(
+        self,
+        session_id: str,
+        transcript: Sequence[Item],
+        step: PendingStep,
+        *,
+        waiter: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write the waiting step. ``waiter`` says who waits for the answers, if a
+        process does (``tooldeck serve``: :func:`pending_waiter` reads it back)."""
         path = self.path(session_id)
+        document: dict[str, Any] = {
+            "format": FORMAT,
+            "session_id": session_id,
+            "transcript": [encode_item(i) for i in transcript],
+            "step": _encode_step(step),
+        }
+        if waiter is not None:
+            document["waiter"] = _plain(dict(waiter))
         with locked(path):
-            write_json_atomic(
-                path,
-                {
-                    "format": FORMAT,
-                    "session_id": session_id,
-                    "transcript": [encode_item(i) for i in transcript],
-                    "step": _encode_step(step),
-                },
-            )
+            write_json_atomic(path, document)
             self._seen[session_id] = self._identity(path)
 
     def load(self, session_id: str) -> tuple[list[Item], PendingStep] | None:
