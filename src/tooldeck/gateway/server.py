@@ -229,9 +229,18 @@ class Gateway:
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = self.new_session()
-            weakref.finalize(key, session.close)  # the connection ended: so did the session
+            # the connection ended (its HTTP session closed or idled out): so did the session
+            key.exit_stack.callback(self._connection_ended, key)
+            weakref.finalize(key, session.close)  # a transport that never closes its stack
             _log.info("client session %s started", session.id)
         return session
+
+    def _connection_ended(self, connection: Any) -> None:
+        session = self._sessions.pop(connection, None)
+        if session is not None:
+            self._peers.pop(session, None)  # it held the connection
+            session.close()
+            _log.info("client session %s ended", session.id)
 
     def _listeners_of(self, session: GatewaySession) -> Listeners:
         listeners = self._listeners.get(session)
