@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import httpx
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
+from typer.testing import CliRunner
 
 from gateway_client import (
     ALLOW_ALL,
@@ -37,6 +39,7 @@ from gateway_client import (
     INTROSPECTOR,
     Answers,
     Events,
+    answered_out_of_band,
     audit_lines,
     bearer_client,
     gateway_process,
@@ -51,7 +54,18 @@ from gateway_client import (
     write_policy,
 )
 from oauth_server import OAuthServers, serving
-from tooldeck.policy import arguments_digest
+from tooldeck.approvals import ApprovalRequest, PendingApproval
+from tooldeck.cli import app
+from tooldeck.gateway import Catalog
+from tooldeck.gateway.input_required import FORM_KEY, InputAsks
+from tooldeck.gateway.out_of_band import WHO
+from tooldeck.gateway.session import GatewaySession
+from tooldeck.gateway.stateless import PrincipalSessions
+from tooldeck.mcp import McpSource
+from tooldeck.policy import Policy, arguments_digest
+from tooldeck.result import ToolResult
+from tooldeck.tool import Tool
+from tooldeck.transcript import ToolCall
 
 MODERN = "2026-07-28"
 REF = re.compile(r"ref_[0-9a-f]{16}")
@@ -409,3 +423,105 @@ async def _idle_then_stop(g: OAuthGateway, proc: subprocess.Popen[Any]) -> None:
         proc.send_signal(signal.SIGTERM)
         await events.next()
         assert events.ended
+
+
+# -- a 2026 client without elicitation: asks wait out of band (auto) ---------------------
+def test_a_2026_client_without_elicitation_waits_for_tooldeck_approve(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    state = tmp_path / "s"
+
+    async def main() -> None:
+        async with stdio_2026(config, state, "--core", "*") as c:  # no elicitation callback
+            assert c.protocol_version == MODERN
+            result, _ = await answered_out_of_band(
+                c, state, "alpha__echo", {"text": "by tooldeck approve"}, "y\n"
+            )
+            assert text_of(result) == "by tooldeck approve"
+
+    anyio.run(main)
+    approvals = [e for e in audit_lines(state) if e["level"] == "approval"]
+    assert [(e["decision"], e["approved_by"]) for e in approvals] == [("approve", WHO)]
+
+
+def test_session_idle_is_checked(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    out = CliRunner().invoke(app, ["serve", "--mcp", str(config), "--session-idle", "0"])
+    assert out.exit_code == 2
+    assert out.output.strip() == (
+        "error: --session-idle 0 is out of range; give seconds between 1 and 604800 (a week)"
+    )
+
+
+# -- the two tables on their own: real sessions, real audit logs ------------------------
+def _session(state: Path) -> GatewaySession:
+    catalog = Catalog(McpSource({"mcpServers": {}}), semantic=False)
+    return GatewaySession(catalog, Policy(), state)
+
+
+def _pending(session: GatewaySession, name: str) -> PendingApproval:
+    tool = Tool(name=name, description="a tool", execute=lambda ctx: ToolResult.text("ran"))
+    call = ToolCall(f"{session.id}-1", name, {})
+    return PendingApproval([ApprovalRequest(call, tool, {}, "it is WRITE")])
+
+
+def _call(name: str, **more: Any) -> types.CallToolRequestParams:
+    return types.CallToolRequestParams(name=name, arguments={}, **more)
+
+
+def test_an_ask_is_taken_once_by_its_own_session_and_expires_audited(tmp_path: Path) -> None:
+    mine, other = _session(tmp_path), _session(tmp_path)
+    asks = InputAsks(ttl=60, limit=2)
+    first = asks.ask(mine, _call("t"), _pending(mine, "t"), lambda tool: tool.name)
+    assert first.input_requests and isinstance(first.input_requests[FORM_KEY], types.ElicitRequest)
+    yes = {FORM_KEY: APPROVE}
+    retry = _call("t", request_state=first.request_state, input_responses=yes)
+    for who, params in (
+        (other, retry),  # another session's: refused, and the ask is not burned
+        (mine, _call("u", request_state=first.request_state, input_responses=yes)),
+        (mine, _call("t", request_state='{"format": "tooldeck.ask/1", "ask": "guess"}')),
+        (mine, _call("t", request_state="not json")),
+    ):
+        with pytest.raises(MCPError, match=INVALID_STATE):
+            asks.answer(who, params)
+    assert asks.waiting(mine) and not asks.waiting(other)
+    call_id, answer = asks.answer(mine, retry)
+    assert call_id == f"{mine.id}-1" and answer.approved
+    with pytest.raises(MCPError, match=INVALID_STATE):  # once only
+        asks.answer(mine, retry)
+    # an empty answer never approves
+    second = asks.ask(mine, _call("t"), _pending(mine, "t"), str)
+    _, empty = asks.answer(mine, _call("t", request_state=second.request_state))
+    assert not empty.approved
+    # asks nobody answers: the oldest goes when too many wait, the rest when time is up
+    for _ in range(3):
+        asks.ask(other, _call("t"), _pending(other, "t"), str)
+    assert len(asks) == 2
+    asks.expire(now=time.monotonic() + 61)
+    assert len(asks) == 0 and not asks.waiting(other)
+    reasons = [e["reason"] for e in audit_lines(tmp_path) if e["session_id"] == other.id]
+    assert len(reasons) == 3 and all(r.endswith("the call was not run") for r in reasons)
+    assert sum("too many" in r for r in reasons) == 1
+    assert sum("did not answer within 60 s" in r for r in reasons) == 2
+
+
+def test_principal_sessions_end_when_idle_unless_held_or_kept(tmp_path: Path) -> None:
+    ended: list[GatewaySession] = []
+    kept: set[str] = set()
+    table = PrincipalSessions(
+        lambda: _session(tmp_path),
+        idle=10,
+        ended=ended.append,
+        keep=lambda s: s.id in kept,
+        limit=3,
+    )
+    with table.hold("alice") as alice, table.hold("alice") as again:
+        assert alice is again
+        assert table.expire(now=time.monotonic() + 60) == []  # held
+    with table.hold("bob") as bob, table.hold("carol") as carol:
+        kept.add(carol.id)
+    with pytest.raises(MCPError, match="sessions already"), table.hold("dave"):
+        pass
+    assert table.expire(now=time.monotonic() + 60) == [alice, bob]
+    assert ended == [alice, bob] and len(table) == 1
+    table.close()
+    assert ended == [alice, bob, carol] and len(table) == 0

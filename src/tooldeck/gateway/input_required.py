@@ -151,6 +151,10 @@ class InputAsks:
             answer = ApprovalAnswer(False, "no answer was given (an empty answer never approves)")
         return ask.request.call.call_id, answer
 
+    def waiting(self, session: GatewaySession) -> bool:
+        """Whether an ask of ``session`` waits for its client's answer."""
+        return any(a.session is session for a in self._asks.values())
+
     def expire(self, now: float | None = None) -> None:
         """Deny (audited) the asks whose time is up."""
         now = time.monotonic() if now is None else now

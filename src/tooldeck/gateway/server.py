@@ -149,11 +149,13 @@ class Gateway:
         self.session_idle = session_idle
         # clients of the stateless protocol (2026-07-28): sessions by principal, their
         # listen streams, their approvals waiting for a retry
-        self.principals = PrincipalSessions(self.new_session, session_idle, ended=self._ended)
+        self.asks = InputAsks(ASK_SECONDS)
+        self.principals = PrincipalSessions(
+            self.new_session, session_idle, ended=self._ended, keep=self.asks.waiting
+        )
         self._listeners: weakref.WeakKeyDictionary[GatewaySession, Listeners] = (
             weakref.WeakKeyDictionary()
         )
-        self.asks = InputAsks(ASK_SECONDS)
         self.server: Server[Any] = _Server(
             "tooldeck",
             version=__version__,
@@ -333,8 +335,8 @@ class Gateway:
         that idled out, and deny the asks nobody answered (runs until cancelled)."""
         while True:
             await anyio.sleep(WATCH_SECONDS)
-            self.principals.expire()
             self.asks.expire()
+            self.principals.expire()
             for session, (announce, listed) in list(self._peers.items()):
                 now = session.listing_key()
                 if now == listed:

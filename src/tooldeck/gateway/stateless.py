@@ -19,7 +19,8 @@ sends the request (:func:`principal_key`):
   session (``Mcp-Session-Id``) is a gateway session of its own.
 
 Sessions keyed by principal (:class:`PrincipalSessions`) end after ``idle`` seconds
-without a request or an open listen stream, and when the gateway stops.
+without a request, an open listen stream or an approval waiting for the client's answer,
+and when the gateway stops.
 
 ``subscriptions/listen``: every session has its own listeners (:class:`Listeners`, the
 SDK's ``ListenHandler`` on an ``InMemorySubscriptionBus`` of its own). A listen request
@@ -141,7 +142,8 @@ class PrincipalSessions:
     """Gateway sessions by principal key, ended after ``idle`` seconds unused.
 
     ``make`` makes a session; ``ended`` is told of each session that ends (its stored
-    results go with :meth:`GatewaySession.close`, called here).
+    results go with :meth:`GatewaySession.close`, called here); ``keep`` says whether an
+    idle session must live on (an approval of it waits for its client's answer).
     """
 
     def __init__(
@@ -150,6 +152,7 @@ class PrincipalSessions:
         idle: float = DEFAULT_IDLE,
         *,
         ended: Callable[[GatewaySession], None] | None = None,
+        keep: Callable[[GatewaySession], bool] | None = None,
         limit: int = MAX_SESSIONS,
     ) -> None:
         if idle <= 0:
@@ -158,6 +161,7 @@ class PrincipalSessions:
         self.idle = idle
         self.limit = limit
         self._ended = ended
+        self._keep = keep
         self._held: dict[str, _Held] = {}
 
     def __len__(self) -> int:
@@ -184,9 +188,14 @@ class PrincipalSessions:
             held.last = time.monotonic()
 
     def expire(self, now: float | None = None) -> list[GatewaySession]:
-        """End the sessions unused for ``idle`` seconds (none is held); the ended ones."""
+        """End the sessions unused for ``idle`` seconds (not held, not kept); the ended ones."""
         now = time.monotonic() if now is None else now
-        idle = [k for k, h in self._held.items() if not h.busy and now - h.last >= self.idle]
+        keep = self._keep
+        idle = [
+            k
+            for k, h in self._held.items()
+            if not h.busy and now - h.last >= self.idle and not (keep and keep(h.session))
+        ]
         ended = [self._end(key) for key in idle]
         for session in ended:
             _log.info("client session %s ended after %g s unused", session.id, self.idle)
