@@ -261,7 +261,7 @@ def test_input_required_approvals_cannot_be_forged_replayed_or_borrowed(
 ) -> None:
     g = oauth_gateway
     alice, bob = g.token("alice-2"), g.token("bob-2")
-    answers = Answers(APPROVE, DECLINE)
+    answers = Answers(APPROVE, DECLINE, ALWAYS)
     args = {"a": 20, "b": 22}
     yes = {"approval": APPROVE}
 
@@ -309,11 +309,16 @@ def test_input_required_approvals_cannot_be_forged_replayed_or_borrowed(
                 await a.session.call_tool(
                     "alpha__add", args, input_responses=yes, request_state=state
                 )
+            # approve-always: alice's grant holds across her requests, and is hers only
+            assert result_of(await a.call_tool("alpha__add", {"a": 2, "b": 2})) == 4
+            assert result_of(await a.call_tool("alpha__add", {"a": 3, "b": 3})) == 6
+            theirs = await b.session.call_tool("alpha__add", args, allow_input_required=True)
+            assert isinstance(theirs, types.InputRequiredResult)
 
     anyio.run(main)
     runs = [e["args_sha256"] for e in evidence(g.state, "mcp__alpha__add")]
     assert runs.count(arguments_digest(args)) == 1
-    assert len(answers.asked) == 2
+    assert len(answers.asked) == 3
 
 
 def test_a_token_without_a_subject_is_refused_for_2026(oauth_gateway: OAuthGateway) -> None:

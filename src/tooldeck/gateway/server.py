@@ -267,8 +267,8 @@ class Gateway:
             listeners.close()
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
-        """A listed tool's input schema, for the SDK's ``Mcp-Param-*`` header check
-        (without running a whole listing per call)."""
+        """The input schema of the catalog's tool ``name``, for the SDK's ``Mcp-Param-*``
+        header check of a 2026-07-28 call (instead of a whole listing per call)."""
         tool = self.catalog.view().tools.get(name)
         return tool.input_schema() if tool is not None else None
 
