@@ -4,8 +4,10 @@ The gateway's policy chain (:mod:`tooldeck.policy`) decides every call; a call i
 *ask* about is put to a human in the way ``--approvals`` chooses (:data:`MODES`):
 
 - ``auto`` (the default): by elicitation when the client declared the ``elicitation``
-  capability in its ``initialize`` request, else out of band when the gateway has a
-  state folder (:mod:`.out_of_band`), else nobody (denied);
+  capability (in its ``initialize`` request, or, for a client of MCP 2026-07-28, in its
+  request's envelope: then the form goes out in an ``input_required`` round,
+  :mod:`.input_required`), else out of band when the gateway has a state folder
+  (:mod:`.out_of_band`), else nobody (denied);
 - ``elicit``: by elicitation only (a client without it gets the call denied);
 - ``out-of-band``: always ``tooldeck approve``, even for a client that could elicit
   (the person who approves is not the person at the client);
