@@ -1,6 +1,7 @@
 """Helpers for the gateway tests: a real ``tooldeck serve`` subprocess, reached with the
-official MCP client SDK (``ClientSession`` over ``stdio_client``), in front of real MCP
-servers (tests/mcp_servers/, and PyPI's mcp-server-time)."""
+official MCP client SDK (``ClientSession`` over ``stdio_client``, or ``Client``), in front
+of real MCP servers (tests/mcp_servers/, and PyPI's mcp-server-time); for OAuth, the
+authorization server of tests/oauth_server.py and the SDK's ``OAuthClientProvider``."""
 
 from __future__ import annotations
 
@@ -14,13 +15,24 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+from pydantic import AnyUrl
+
+from oauth_server import OAuthServers
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 PY = sys.executable
@@ -56,6 +68,34 @@ def text_of(result: types.CallToolResult) -> str:
 def result_of(result: types.CallToolResult) -> Any:
     """The value of a structured result (sent to the client as its one JSON text)."""
     return json.loads(text_of(result))["result"]
+
+
+def audit_lines(state: Path) -> list[dict[str, Any]]:
+    """Every audit line of every session under ``state``."""
+    from tooldeck.policy import AuditLog
+
+    lines: list[dict[str, Any]] = []
+    for path in sorted(state.glob("*.audit.jsonl")):
+        lines.extend(AuditLog.read(path))
+    return lines
+
+
+class Answers:
+    """An elicitation callback that answers from a list, and keeps what it was asked."""
+
+    def __init__(self, *answers: types.ElicitResult) -> None:
+        self.answers = list(answers)
+        self.asked: list[types.ElicitRequestParams] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params)
+        return self.answers.pop(0)
+
+
+APPROVE = types.ElicitResult(action="accept", content={"approve": True})
+ALWAYS = types.ElicitResult(action="accept", content={"approve": True, "always": True})
+UNCHECKED = types.ElicitResult(action="accept", content={"approve": False})
+DECLINE = types.ElicitResult(action="decline")
 
 
 class Notes:
@@ -142,19 +182,29 @@ def http_server(script: str) -> Iterator[str]:
 
 
 @contextmanager
-def served_gateway(
+def gateway_process(
     config: Path, state: Path, *args: str, env: dict[str, str] | None = None
-) -> Iterator[str]:
-    """``tooldeck serve --http`` as a subprocess on a free loopback port; its URL."""
+) -> Iterator[tuple[str, subprocess.Popen[Any]]]:
+    """``tooldeck serve --http`` as a subprocess on a free loopback port; its URL, and the
+    process."""
     port = free_port()
     serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
     environment = {**os.environ, **env} if env else None
     proc = subprocess.Popen([PY, *serve, "--lexical", "--http", str(port), *args], env=environment)
     try:
         _listening(proc, port, "the gateway")
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", proc
     finally:
         _stop(proc)
+
+
+@contextmanager
+def served_gateway(
+    config: Path, state: Path, *args: str, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """``tooldeck serve --http`` as a subprocess on a free loopback port; its URL."""
+    with gateway_process(config, state, *args, env=env) as (url, _):
+        yield url
 
 
 @asynccontextmanager
@@ -235,3 +285,120 @@ async def answered_out_of_band(
         answered = await anyio.to_thread.run_sync(approve, path, typed)
         assert answered.returncode == 0, answered.stderr
         return await call.get(), answered
+
+
+# -- OAuth resource-server mode ------------------------------------------------------------
+INTROSPECTOR = ("gateway", "introspection-secret")
+
+
+def oauth_args(servers: OAuthServers, directory: Path) -> list[str]:
+    """``tooldeck serve`` options for OAuth at ``servers`` (the secret written to a file)."""
+    (directory / "secret").write_text(INTROSPECTOR[1] + "\n")
+    args = ["--oauth-issuer", servers.issuer, "--oauth-introspect", f"{servers.issuer}/introspect"]
+    args += ["--oauth-scope", "mcp", "--oauth-client-id", INTROSPECTOR[0]]
+    return [*args, "--oauth-secret-file", str(directory / "secret")]
+
+
+class MemoryStorage:
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@asynccontextmanager
+async def oauth_client(
+    url: str, name: str, mode: str = "auto", **options: Any
+) -> AsyncIterator[tuple[Client, MemoryStorage, list[str]]]:
+    """An SDK ``Client`` that logs in by itself (the test AS approves; the redirect's code
+    is read from its Location, as the user's browser would deliver it); the HTTP session
+    ids the gateway gave it. ``options`` go to the ``Client``."""
+    storage, sessions, answer = MemoryStorage(), [], {}
+
+    async def redirect(authorize: str) -> None:
+        async with httpx2.AsyncClient() as http:
+            location = (await http.get(authorize)).headers["location"]
+        query = parse_qs(urlsplit(location).query)
+        answer["result"] = AuthorizationCodeResult(code=query["code"][0], state=query["state"][0])
+
+    async def callback() -> AuthorizationCodeResult:
+        return answer["result"]
+
+    async def remember(response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            sessions.append(response.headers["mcp-session-id"])
+
+    metadata = OAuthClientMetadata(
+        redirect_uris=[AnyUrl("http://127.0.0.1:9/callback")], client_name=name
+    )
+    provider = OAuthClientProvider(url, metadata, storage, redirect, callback)
+    hooks = {"response": [remember]}
+    timeout = httpx2.Timeout(30, read=300)
+    async with (
+        httpx2.AsyncClient(auth=provider, event_hooks=hooks, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
+    ):
+        yield client, storage, sessions
+
+
+# -- clients of the stateless protocol (MCP 2026-07-28) -------------------------------------
+@asynccontextmanager
+async def stdio_2026(
+    config: Path, state: Path, *args: str, **options: Any
+) -> AsyncIterator[Client]:
+    """``tooldeck serve`` over stdio, reached by the SDK's ``Client`` in its default mode
+    (it negotiates 2026-07-28 with a server that speaks it); ``options`` go to the
+    ``Client``."""
+    serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
+    params = StdioServerParameters(command=PY, args=[*serve, "--lexical", *args])
+    async with Client(params, **options) as client:
+        yield client
+
+
+@asynccontextmanager
+async def bearer_client(url: str, token: str | None, **options: Any) -> AsyncIterator[Client]:
+    """The SDK's ``Client`` over streamable HTTP with a bearer token (an access token minted
+    by the test authorization server, or none); ``options`` go to the ``Client``."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = httpx2.Timeout(30, read=300)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http), **options) as client,
+    ):
+        yield client
+
+
+class Events:
+    """A ``subscriptions/listen`` stream's events, read in the background:
+    ``await tg.start(events.listen, client)`` returns once the server acknowledged it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.ended = False
+        self._changed = anyio.Event()
+
+    async def listen(self, client: Client, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        async with client.listen(tools_list_changed=True) as subscription:
+            task_status.started()
+            async for _ in subscription:
+                self.count += 1
+                self._changed.set()
+        self.ended = True  # the server closed the stream gracefully
+        self._changed.set()
+
+    async def next(self, seconds: float = 15) -> None:
+        """Wait for an event not waited for before."""
+        with anyio.fail_after(seconds):
+            await self._changed.wait()
+        self._changed = anyio.Event()

@@ -19,7 +19,16 @@ import mcp_types as types
 import pytest
 from typer.testing import CliRunner
 
-from gateway_client import Notes, http_client, served_gateway, stdio, text_of, write_config
+from gateway_client import (
+    ALLOW_ALL,
+    Notes,
+    http_client,
+    served_gateway,
+    stdio,
+    text_of,
+    write_config,
+    write_policy,
+)
 from tooldeck.cli import app
 
 REF = re.compile(r"ref_[0-9a-f]{16}")
@@ -111,3 +120,26 @@ def test_a_short_token_is_refused(tmp_path: Path) -> None:
     ]
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 2 and "at least 32" in out.stderr
+
+
+def test_a_closed_http_session_takes_its_stored_results_along(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    policy = write_policy(tmp_path, ALLOW_ALL)
+    offload = tmp_path / "s" / ".tooldeck" / "tool-offload"
+
+    def stored() -> list[Path]:
+        return [p for p in offload.iterdir() if any(p.iterdir())] if offload.exists() else []
+
+    async def main(url: str) -> None:
+        async with http_client(url) as a, http_client(url) as b:
+            await a.call_tool("alpha__echo", {"text": "of A " * 60_000})
+            await b.call_tool("alpha__echo", {"text": "of B " * 60_000})
+            assert len(stored()) == 2
+        # both clients ended their HTTP sessions (DELETE): the gateway, still running,
+        # removed what they had stored
+        with anyio.fail_after(10):
+            while stored():  # noqa: ASYNC110 (files another process removes)
+                await anyio.sleep(0.1)
+
+    with served_gateway(config, tmp_path / "s", "--core", "*", "--policy", str(policy)) as url:
+        anyio.run(main, url)

@@ -16,6 +16,12 @@ import mcp_types as types
 
 from gateway_client import (
     ALLOW_ALL,
+    ALWAYS,
+    APPROVE,
+    DECLINE,
+    UNCHECKED,
+    Answers,
+    audit_lines,
     gateway,
     result_of,
     stdio,
@@ -23,31 +29,6 @@ from gateway_client import (
     write_config,
     write_policy,
 )
-from tooldeck.policy import AuditLog
-
-
-def _audit(state: Path) -> list[dict[str, Any]]:
-    lines: list[dict[str, Any]] = []
-    for path in sorted(state.glob("*.audit.jsonl")):
-        lines.extend(AuditLog.read(path))
-    return lines
-
-
-class Answers:
-    """An elicitation callback that answers from a list, and keeps what it was asked."""
-
-    def __init__(self, *answers: types.ElicitResult) -> None:
-        self.answers = list(answers)
-        self.asked: list[types.ElicitRequestParams] = []
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        self.asked.append(params)
-        return self.answers.pop(0)
-
-
-APPROVE = types.ElicitResult(action="accept", content={"approve": True})
-UNCHECKED = types.ElicitResult(action="accept", content={"approve": False})
-DECLINE = types.ElicitResult(action="decline")
 
 
 def test_a_call_the_policy_denies_never_reaches_the_server(tmp_path: Path) -> None:
@@ -77,7 +58,7 @@ def test_a_call_the_policy_denies_never_reaches_the_server(tmp_path: Path) -> No
 
     anyio.run(main)
     assert asked.asked == []  # a deny is never put to the user
-    decisions = [(e["tool"], e["decision"]) for e in _audit(state)]
+    decisions = [(e["tool"], e["decision"]) for e in audit_lines(state)]
     assert decisions.count(("mcp__alpha__echo", "deny")) == 2
     assert ("mcp__alpha__add", "allow") in decisions
     calls = [json.loads(line) for p in state.glob("*.calls.jsonl") for line in p.open()]
@@ -104,9 +85,8 @@ def test_an_approval_is_asked_by_elicitation_approved_and_declined(tmp_path: Pat
     first = answers.asked[0]
     assert isinstance(first, types.ElicitRequestFormParams)
     assert "alpha__echo" in first.message and '"text":"approved"' in first.message
-    approvals = [
-        (e["decision"], e.get("approved_by")) for e in _audit(state) if e["level"] == "approval"
-    ]
+    lines = audit_lines(state)
+    approvals = [(e["decision"], e.get("approved_by")) for e in lines if e["level"] == "approval"]
     assert approvals == [("approve", "mcp-client-user"), ("deny", None), ("deny", None)]
 
 
@@ -152,15 +132,15 @@ def test_dangerous_asks_even_when_a_rule_allows_and_annotations_never_lower_it(
 
     anyio.run(main)
     assert len(answers.asked) == 2
-    tiers = {e["tier"] for e in _audit(state) if e["tool"] == "mcp__alpha__wipe" and "tier" in e}
+    lines = audit_lines(state)
+    tiers = {e["tier"] for e in lines if e["tool"] == "mcp__alpha__wipe" and "tier" in e}
     assert tiers == {"DANGEROUS"}
 
 
 def test_approve_always_holds_for_the_session_but_never_for_dangerous(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
     policy = write_policy(tmp_path, 'dangerous = ["mcp__alpha__wipe"]\n')
-    always = types.ElicitResult(action="accept", content={"approve": True, "always": True})
-    answers = Answers(always, always, always)
+    answers = Answers(ALWAYS, ALWAYS, ALWAYS)
     state = tmp_path / "s"
 
     async def main() -> None:
@@ -178,7 +158,7 @@ def test_approve_always_holds_for_the_session_but_never_for_dangerous(tmp_path: 
             assert fresh.is_error
 
     anyio.run(main)
-    grants = [e for e in _audit(state) if e["decision"] == "approve-always"]
+    grants = [e for e in audit_lines(state) if e["decision"] == "approve-always"]
     assert [e["tool"] for e in grants] == ["mcp__alpha__echo"]
 
 
@@ -208,7 +188,7 @@ def test_every_call_leaves_an_audit_line_even_if_the_policy_never_sees_it(
                 assert result.is_error == (args != {"a": 1, "b": 2} or name != "alpha__add")
 
     anyio.run(main)
-    lines = _audit(state)
+    lines = audit_lines(state)
     by_call: dict[str, list[tuple[str, str, str]]] = {}
     for e in lines:
         by_call.setdefault(e["call_id"], []).append((e["tool"], e["decision"], e["level"]))

@@ -10,37 +10,28 @@ parameter), and raw HTTP for the tokens the gateway must refuse.
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.auth import OAuthClientProvider
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import (
-    AuthorizationCodeResult,
-    OAuthClientInformationFull,
-    OAuthClientMetadata,
-    OAuthToken,
-)
-from pydantic import AnyUrl
 from typer.testing import CliRunner
 
-from gateway_client import PY, stdio, write_config
+from gateway_client import (
+    INTROSPECTOR,
+    oauth_args,
+    oauth_client,
+    served_gateway,
+    stdio,
+    write_config,
+)
 from oauth_server import OAuthServers, serving
 from tooldeck.cli import app
 from tooldeck.gateway.http_auth import IntrospectionVerifier, resource_server
 
-INTROSPECTOR = ("gateway", "introspection-secret")
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -52,13 +43,6 @@ INITIALIZE = {
     },
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Gateway:
@@ -82,88 +66,19 @@ class Gateway:
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     tmp = tmp_path_factory.mktemp("oauth-gateway")
     config = write_config(tmp, {"alpha": stdio("basic.py")})
-    (tmp / "secret").write_text(INTROSPECTOR[1] + "\n")
-    with serving(introspector=INTROSPECTOR) as servers:
-        port = _free_port()
-        args = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(tmp / "s")]
-        args += ["--lexical", "--http", str(port), "--oauth-issuer", servers.issuer]
-        args += ["--oauth-introspect", f"{servers.issuer}/introspect", "--oauth-scope", "mcp"]
-        args += ["--oauth-client-id", INTROSPECTOR[0], "--oauth-secret-file", str(tmp / "secret")]
-        proc = subprocess.Popen([PY, *args])
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                assert proc.poll() is None, "the gateway exited"
-                assert time.monotonic() < deadline, "the gateway did not listen"
-                time.sleep(0.2)
-            yield Gateway(f"http://127.0.0.1:{port}/mcp", servers)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-# -- the official SDK client, with its OAuth provider --------------------------------------
-class MemoryStorage:
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
-
-
-@asynccontextmanager
-async def sdk_client(url: str, name: str) -> AsyncIterator[tuple[Client, MemoryStorage, list[str]]]:
-    """An SDK ``Client`` that logs in by itself (the test AS approves; the redirect's code
-    is read from its Location, as the user's browser would deliver it)."""
-    storage, sessions, answer = MemoryStorage(), [], {}
-
-    async def redirect(authorize: str) -> None:
-        async with httpx2.AsyncClient() as http:
-            location = (await http.get(authorize)).headers["location"]
-        query = parse_qs(urlsplit(location).query)
-        answer["result"] = AuthorizationCodeResult(code=query["code"][0], state=query["state"][0])
-
-    async def callback() -> AuthorizationCodeResult:
-        return answer["result"]
-
-    async def remember(response: httpx2.Response) -> None:
-        if "mcp-session-id" in response.headers:
-            sessions.append(response.headers["mcp-session-id"])
-
-    metadata = OAuthClientMetadata(
-        redirect_uris=[AnyUrl("http://127.0.0.1:9/callback")], client_name=name
-    )
-    provider = OAuthClientProvider(url, metadata, storage, redirect, callback)
-    async with (
-        httpx2.AsyncClient(auth=provider, event_hooks={"response": [remember]}) as http,
-        # the handshake era: the gateway's sessions are its HTTP sessions (docs/gateway.md)
-        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    with (
+        serving(introspector=INTROSPECTOR) as servers,
+        served_gateway(config, tmp / "s", *oauth_args(servers, tmp)) as url,
     ):
-        yield client, storage, sessions
+        yield Gateway(url, servers)
 
 
 def test_an_sdk_client_logs_in_and_two_clients_have_separate_sessions(gateway: Gateway) -> None:
     async def main() -> None:
         async with (
-            sdk_client(gateway.url, "alice") as (alice, alice_storage, alice_sessions),
-            sdk_client(gateway.url, "bob") as (bob, bob_storage, _),
+            # the handshake era: the gateway's sessions are its HTTP sessions
+            oauth_client(gateway.url, "alice", "legacy") as (alice, alice_storage, alice_sessions),
+            oauth_client(gateway.url, "bob", "legacy") as (bob, bob_storage, _),
         ):
             listed = [t.name for t in (await alice.list_tools()).tools]
             assert listed[0] == "tool_search"

@@ -119,6 +119,14 @@ def serve_command(
         Path | None,
         typer.Option("--oauth-secret-file", help="A file holding that client's secret."),
     ] = None,
+    session_idle: Annotated[
+        float,
+        typer.Option(
+            "--session-idle",
+            help="With --http: seconds a client session lives without requests (its stored "
+            "results then go).",
+        ),
+    ] = 1800.0,
     approvals: Annotated[
         Approvals,
         typer.Option(
@@ -185,6 +193,11 @@ def serve_command(
             f"--approval-timeout {approval_timeout:g} is out of range; give seconds "
             "between 1 and 86400"
         )
+    if not 1 <= session_idle <= 604_800:
+        raise user_error(
+            f"--session-idle {session_idle:g} is out of range; give seconds between 1 and "
+            "604800 (a week)"
+        )
     tools_home = _home(home)
     native = _native(definitions, category, tools_home) if definitions else None
     if category and not definitions:
@@ -232,6 +245,7 @@ def serve_command(
                     approvals="deny" if check_only else approvals,  # --check makes no files
                     approval_timeout=approval_timeout,
                     home=tools_home,
+                    session_idle=session_idle,
                 )
             except ValueError as exc:
                 raise user_error(f"--approvals {approvals}: {exc}") from exc

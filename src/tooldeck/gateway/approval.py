@@ -4,8 +4,10 @@ The gateway's policy chain (:mod:`tooldeck.policy`) decides every call; a call i
 *ask* about is put to a human in the way ``--approvals`` chooses (:data:`MODES`):
 
 - ``auto`` (the default): by elicitation when the client declared the ``elicitation``
-  capability in its ``initialize`` request, else out of band when the gateway has a
-  state folder (:mod:`.out_of_band`), else nobody (denied);
+  capability (in its ``initialize`` request, or, for a client of MCP 2026-07-28, in its
+  request's envelope: then the form goes out in an ``input_required`` round,
+  :mod:`.input_required`), else out of band when the gateway has a state folder
+  (:mod:`.out_of_band`), else nobody (denied);
 - ``elicit``: by elicitation only (a client without it gets the call denied);
 - ``out-of-band``: always ``tooldeck approve``, even for a client that could elicit
   (the person who approves is not the person at the client);
@@ -30,6 +32,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import mcp_types as types
 from mcp.server.session import ServerSession
 
 from ..approvals import ApprovalAnswer, ApprovalRequest, Approver, arguments_json
@@ -41,6 +44,8 @@ __all__ = [
     "ARGUMENTS_SHOWN",
     "MODES",
     "NO_ELICITATION",
+    "answer_of",
+    "approval_message",
     "elicitation_asker",
     "elicitation_supported",
     "nobody_asker",
@@ -83,7 +88,8 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 }
 
 
-def _message(request: ApprovalRequest, shown_name: str) -> str:
+def approval_message(request: ApprovalRequest, shown_name: str) -> str:
+    """The form's message: the tool as the client knows it, why it is asked, the arguments."""
     args = canonical_json(arguments_json(request.params))
     if len(args) > ARGUMENTS_SHOWN:
         args = args[:ARGUMENTS_SHOWN] + f"… ({len(args) - ARGUMENTS_SHOWN:,} more characters)"
@@ -121,7 +127,7 @@ def elicitation_asker(
             shown_name = shown(request.tool)
             try:
                 result = await session.elicit_form(
-                    message=_message(request, shown_name),
+                    message=approval_message(request, shown_name),
                     requested_schema=APPROVAL_SCHEMA,
                     related_request_id=request_id,
                 )
@@ -129,14 +135,18 @@ def elicitation_asker(
                 _log.warning("elicitation for %s failed: %s", shown_name, exc)
                 answers.append(ApprovalAnswer(False, f"the approval request failed ({exc})"))
                 continue
-            content = result.content or {}
-            if result.action == "accept" and content.get("approve") is True:
-                always = content.get("always") is True
-                answers.append(approve_always() if always else ApprovalAnswer(True))
-            elif result.action == "accept":
-                answers.append(ApprovalAnswer(False, "the user did not approve"))
-            else:
-                answers.append(ApprovalAnswer(False, f"the user chose {result.action}"))
+            answers.append(answer_of(result))
         return answers
 
     return ask
+
+
+def answer_of(result: types.ElicitResult) -> ApprovalAnswer:
+    """The approval an answered form gives: only ``accept`` with ``approve: true``
+    approves (with ``always: true``, approve-always); anything else denies."""
+    content = result.content or {}
+    if result.action == "accept" and content.get("approve") is True:
+        return approve_always() if content.get("always") is True else ApprovalAnswer(True)
+    if result.action == "accept":
+        return ApprovalAnswer(False, "the user did not approve")
+    return ApprovalAnswer(False, f"the user chose {result.action}")

@@ -8,8 +8,12 @@ answer; a watcher sends it too when an upstream server's tools change (a re-list
 drop, a reconnect). The server declares ``tools.listChanged``.
 
 Sessions: over stdio the process serves one client, one session; over streamable HTTP
-each client connection (``Mcp-Session-Id``) gets its own. HTTP without a bearer token or
-OAuth (:mod:`.http_auth`) is served on loopback addresses only. See ``docs/gateway.md``.
+each client connection (``Mcp-Session-Id``) gets its own, and a client of the stateless
+protocol (2026-07-28) the session of its OAuth principal (:mod:`.stateless`: refused
+without OAuth). Such a client hears of listing changes through ``subscriptions/listen``,
+and is asked for approvals with ``input_required`` results (:mod:`.input_required`).
+HTTP without a bearer token or OAuth (:mod:`.http_auth`) is served on loopback
+addresses only. See ``docs/gateway.md``.
 """
 
 from __future__ import annotations
@@ -17,18 +21,22 @@ from __future__ import annotations
 import logging
 import signal
 import weakref
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.caching import CacheHint
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
-from mcp.server.session import ServerSession
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
-from ..approvals import Approver
-from ..policy import Policy
+from ..approvals import Approver, PendingApproval
+from ..policy import Policy, wait_for_human
 from ._stdin import wire_stdin
 from .approval import (
     ALLOW,
@@ -42,6 +50,7 @@ from .approval import (
 )
 from .catalog import Catalog, client_name
 from .http_auth import OAuthResourceServer
+from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
     DEFAULT_TIMEOUT,
     WHO,
@@ -50,6 +59,14 @@ from .out_of_band import (
     approvals_folder,
 )
 from .session import GatewaySession
+from .stateless import (
+    DEFAULT_IDLE,
+    Listeners,
+    PrincipalSessions,
+    over_http,
+    principal_key,
+    stateless,
+)
 from .wire import to_call_result
 
 __all__ = ["Gateway"]
@@ -57,7 +74,9 @@ __all__ = ["Gateway"]
 _log = logging.getLogger("tooldeck.gateway")
 WATCH_SECONDS = 1.0
 CLOSING_SECONDS = 2.0  # at shutdown: how long waiting calls get to be answered
-_Peer = tuple[ServerSession, tuple[tuple[str, int], ...]]  # where to announce, what was listed
+CLIENT_USER = "mcp-client-user"  # who answered, in the audit log, for an answer from the client
+# how to tell a session's client that its listing changed, and what it was last listed
+_Peer = tuple[Callable[[], Awaitable[None]], tuple[tuple[str, int], ...]]
 INSTRUCTIONS = (
     "tooldeck gateway: the tools of several MCP servers behind one policy. Only a few "
     "tools are listed; find the others with tool_search (they are then listed, or call "
@@ -98,6 +117,7 @@ class Gateway:
         approvals: str = "auto",
         approval_timeout: float = DEFAULT_TIMEOUT,
         home: Path | None = None,
+        session_idle: float = DEFAULT_IDLE,
     ) -> None:
         from .. import __version__
 
@@ -126,13 +146,32 @@ class Gateway:
         self._peers: weakref.WeakKeyDictionary[GatewaySession, _Peer] = weakref.WeakKeyDictionary()
         self._single: GatewaySession | None = None  # stdio: the one client
         self._stdio = False
+        self.session_idle = session_idle
+        # clients of the stateless protocol (2026-07-28): sessions by principal, their
+        # listen streams, their approvals waiting for a retry
+        self.asks = InputAsks(ASK_SECONDS)
+        self.principals = PrincipalSessions(
+            self.new_session, session_idle, ended=self._ended, keep=self.asks.waiting
+        )
+        self._listeners: weakref.WeakKeyDictionary[GatewaySession, Listeners] = (
+            weakref.WeakKeyDictionary()
+        )
         self.server: Server[Any] = _Server(
             "tooldeck",
             version=__version__,
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_subscriptions_listen=self._listen,
+            # each session lists its own tools, which change: never cached, never shared
+            cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
+            get_tool_input_schema=self._input_schema,
         )
+        security = RequestStateSecurity.ephemeral(ttl=ASK_SECONDS)
+        self.server.middleware += [
+            self._only_known_principals,
+            RequestStateBoundary(security, default_audience=self.server.name),
+        ]
 
     def new_session(self) -> GatewaySession:
         return GatewaySession(
@@ -150,7 +189,9 @@ class Gateway:
         """How this call's asks reach a human (``--approvals``), and who that is."""
         mode = self.approvals
         if mode in ("auto", "elicit") and elicitation_supported(ctx.session):
-            return elicitation_asker(ctx.session, ctx.request_id, client_name), "mcp-client-user"
+            if stateless(ctx):  # no back channel: the call ends its round input_required
+                return wait_for_human, CLIENT_USER
+            return elicitation_asker(ctx.session, ctx.request_id, client_name), CLIENT_USER
         if mode == "elicit":
             return nobody_asker(NO_ELICITATION), "nobody"
         if mode == "deny":
@@ -166,60 +207,143 @@ class Gateway:
         )
         return asker, WHO
 
-    def _session(self, ctx: ServerRequestContext[Any]) -> GatewaySession:
-        if self._stdio:
-            if self._single is None:
-                self._single = self.new_session()
-                _log.info("client session %s started", self._single.id)
-            return self._single
+    @contextmanager
+    def _client(self, ctx: ServerRequestContext[Any]) -> Iterator[GatewaySession]:
+        """The session of the client that sent this request (see the module docstring)."""
+        if self._stdio or (stateless(ctx) and not over_http(ctx)):
+            yield self._local()
+        elif stateless(ctx):
+            with self.principals.hold(principal_key(ctx)) as session:
+                yield session
+        else:
+            yield self._by_connection(ctx)
+
+    def _local(self) -> GatewaySession:
+        if self._single is None:
+            self._single = self.new_session()
+            _log.info("client session %s started", self._single.id)
+        return self._single
+
+    def _by_connection(self, ctx: ServerRequestContext[Any]) -> GatewaySession:
         key = getattr(ctx.session, "_connection", None)
         if key is None:
             raise RuntimeError("the MCP SDK gave this request no connection")
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = self.new_session()
-            weakref.finalize(key, session.close)  # the connection ended: so did the session
+            # the connection ended (its HTTP session closed or idled out): so did the session
+            key.exit_stack.callback(self._connection_ended, key)
+            weakref.finalize(key, session.close)  # a transport that never closes its stack
             _log.info("client session %s started", session.id)
         return session
 
-    def _remember(self, session: GatewaySession, peer: ServerSession) -> None:
-        self._peers[session] = (peer, session.listing_key())
+    def _connection_ended(self, connection: Any) -> None:
+        session = self._sessions.pop(connection, None)
+        if session is not None:
+            self._peers.pop(session, None)  # it held the connection
+            session.close()
+            _log.info("client session %s ended", session.id)
+
+    def _listeners_of(self, session: GatewaySession) -> Listeners:
+        listeners = self._listeners.get(session)
+        if listeners is None:
+            listeners = self._listeners[session] = Listeners()
+        return listeners
+
+    def _remember(self, session: GatewaySession, ctx: ServerRequestContext[Any]) -> None:
+        """Announce this session's listing changes to the client of ``ctx`` from now on."""
+        if stateless(ctx):
+            announce = self._listeners_of(session).tools_changed
+        else:
+            announce = ctx.session.send_tool_list_changed
+        self._peers[session] = (announce, session.listing_key())
+
+    def _ended(self, session: GatewaySession) -> None:
+        """A session by principal ended: its waiting asks are denied, its streams end."""
+        self.asks.end(session)
+        self._peers.pop(session, None)
+        listeners = self._listeners.pop(session, None)
+        if listeners is not None:
+            listeners.close()
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema of the catalog's tool ``name``, for the SDK's ``Mcp-Param-*``
+        header check of a 2026-07-28 call (instead of a whole listing per call)."""
+        tool = self.catalog.view().tools.get(name)
+        return tool.input_schema() if tool is not None else None
+
+    async def _only_known_principals(
+        self, ctx: ServerRequestContext[Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Middleware: a stateless request over HTTP is served only when its sender is known
+        (:func:`.stateless.principal_key`); ``server/discover`` included, so the SDK's
+        client falls back to the handshake by itself."""
+        if ctx.request_id is not None and stateless(ctx) and over_http(ctx) and not self._stdio:
+            principal_key(ctx)
+        return await call_next(ctx)
 
     # -- handlers ---------------------------------------------------------------------
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        session = self._session(ctx)
-        self._remember(session, ctx.session)
-        return types.ListToolsResult(tools=session.listed())
+        with self._client(ctx) as session:
+            self._remember(session, ctx)
+            return types.ListToolsResult(tools=session.listed())
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        session = self._session(ctx)
-        before = session.listed_names()
-        asker, who = self._asker(ctx, session)
-        result = await session.call(params.name, params.arguments, asker, who=who)
-        if session.listed_names() != before:
-            self._remember(session, ctx.session)
-            try:
-                await ctx.session.send_tool_list_changed()
-            except Exception as exc:  # the client went away: the answer fails the same way
-                _log.debug("list_changed not sent: %s", exc)
-        return to_call_result(result)
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        with self._client(ctx) as session:
+            before = session.listed_names()
+            if stateless(ctx) and params.request_state is not None:
+                # the retry of a call that asked: the client's answer, taken once
+                call_id, answer = self.asks.answer(session, params)
+                nobody = nobody_asker("no answer was given")
+                result = await session.call(
+                    params.name,
+                    params.arguments,
+                    nobody,
+                    who=CLIENT_USER,
+                    call_id=call_id,
+                    answers={call_id: answer},
+                )
+            else:
+                asker, who = self._asker(ctx, session)
+                try:
+                    result = await session.call(params.name, params.arguments, asker, who=who)
+                except PendingApproval as pending:
+                    return self.asks.ask(session, params, pending, client_name)
+            if session.listed_names() != before:
+                self._remember(session, ctx)
+                try:
+                    await self._peers[session][0]()
+                except Exception as exc:  # the client went away: the answer fails the same way
+                    _log.debug("list_changed not sent: %s", exc)
+            return to_call_result(result)
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """``subscriptions/listen``: a stream of this client's session's changes only."""
+        with self._client(ctx) as session:  # held open: the session lives while it listens
+            self._remember(session, ctx)
+            return await self._listeners_of(session).handler(ctx, params)
 
     # -- upstream changes -------------------------------------------------------------
     async def watch(self) -> None:
-        """Announce upstream changes of what a session lists (runs until cancelled)."""
+        """Announce upstream changes of what a session lists; end the sessions by principal
+        that idled out, and deny the asks nobody answered (runs until cancelled)."""
         while True:
             await anyio.sleep(WATCH_SECONDS)
-            for session, (peer, listed) in list(self._peers.items()):
+            self.asks.expire()
+            self.principals.expire()
+            for session, (announce, listed) in list(self._peers.items()):
                 now = session.listing_key()
                 if now == listed:
                     continue
-                self._peers[session] = (peer, now)
+                self._peers[session] = (announce, now)
                 try:
-                    await peer.send_tool_list_changed()
+                    await announce()
                 except Exception as exc:
                     _log.debug("list_changed not sent to %s: %s", session.id, exc)
 
@@ -238,11 +362,17 @@ class Gateway:
                 await anyio.sleep(0.05)
             await anyio.sleep(0.2)
 
+    def end_streams(self) -> None:
+        """End every listen stream gracefully (in the event loop, as the gateway stops)."""
+        for listeners in list(self._listeners.values()):
+            listeners.close()
+
     async def _stop_on_signal(self, scope: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 _log.info("signal %s: stopping", signum)
                 self.begin_closing()
+                self.end_streams()
                 await self._drain()
                 scope.cancel()
                 return
@@ -267,6 +397,7 @@ class Gateway:
                 stdin.close()
             self.begin_closing()
             if self._single is not None:
+                self.asks.end(self._single)
                 self._single.close()
 
     async def serve_http(
@@ -298,7 +429,9 @@ class Gateway:
         auth: dict[str, Any] = {}
         if oauth is not None:
             auth = {"auth": oauth.auth_settings(), "token_verifier": oauth.verifier()}
-        app: Any = self.server.streamable_http_app(host=host, **auth)
+        app: Any = self.server.streamable_http_app(
+            host=host, session_idle_timeout=self.session_idle, **auth
+        )
         if token is not None:
             app = BearerToken(app, token)
         gateway = self
@@ -308,6 +441,10 @@ class Gateway:
                 gateway.begin_closing()  # a plain flag: safe in a signal handler
                 super().handle_exit(sig, frame)
                 self._captured_signals.clear()  # a clean exit, not the signal raised again
+
+            async def shutdown(self, sockets: Any = None) -> None:
+                gateway.end_streams()  # in the loop: open listen streams end, not hang on
+                await super().shutdown(sockets)
 
         config = uvicorn.Config(
             app,
@@ -324,5 +461,6 @@ class Gateway:
                 tg.cancel_scope.cancel()
         finally:
             self.begin_closing()
+            self.principals.close()
             for session in list(self._sessions.values()):
                 session.close()

@@ -27,7 +27,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..approvals import ApprovalRequest, Approver, arguments_json
+from ..approvals import ApprovalAnswer, ApprovalRequest, Approver, arguments_json
 from ..arguments import validate_arguments
 from ..assembly import Toolset
 from ..context import ToolContext
@@ -193,12 +193,19 @@ class GatewaySession:
         asker: Approver,
         *,
         who: str = "mcp-client-user",
+        call_id: str | None = None,
+        answers: Mapping[str, ApprovalAnswer] | None = None,
     ) -> ToolResult:
         """Run one client call through the dispatcher; every failure is an error result.
 
         Every call leaves a line in the audit log: the policy's decision, or, for a call
         that never reaches the policy (an unknown tool, invalid arguments), one line
         saying so (decision ``unknown`` or ``invalid``, level ``gateway``).
+
+        An ``asker`` that cannot answer now raises
+        :class:`~tooldeck.approvals.PendingApproval` (nothing of the call has run); the
+        call is finished later under the same ``call_id`` with the human's ``answers``
+        (by call id), judged by the policy again (:mod:`.input_required`).
         """
         args: Any = dict(arguments or {})
         if name == CALL_TOOL_NAME:
@@ -231,8 +238,9 @@ class GatewaySession:
             result_hooks=(self.evidence.hook, self.store.hook),
             timeout=None,  # each upstream server's own timeout applies
         )
-        call = ToolCall(f"{self.id}-{next(self._calls)}", tool.name if tool else _short(name), args)
-        outcome = await dispatcher.dispatch([call])
+        call_id = call_id or f"{self.id}-{next(self._calls)}"
+        call = ToolCall(call_id, tool.name if tool else _short(name), args)
+        outcome = await dispatcher.dispatch([call], answers=answers)
         result = outcome.outputs[0].result
         if tool is None:
             result = ToolResult.error(self._unknown(name), details=result.details)
