@@ -142,6 +142,8 @@ class _Turn:
     session_id: str
     calls: dict[str, ToolCall] = field(default_factory=dict)
     failure: StoreUnavailable | None = None  # the store was away too long: fail the step
+    ended: bool = False  # a submission ended the turn: its outcome is in the store
+    claimed: bool = True  # the claim just checked the task; the first step need not
 
     def unavailable(self, exc: StoreUnavailable) -> ToolResult:
         """End the turn on a store fault; :meth:`WorkflowEngine.run_task` raises it."""
@@ -303,14 +305,14 @@ class WorkflowEngine:
         workflow_id = await self.start(workflow, inputs)
         return await self.wait(workflow_id)
 
-    def _workflow_of(self, record: WorkflowRecord) -> Workflow | None:
+    def _workflow_of(self, workflow_id: str, name: str) -> Workflow | None:
         """The definition of a stored run, when this engine knows it."""
-        known = self._started.get(record.id) or self.catalog.get(record.name)
-        return known if known is not None and known.name == record.name else None
+        known = self._started.get(workflow_id) or self.catalog.get(name)
+        return known if known is not None and known.name == name else None
 
     def _typed(self, record: WorkflowRecord) -> WorkflowRecord:
         """``record`` with results loaded as the declared types, when the workflow is known."""
-        workflow = self._workflow_of(record)
+        workflow = self._workflow_of(record.id, record.name)
         return workflow.typed(record) if workflow is not None else record
 
     async def get(self, workflow_id: str) -> WorkflowRecord:
@@ -449,39 +451,49 @@ class WorkflowEngine:
 
     # -- one task turn --------------------------------------------------------------------------
     async def run_task(
-        self, task_id: str, signal: AbortSignal | None = None, *, take_over: str | None = None
-    ) -> None:
+        self,
+        task_id: str,
+        signal: AbortSignal | None = None,
+        *,
+        take_over: str | Callable[[str | None], str] | None = None,
+    ) -> str | None:
         """Run one task turn to its end (the executor calls this). See the module docstring.
 
         ``take_over``: a durable executor that knows the task's previous turn died with
-        its worker (it is the only runner of that task) passes why; a task still
-        ``running`` is then handed to a new session and its turn starts again from the
-        prompt (model calls are not replayed). A task already submitted stays as it is.
+        its worker (it is the only runner of that task) passes why (or a function of the
+        session that held the task that says why); a task still ``running`` is then
+        handed to a new session and its turn starts again from the prompt (model calls
+        are not replayed). A task already submitted stays as it is.
 
         A store that stays unavailable past its retries (:class:`StoreUnavailable`) fails
         a durable turn (``take_over`` given): the exception goes to the executor, which
         runs the step again, instead of failing the task or telling the model.
+
+        Returns the task's state when the turn ended (``None`` when it is not known: the
+        task is gone, or another turn claimed or ended it first).
         """
         signal = signal or AbortSignal()
         task = await self.store.get_task(task_id)
         if task is None or task.state not in ("pending", "running"):
-            return
+            return task.state if task is not None else None
         if task.state == "running" and take_over is None:
-            return  # another worker has it
+            return task.state  # another worker has it
         session_id = f"{task.workflow_id}.{task.name}.{uuid.uuid4().hex[:6]}"
         if self.worker is not None:
             session_id += f"@{self.worker}"
         if task.state == "running":
             assert take_over is not None
-            if await self.store.resume_task(task_id, session_id, take_over) is None:
-                return  # it finished or was cancelled meanwhile
+            why = take_over if isinstance(take_over, str) else take_over(task.session_id)
+            if await self.store.resume_task(task_id, session_id, why) is None:
+                return None  # it finished or was cancelled meanwhile
         elif not await self.store.claim_task(task_id, session_id):
-            return  # another worker has it, or it was cancelled meanwhile
+            return None  # another worker has it, or it was cancelled meanwhile
         await self._emit(
             TaskStateChanged(task.workflow_id, task.name, "running", 0, task.max_attempts)
         )
         traced = task_started(task.workflow_id, None, task.name, session_id, self.worker)
         unavailable = False
+        final: str | None = None
         try:
             if traced is None:
                 await self._run_claimed(task, session_id, signal)
@@ -503,7 +515,7 @@ class WorkflowEngine:
         except StoreUnavailable as exc:
             if take_over is None:  # nobody runs this turn again: fail the task if it can
                 await self._fail_crashed(task_id, session_id, exc)
-                return
+                return None
             unavailable = True
             _log.warning("task %s: the turn stops, to be run again: %s", task_id, exc)
             raise
@@ -514,7 +526,8 @@ class WorkflowEngine:
                 if traced is not None:
                     traced.end(None, None)
             else:
-                await asyncio.shield(self._after_task(task, traced))
+                final = await asyncio.shield(self._after_task(task, traced))
+        return final
 
     async def _fail_crashed(self, task_id: str, session_id: str, exc: Exception) -> None:
         if isinstance(exc, StoreUnavailable):  # an expected fault: one line, no traceback
@@ -529,7 +542,7 @@ class WorkflowEngine:
             owner=session_id,
         )
 
-    async def _after_task(self, task: TaskRecord, traced: TaskTrace | None = None) -> None:
+    async def _after_task(self, task: TaskRecord, traced: TaskTrace | None = None) -> str | None:
         final = None
         try:
             final = await self.store.get_task(task.id)
@@ -549,9 +562,10 @@ class WorkflowEngine:
             )
         if self.advance_after_turn:
             await self.advance(task.workflow_id, task.name)
+        return final.state if final is not None else None
 
     async def _run_claimed(self, task: TaskRecord, session_id: str, signal: AbortSignal) -> None:
-        wf = await self.store.get_workflow(task.workflow_id)
+        wf = await self.store.task_context(task)
         if wf is None:
             raise RuntimeError(f"the run of task {task.id} is gone")
         all_inputs = wf.inputs if isinstance(wf.inputs, dict) else {}
@@ -561,7 +575,7 @@ class WorkflowEngine:
             if names is None
             else {n: all_inputs[n] for n in names if n in all_inputs}
         )
-        deps = {d: wf.task(d).result for d in task.depends_on}
+        deps = {d: wf.results.get(d) for d in task.depends_on}
         checked = result_schema(task.result_schema, f"task {task.name!r}")
         # A turn that follows one whose worker died is told what that turn had rejected:
         # the rejections stay counted (they were the model's), the crash costs nothing.
@@ -579,7 +593,7 @@ class WorkflowEngine:
             memory_enabled=self.memory_enabled,
             signal=signal,
         )
-        workflow = self._workflow_of(wf)
+        workflow = self._workflow_of(task.workflow_id, wf.name)
         declared = (
             next((t for t in workflow.tasks if t.name == task.name), None) if workflow else None
         )
@@ -608,6 +622,8 @@ class WorkflowEngine:
         reminders = self.reminders
         while result is not None:
             state.check()
+            if state.ended:  # a submission ended the turn; the store has its outcome
+                return
             steps_left -= result.steps
             current = await self.store.task_owner(task.id)
             if current != ("running", session_id) or signal.aborted:
@@ -667,6 +683,9 @@ class WorkflowEngine:
 
         async def watch(event: Event) -> None:
             if isinstance(event, ModelStepStarted):
+                if turn.claimed:  # the claim (or takeover) checked the task just now
+                    turn.claimed = False
+                    return
                 owner = await self.store.task_owner(task.id)
                 state, holder = owner if owner is not None else ("gone", None)
                 if turn.signal.aborted:
@@ -692,7 +711,9 @@ class WorkflowEngine:
     async def _on_submission(self, turn: _Turn, event: OutputRecorded) -> None:
         task, output = turn.task, event.output
         details = output.result.details
-        if output.is_error and isinstance(details, dict) and "problems" in details:
+        if not isinstance(details, dict):
+            details = {}
+        if output.is_error and "problems" in details:
             # The dispatcher refused the arguments before submit_result ran: a rejection.
             call = turn.calls.get(output.call_id)
             raw = call.arguments if call is not None else None
@@ -706,15 +727,17 @@ class WorkflowEngine:
             )
             if submission.status == "failed":
                 turn.signal.abort(f"no submission attempts left ({submission.attempt})")
-        current = await self.store.get_task(task.id)
-        if current is not None:
+            details = submission.tool_result().details or {}
+        if output.result.terminate and turn.failure is None:
+            turn.ended = True
+        if details.get("status") == "rejected":
+            # The task still runs, one attempt further (an end is told when the turn ends).
             await self._emit(
                 TaskStateChanged(
                     task.workflow_id,
                     task.name,
-                    current.state,
-                    current.attempts,
-                    current.max_attempts,
-                    current.error,
+                    "running",
+                    details.get("attempt", 0),
+                    details.get("max_attempts", task.max_attempts),
                 )
             )

@@ -69,7 +69,9 @@ def submit_result_tool(
         value = checked.unwrap(params)
         key = f"{ctx.session_id}:{ctx.call_id}"
         try:
-            submission = await control.submit(task.id, value, submission_key=key, check=check)
+            submission = await control.submit(
+                task.id, value, submission_key=key, check=check, task=task
+            )
         except StoreUnavailable as exc:
             if unavailable is None:
                 raise

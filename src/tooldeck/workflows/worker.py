@@ -264,7 +264,7 @@ class Worker:
         self._signals[task_id] = signal
         self.stats.turns_started += 1
         try:
-            await engine.run_task(task_id, signal, take_over=await self._why_again(task_id))
+            state = await engine.run_task(task_id, signal, take_over=self._why_again(task_id))
         except Exception as exc:
             # DBOS runs the step again, here: the next attempt's history says why.
             self._failed[task_id] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
@@ -274,19 +274,23 @@ class Worker:
         finally:
             self._signals.pop(task_id, None)
             self.stats.turns_finished += 1
-        return await engine.store.task_state(task_id) or "gone"
+        return state or await engine.store.task_state(task_id) or "gone"
 
-    async def _why_again(self, task_id: str) -> str:
-        """Why a task still ``running`` is taken over, for its history (what happened)."""
+    def _why_again(self, task_id: str) -> Callable[[str | None], str]:
+        """Why a task still ``running`` is taken over, for its history (what happened),
+        from the session that holds it (asked only when the task is running)."""
         failed = self._failed.get(task_id)
-        if failed is not None:
-            return f"the turn's step failed on {self.id} ({failed}); DBOS ran it again"
-        owner = await self._require_engine().store.task_owner(task_id)
-        holder = (owner[1] or "") if owner is not None else ""
-        if holder.endswith(f"@{self.id}"):
-            return f"worker {self.id} restarted; DBOS recovered its unfinished turn"
-        lost = holder.rsplit("@", 1)[1] if "@" in holder else "running it"
-        return f"the worker {lost} was lost; DBOS restarted the turn on {self.id}"
+
+        def why(holder: str | None) -> str:
+            if failed is not None:
+                return f"the turn's step failed on {self.id} ({failed}); DBOS ran it again"
+            holder = holder or ""
+            if holder.endswith(f"@{self.id}"):
+                return f"worker {self.id} restarted; DBOS recovered its unfinished turn"
+            lost = holder.rsplit("@", 1)[1] if "@" in holder else "running it"
+            return f"the worker {lost} was lost; DBOS restarted the turn on {self.id}"
+
+        return why
 
     async def run_job(self, job_id: str) -> str:
         """Run one background job (the ``tooldeck_job`` step); its state at the end."""

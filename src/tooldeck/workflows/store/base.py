@@ -42,6 +42,7 @@ __all__ = [
     "RunProgress",
     "StoreError",
     "StoreUnavailable",
+    "TaskContext",
     "TaskProgress",
     "TaskRecord",
     "TaskState",
@@ -275,6 +276,16 @@ class RunProgress:
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL_WORKFLOW_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What a task turn starts from: its run's name and inputs, its dependencies' results."""
+
+    workflow_id: str
+    name: str
+    inputs: Any
+    results: Mapping[str, Any]  # dependency name -> its accepted result (those that have one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -727,6 +738,31 @@ def op_get_workflow(workflow_id: str) -> Op[WorkflowRecord | None]:
     return _workflow(row, [_task(r) for r in tasks.rows])
 
 
+_FEW = 100  # dependencies read by name; more: every result of the run, then filtered
+
+
+def op_task_context(workflow_id: str, depends_on: Sequence[str]) -> Op[TaskContext | None]:
+    """The run's name and inputs and the results of ``depends_on`` (not every task's record)."""
+    row = (
+        yield Q("SELECT name, CAST(inputs AS TEXT) FROM workflows WHERE id = ?", (workflow_id,))
+    ).one()
+    if row is None:
+        return None
+    results: dict[str, Any] = {}
+    if depends_on:
+        wanted = set(depends_on)
+        by_name = ""
+        if len(wanted) <= _FEW:
+            by_name = f" AND t.name IN ({', '.join('?' for _ in wanted)})"
+        rows = yield Q(
+            "SELECT t.name, CAST(r.value AS TEXT) FROM tasks t JOIN results r ON r.task_id = t.id "
+            f"WHERE t.workflow_id = ?{by_name}",
+            (workflow_id, *(sorted(wanted) if by_name else ())),
+        )
+        results = {name: _json(value) for name, value in rows.rows if name in wanted}
+    return TaskContext(workflow_id, row[0], _json(row[1]), results)
+
+
 def op_progress(workflow_id: str) -> Op[RunProgress | None]:
     row = (yield Q("SELECT name, state FROM workflows WHERE id = ?", (workflow_id,))).one()
     if row is None:
@@ -824,7 +860,8 @@ class WorkflowStore(ABC):
 
     @abstractmethod
     async def _run(self, op: OpSource[T], *, write: bool = True) -> T:
-        """Run ``op`` in one transaction and return its value.
+        """Run ``op`` in one transaction and return its value (``write=False``: a read,
+        which may run without a transaction when the database's isolation makes one moot).
 
         ``op`` given as a factory (``lambda: op_x(...)``) may be run again after a
         dropped connection; every factory passed below is idempotent for a retry after
@@ -929,6 +966,12 @@ class WorkflowStore(ABC):
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord | None:
         return await self._run(lambda: op_get_workflow(workflow_id), write=False)
+
+    async def task_context(self, task: TaskRecord) -> TaskContext | None:
+        """The run's name and inputs and the results of ``task``'s dependencies."""
+        return await self._run(
+            lambda: op_task_context(task.workflow_id, task.depends_on), write=False
+        )
 
     async def progress(self, workflow_id: str) -> RunProgress | None:
         """The run's state and its tasks' states and dependencies (no results)."""

@@ -3,8 +3,11 @@
 All tables live in one PostgreSQL schema (``tooldeck`` unless configured), created on
 open, so a store never collides with other data in the database; tests use a fresh
 schema per run. Results, inputs, schemas and rejection reasons are ``jsonb``; times are
-``timestamptz``. Each operation is one transaction on a pooled connection (read
-committed): the conditional updates and the unique constraints decide every race.
+``timestamptz``. Each operation that writes is one transaction on a pooled connection
+(read committed): the conditional updates and the unique constraints decide every race.
+A read runs its statements on an autocommit connection without ``BEGIN``/``COMMIT``: under
+read committed each statement sees its own snapshot inside a transaction too, so the
+transaction would only cost two round trips.
 
 A connection blip (PostgreSQL restarting, a network cut, a terminated backend) is ridden
 out: a connection that failed is closed, and with it every idle one opened before the
@@ -204,7 +207,7 @@ class PostgresStore(WorkflowStore):
             raise StoreError("the store is not open: use `async with store:` or `await open()`")
         if not callable(op) or self.retry_for <= 0:
             try:
-                return await self._once(make_op(op))
+                return await self._once(make_op(op), write)
             except psycopg.OperationalError as exc:
                 await self._drop_idle()
                 raise StoreUnavailable(f"PostgreSQL dropped the connection: {exc}") from exc
@@ -214,7 +217,7 @@ class PostgresStore(WorkflowStore):
         while True:
             tries += 1
             try:
-                return await self._once(op())
+                return await self._once(op(), write)
             except (psycopg.OperationalError, StoreUnavailable) as exc:
                 # The transaction did not commit (or its answer was lost: every factory
                 # passed here recognises its own earlier write), so it is run again.
@@ -230,8 +233,14 @@ class PostgresStore(WorkflowStore):
                 await asyncio.sleep(min(pause, left))
                 pause = min(pause * 2, 1.0)
 
-    async def _once(self, op: Op[T]) -> T:
+    async def _once(self, op: Op[T], write: bool = True) -> T:
         async with self._connection() as conn:
+            if not write:
+                try:
+                    return await _drive(conn, op)
+                except BaseException:
+                    op.close()
+                    raise
             try:
                 async with conn.transaction():
                     return await _drive(conn, op)
