@@ -143,7 +143,7 @@ class _Turn:
     calls: dict[str, ToolCall] = field(default_factory=dict)
     failure: StoreUnavailable | None = None  # the store was away too long: fail the step
     ended: bool = False  # a submission ended the turn: its outcome is in the store
-    claimed: bool = True  # the claim just checked the task; the first step need not
+    claimed: bool = True  # the claim just checked the task: the first model step need not
 
     def unavailable(self, exc: StoreUnavailable) -> ToolResult:
         """End the turn on a store fault; :meth:`WorkflowEngine.run_task` raises it."""

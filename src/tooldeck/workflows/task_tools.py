@@ -60,7 +60,7 @@ def submit_result_tool(
     (the declared result type's problems) is passed to :meth:`ControlPlane.submit`.
     ``unavailable``: what a submission the store could not take (the database away for
     longer than the store retries) returns instead of raising; the engine ends the turn
-    there and fails its step, so the model never handles a database fault.
+    there and fails the turn (run again), so the model never handles a database fault.
     """
     checked = schema or result_schema(task.result_schema, f"task {task.name!r}")
     wrapped = " Put the result in `value`." if checked.wrapped else " The arguments are the result."

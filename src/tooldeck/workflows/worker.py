@@ -1,15 +1,19 @@
 """``tooldeck worker``: a process that runs workflow task turns from the DBOS queue.
 
 Each task turn is one DBOS workflow (``tooldeck_task_turn``, id ``tooldeck-task:<task
-id>``) of two recorded steps:
+id>``) that does two things, each retried with backoff when it raises:
 
 1. **turn**: run the task turn (:meth:`WorkflowEngine.run_task`); its outcome is in the
-   store when the step ends. If the worker dies inside it, DBOS runs the step again on
+   store when it ends. If the worker dies inside it, DBOS runs the workflow again on
    another worker: a task still ``running`` is handed to a new session (the takeover is a
    transition in the task's history) and its turn starts again from the prompt; a task
    already ``submitted`` is left alone, so an accepted result is never stored twice nor
    lost (the result and the state change commit in one transaction);
 2. **advance**: schedule the tasks that became ready and finish the run; idempotent.
+
+Neither is a DBOS step: the store already records what each did (a step's record would
+cost two more database transactions per step and add nothing), and a workflow run again
+after a crash finds it there: the turn sees its task submitted and does nothing.
 
 Liveness: every worker renews a lease in the store's ``workers`` table. A live worker
 that finds another's lease expired marks it ``lost`` (one worker wins) and has DBOS
@@ -32,14 +36,13 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dbos import DBOS
-from dbos._error import DBOSMaxStepRetriesExceeded
 
 from ..context import AbortSignal
 from ..jobs.durable import JOB_QUEUE, JOB_WORKFLOW
@@ -61,6 +64,7 @@ from .store.workers import WorkerLeases
 __all__ = ["Worker", "WorkerLost", "WorkerStats"]
 
 _log = logging.getLogger("tooldeck.workflows")
+T = TypeVar("T")
 
 _current: Worker | None = None
 
@@ -83,40 +87,43 @@ def _worker() -> Worker:
 
 
 RETRY_SECONDS = float(os.environ.get("TOOLDECK_WORKER_RETRY_SECONDS", "2"))
-"""First pause before a failed step is retried (doubling after each try); read at import."""
+"""First pause before a failed turn is run again (doubling after each try); read at import."""
 TURN_ATTEMPTS = 5
 
 
-# A step that raises (the database went away mid-turn, say) is retried with backoff: the
-# turn step then takes the task over from its own earlier attempt; advancing is idempotent.
-@DBOS.step(
-    name="tooldeck_turn",
-    retries_allowed=True,
-    interval_seconds=RETRY_SECONDS,
-    max_attempts=TURN_ATTEMPTS,
-)
-async def _turn_step(task_id: str) -> str:
-    return await _worker().run_turn(task_id)
+class _GaveUp(Exception):
+    """``what`` raised ``attempts`` times; ``errors``: what each try raised."""
+
+    def __init__(self, what: str, errors: list[Exception]):
+        super().__init__(f"{what} failed {len(errors)} times: {errors[-1]}")
+        self.errors = errors
 
 
-@DBOS.step(
-    name="tooldeck_give_up",
-    retries_allowed=True,
-    interval_seconds=RETRY_SECONDS,
-    max_attempts=8,
-)
-async def _give_up_step(task_id: str, why: str) -> str:
-    return await _worker().give_up(task_id, why)
+async def _retried(what: str, call: Callable[[], Awaitable[T]], attempts: int, pause: float) -> T:
+    """``await call()``, run again with backoff (``pause``, doubling) while it raises.
 
-
-@DBOS.step(
-    name="tooldeck_advance",
-    retries_allowed=True,
-    interval_seconds=RETRY_SECONDS / 2,
-    max_attempts=8,
-)
-async def _advance_step(task_id: str) -> None:
-    await _worker().advance(task_id)
+    What a DBOS step with retries did, without its two database transactions per step:
+    the store records what a turn did, so a workflow run again after a crash needs no
+    step record (see the module docstring)."""
+    errors: list[Exception] = []
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            errors.append(exc)
+            if len(errors) >= attempts:
+                raise _GaveUp(what, errors) from exc
+            _log.warning(
+                "%s failed (try %d of %d), again in %gs: %s: %s",
+                what,
+                len(errors),
+                attempts,
+                pause,
+                type(exc).__name__,
+                exc,
+            )
+            await asyncio.sleep(pause)
+            pause *= 2
 
 
 @DBOS.step(
@@ -151,13 +158,25 @@ async def _task_turn(task_id: str, trace: dict[str, str] | None = None) -> str:
 async def _turn_and_advance(worker: Worker, task_id: str) -> str:
     try:
         try:
-            state = await _turn_step(task_id)
-        except DBOSMaxStepRetriesExceeded as exc:
+            state = await _retried(
+                f"the turn of {task_id}",
+                lambda: worker.run_turn(task_id),
+                TURN_ATTEMPTS,
+                RETRY_SECONDS,
+            )
+        except _GaveUp as exc:
             # The turn could not run at all, attempt after attempt: fail the task rather
             # than leave it running for ever, so the run can end.
-            errors = getattr(exc, "errors", None) or [exc]
-            state = await _give_up_step(task_id, f"{type(errors[-1]).__name__}: {errors[-1]}")
-        await _advance_step(task_id)
+            last = exc.errors[-1]
+            state = await _retried(
+                f"giving up {task_id}",
+                lambda: worker.give_up(task_id, f"{type(last).__name__}: {last}"),
+                8,
+                RETRY_SECONDS,
+            )
+        await _retried(
+            f"advancing after {task_id}", lambda: worker.advance(task_id), 8, RETRY_SECONDS / 2
+        )
     finally:
         worker.release(task_id)
     return state
@@ -231,7 +250,7 @@ class Worker:
         self._store: PostgresStore | None = None
         self._leases: WorkerLeases | None = None
         self._signals: dict[str, AbortSignal] = {}  # task id -> its running turn's signal
-        self._failed: dict[str, str] = {}  # task id -> why its last turn step failed here
+        self._failed: dict[str, str] = {}  # task id -> why its last turn failed here
         self._stopping = asyncio.Event()
         self._parked = 0  # turns dequeued after stop() and left for another worker
         self._to_recover: set[str] = set()  # lost workers this one marked, not yet recovered
@@ -283,7 +302,7 @@ class Worker:
 
         def why(holder: str | None) -> str:
             if failed is not None:
-                return f"the turn's step failed on {self.id} ({failed}); DBOS ran it again"
+                return f"the turn failed on {self.id} ({failed}); it was run again"
             holder = holder or ""
             if holder.endswith(f"@{self.id}"):
                 return f"worker {self.id} restarted; DBOS recovered its unfinished turn"
@@ -335,7 +354,7 @@ class Worker:
         lost = False
         try:
             # A store call in a turn rides out a connection blip for as long as the lease:
-            # only a longer outage fails the turn's step (DBOS runs it again).
+            # only a longer outage fails the turn (the worker runs it again).
             self._store = PostgresStore(self.dsn, schema=self.schema, retry_for=self.lease)
             await self._store.open()
             self._leases = WorkerLeases(self._store)
