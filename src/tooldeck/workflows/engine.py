@@ -143,6 +143,7 @@ class _Turn:
     calls: dict[str, ToolCall] = field(default_factory=dict)
     failure: StoreUnavailable | None = None  # the store was away too long: fail the step
     ended: bool = False  # a submission ended the turn: its outcome is in the store
+    accepted: int | None = None  # the attempts count when this turn's result was accepted
     claimed: bool = True  # the claim just checked the task: the first model step need not
 
     def unavailable(self, exc: StoreUnavailable) -> ToolResult:
@@ -494,12 +495,13 @@ class WorkflowEngine:
         traced = task_started(task.workflow_id, None, task.name, session_id, self.worker)
         unavailable = False
         final: str | None = None
+        turn = _Turn(task, signal, session_id)
         try:
             if traced is None:
-                await self._run_claimed(task, session_id, signal)
+                await self._run_claimed(turn)
             else:
                 with traced.current(task.name):
-                    await self._run_claimed(task, session_id, signal)
+                    await self._run_claimed(turn)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(
@@ -526,7 +528,7 @@ class WorkflowEngine:
                 if traced is not None:
                     traced.end(None, None)
             else:
-                final = await asyncio.shield(self._after_task(task, traced))
+                final = await asyncio.shield(self._after_task(task, traced, turn.accepted))
         return final
 
     async def _fail_crashed(self, task_id: str, session_id: str, exc: Exception) -> None:
@@ -542,29 +544,30 @@ class WorkflowEngine:
             owner=session_id,
         )
 
-    async def _after_task(self, task: TaskRecord, traced: TaskTrace | None = None) -> str | None:
-        final = None
+    async def _after_task(
+        self, task: TaskRecord, traced: TaskTrace | None = None, accepted: int | None = None
+    ) -> str | None:
+        """Tell how the turn ended; ``accepted``: the attempts when the turn's own result was
+        accepted (the task is then ``submitted`` for good: no need to read it)."""
+        final: tuple[str, int, int, str | None] | None = None
         try:
-            final = await self.store.get_task(task.id)
+            if accepted is not None:
+                final = ("submitted", accepted, task.max_attempts, None)
+            else:
+                record = await self.store.get_task(task.id)
+                if record is not None:
+                    final = (record.state, record.attempts, record.max_attempts, record.error)
         finally:
             if traced is not None:  # the task span ends with the task's state
-                traced.end(final.state if final else None, final.attempts if final else None)
+                traced.end(final[0] if final else None, final[1] if final else None)
         if final is not None:
-            await self._emit(
-                TaskStateChanged(
-                    task.workflow_id,
-                    task.name,
-                    final.state,
-                    final.attempts,
-                    final.max_attempts,
-                    final.error,
-                )
-            )
+            await self._emit(TaskStateChanged(task.workflow_id, task.name, *final))
         if self.advance_after_turn:
             await self.advance(task.workflow_id, task.name)
-        return final.state if final is not None else None
+        return final[0] if final is not None else None
 
-    async def _run_claimed(self, task: TaskRecord, session_id: str, signal: AbortSignal) -> None:
+    async def _run_claimed(self, state: _Turn) -> None:
+        task, session_id, signal = state.task, state.session_id, state.signal
         wf = await self.store.task_context(task)
         if wf is None:
             raise RuntimeError(f"the run of task {task.id} is gone")
@@ -598,7 +601,6 @@ class WorkflowEngine:
             next((t for t in workflow.tasks if t.name == task.name), None) if workflow else None
         )
         check = declared.result_problems if declared and declared.result_type else None
-        state = _Turn(task, signal, session_id)
         submit = submit_result_tool(
             task, self.control, schema=checked, check=check, unavailable=state.unavailable
         )
@@ -730,6 +732,8 @@ class WorkflowEngine:
             details = submission.tool_result().details or {}
         if output.result.terminate and turn.failure is None:
             turn.ended = True
+            if details.get("status") in ("stored", "duplicate"):
+                turn.accepted = details.get("attempt", 0)
         if details.get("status") == "rejected":
             # The task still runs, one attempt further (an end is told when the turn ends).
             await self._emit(
