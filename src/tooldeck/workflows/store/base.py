@@ -503,13 +503,17 @@ def op_claim_task(task_id: str, session_id: str) -> Op[bool]:
     row = claimed.one()
     if row is None:
         # Run again after a commit whose answer was lost: the claim is already this one's.
-        mine = yield Q(
-            "SELECT id FROM tasks WHERE id = ? AND state = 'running' AND session_id = ?",
-            (task_id, session_id),
-        )
-        return bool(mine.rows)
+        return (yield from _claimed_by(task_id, session_id))
     yield _transition(row[0], task_id, "pending", "running", f"claimed by {session_id}", at)
     return True
+
+
+def _claimed_by(task_id: str, session_id: str) -> Op[bool]:
+    mine = yield Q(
+        "SELECT id FROM tasks WHERE id = ? AND state = 'running' AND session_id = ?",
+        (task_id, session_id),
+    )
+    return bool(mine.rows)
 
 
 def op_resume_task(task_id: str, session_id: str, reason: str) -> Op[str | None]:
@@ -611,6 +615,11 @@ def op_accept_result(task_id: str, value: Any, submission_key: str) -> Op[Accept
             raise Rollback(Acceptance("conflict", "running", row[1] - 1))
         yield _transition(row[0], task_id, "running", "submitted", f"result {submission_key}", at)
         return Acceptance("stored", "submitted", row[1], value)
+    return (yield from _not_stored(task_id, submission_key))
+
+
+def _not_stored(task_id: str, submission_key: str) -> Op[Acceptance]:
+    """What a submission that stored nothing is told: the task's state and stored result."""
     found = (
         yield Q(
             "SELECT t.state, t.attempts, r.submission_key, CAST(r.value AS TEXT) "
@@ -764,19 +773,31 @@ def op_task_context(workflow_id: str, depends_on: Sequence[str]) -> Op[TaskConte
 
 
 def op_progress(workflow_id: str) -> Op[RunProgress | None]:
-    row = (yield Q("SELECT name, state FROM workflows WHERE id = ?", (workflow_id,))).one()
-    if row is None:
+    rows = (
+        yield Q(
+            "SELECT w.name, w.state, t.id, t.name, t.state, CAST(t.depends_on AS TEXT) "
+            "FROM workflows w LEFT JOIN tasks t ON t.workflow_id = w.id WHERE w.id = ? "
+            "ORDER BY t.position",
+            (workflow_id,),
+        )
+    ).rows
+    if not rows:
         return None
-    tasks = yield Q(
-        "SELECT id, name, state, CAST(depends_on AS TEXT) FROM tasks "
-        "WHERE workflow_id = ? ORDER BY position",
-        (workflow_id,),
-    )
+    parsed: dict[str, tuple[str, ...]] = {"[]": ()}  # most tasks share a list (or none)
+
+    def depends_on(text: str | None) -> tuple[str, ...]:
+        if text is None:
+            return ()
+        found = parsed.get(text)
+        if found is None:
+            found = parsed[text] = tuple(_json(text) or ())
+        return found
+
     return RunProgress(
         workflow_id,
-        row[0],
-        row[1],
-        tuple(TaskProgress(r[0], r[1], r[2], tuple(_json(r[3]) or ())) for r in tasks.rows),
+        rows[0][0],
+        rows[0][1],
+        tuple(TaskProgress(r[2], r[3], r[4], depends_on(r[5])) for r in rows if r[2] is not None),
     )
 
 
