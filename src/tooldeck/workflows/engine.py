@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -54,7 +55,7 @@ from .definition import Workflow
 from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
 from .executor import AsyncioExecutor, TaskExecutor
 from .prompt import task_prompt
-from .shapes import WRAPPED_PROPERTY, result_schema
+from .shapes import WRAPPED_PROPERTY, ResultSchema, result_schema
 from .store import (
     CancelOutcome,
     NewTask,
@@ -222,6 +223,7 @@ class WorkflowEngine:
         self._advance_locks: dict[str, asyncio.Lock] = {}
         self._finished: dict[str, asyncio.Event] = {}
         self._started: dict[str, Workflow] = {}  # run id -> the workflow it was started as
+        self._schemas: dict[str, ResultSchema] = {}  # a stored result schema -> checked
         self.executor.start(self.run_task)
 
     # -- configuration --------------------------------------------------------------------------
@@ -474,21 +476,20 @@ class WorkflowEngine:
         task is gone, or another turn claimed or ended it first).
         """
         signal = signal or AbortSignal()
-        task = await self.store.get_task(task_id)
-        if task is None or task.state not in ("pending", "running"):
-            return task.state if task is not None else None
-        if task.state == "running" and take_over is None:
-            return task.state  # another worker has it
-        session_id = f"{task.workflow_id}.{task.name}.{uuid.uuid4().hex[:6]}"
+        session_id = f"{'.'.join(task_id.rsplit(':', 1))}.{uuid.uuid4().hex[:6]}"
         if self.worker is not None:
             session_id += f"@{self.worker}"
-        if task.state == "running":
-            assert take_over is not None
+        # A pending task (the usual case) is claimed at once, and its record comes back.
+        task = await self.store.claim(task_id, session_id)
+        if task is None:
+            task = await self.store.get_task(task_id)
+            if task is None or task.state != "running":
+                return task.state if task is not None else None
+            if take_over is None:
+                return task.state  # another worker has it
             why = take_over if isinstance(take_over, str) else take_over(task.session_id)
             if await self.store.resume_task(task_id, session_id, why) is None:
                 return None  # it finished or was cancelled meanwhile
-        elif not await self.store.claim_task(task_id, session_id):
-            return None  # another worker has it, or it was cancelled meanwhile
         await self._emit(
             TaskStateChanged(task.workflow_id, task.name, "running", 0, task.max_attempts)
         )
@@ -579,7 +580,7 @@ class WorkflowEngine:
             else {n: all_inputs[n] for n in names if n in all_inputs}
         )
         deps = {d: wf.results.get(d) for d in task.depends_on}
-        checked = result_schema(task.result_schema, f"task {task.name!r}")
+        checked = self._checked_schema(task)
         # A turn that follows one whose worker died is told what that turn had rejected:
         # the rejections stay counted (they were the model's), the crash costs nothing.
         rejections = await self.store.rejections(task.id) if task.attempts else []
@@ -645,6 +646,18 @@ class WorkflowEngine:
         await self.store.set_task_state(
             task.id, "failed", expect=("running",), reason=why, owner=session_id
         )
+
+    def _checked_schema(self, task: TaskRecord) -> ResultSchema:
+        """The task's stored result schema, checked once per distinct schema (not per turn:
+        the checks and the provider projections are the same every time)."""
+        key = json.dumps(task.result_schema, sort_keys=True)
+        checked = self._schemas.get(key)
+        if checked is None:
+            checked = result_schema(task.result_schema, f"task {task.name!r}")
+            if len(self._schemas) >= 1024:  # a long-lived worker: forget the oldest
+                del self._schemas[next(iter(self._schemas))]
+            self._schemas[key] = checked
+        return checked
 
     async def _until_stopped(
         self, turn: Coroutine[Any, Any, RunResult], signal: AbortSignal, deadline: float

@@ -19,7 +19,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Acceptance, Json, Op, Q, _claimed_by, _not_stored, now
+from .base import (
+    TASK_COLUMNS,
+    Acceptance,
+    Json,
+    Op,
+    Q,
+    TaskRecord,
+    _claimed_by,
+    _not_stored,
+    _task,
+    now,
+)
 
 __all__ = ["op_accept_result_atomic", "op_claim_task_atomic"]
 
@@ -29,18 +40,19 @@ _LOG_TRANSITION = (
 )
 
 
-def op_claim_task_atomic(task_id: str, session_id: str) -> Op[bool]:
+def op_claim_task_atomic(task_id: str, session_id: str) -> Op[TaskRecord | None]:
     """:func:`.base.op_claim_task` in one statement (and a read when it claimed nothing)."""
     at = now()
     claimed = yield Q(
         "WITH claimed AS (UPDATE tasks SET state = 'running', session_id = ?, started_at = ?, "
-        "updated_at = ? WHERE id = ? AND state = 'pending' RETURNING workflow_id, id), "
+        "updated_at = ? WHERE id = ? AND state = 'pending' RETURNING *), "
         + _LOG_TRANSITION.format(source="claimed")
-        + " SELECT id FROM claimed",
+        + f" SELECT {TASK_COLUMNS} FROM claimed t LEFT JOIN results r ON r.task_id = t.id",
         (session_id, at, at, task_id, "pending", "running", f"claimed by {session_id}", at),
     )
-    if claimed.rows:
-        return True
+    row = claimed.one()
+    if row is not None:
+        return _task(row)
     # Run again after a commit whose answer was lost: the claim is already this one's.
     return (yield from _claimed_by(task_id, session_id))
 

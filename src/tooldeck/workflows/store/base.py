@@ -493,7 +493,8 @@ def op_set_workflow_state(
     return True
 
 
-def op_claim_task(task_id: str, session_id: str) -> Op[bool]:
+def op_claim_task(task_id: str, session_id: str) -> Op[TaskRecord | None]:
+    """``pending -> running`` for ``session_id``; the claimed task, ``None`` if not pending."""
     at = now()
     claimed = yield Q(
         "UPDATE tasks SET state = 'running', session_id = ?, started_at = ?, updated_at = ? "
@@ -505,15 +506,18 @@ def op_claim_task(task_id: str, session_id: str) -> Op[bool]:
         # Run again after a commit whose answer was lost: the claim is already this one's.
         return (yield from _claimed_by(task_id, session_id))
     yield _transition(row[0], task_id, "pending", "running", f"claimed by {session_id}", at)
-    return True
+    return (yield from op_get_task(task_id))
 
 
-def _claimed_by(task_id: str, session_id: str) -> Op[bool]:
-    mine = yield Q(
-        "SELECT id FROM tasks WHERE id = ? AND state = 'running' AND session_id = ?",
-        (task_id, session_id),
-    )
-    return bool(mine.rows)
+def _claimed_by(task_id: str, session_id: str) -> Op[TaskRecord | None]:
+    mine = (
+        yield Q(
+            f"SELECT {TASK_COLUMNS} FROM {TASK_FROM} "
+            "WHERE t.id = ? AND t.state = 'running' AND t.session_id = ?",
+            (task_id, session_id),
+        )
+    ).one()
+    return _task(mine) if mine is not None else None
 
 
 def op_resume_task(task_id: str, session_id: str, reason: str) -> Op[str | None]:
@@ -927,6 +931,10 @@ class WorkflowStore(ABC):
 
     async def claim_task(self, task_id: str, session_id: str) -> bool:
         """``pending -> running`` for one worker; ``False`` when it was not pending."""
+        return await self.claim(task_id, session_id) is not None
+
+    async def claim(self, task_id: str, session_id: str) -> TaskRecord | None:
+        """:meth:`claim_task`, returning the claimed task's record (``None``: not claimed)."""
         return await self._run(lambda: op_claim_task(task_id, session_id))
 
     async def resume_task(self, task_id: str, session_id: str, reason: str) -> str | None:

@@ -40,6 +40,7 @@ from .base import (
     Rows,
     StoreError,
     StoreUnavailable,
+    TaskRecord,
     WorkflowStore,
     dumps,
     make_op,
@@ -204,7 +205,7 @@ class PostgresStore(WorkflowStore):
 
     # A task turn's two writes, each as one statement (see .atomic): one round trip each
     # instead of four or five.
-    async def claim_task(self, task_id: str, session_id: str) -> bool:
+    async def claim(self, task_id: str, session_id: str) -> TaskRecord | None:
         return await self._run(lambda: op_claim_task_atomic(task_id, session_id), atomic=True)
 
     async def accept_result(self, task_id: str, value: Any, *, submission_key: str) -> Acceptance:
