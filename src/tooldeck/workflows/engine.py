@@ -65,7 +65,7 @@ from .store import (
     WorkflowState,
     WorkflowStore,
 )
-from .store.base import RunProgress, TaskProgress
+from .store.base import TERMINAL_WORKFLOW_STATES, RunProgress, TaskProgress
 from .task_tools import SUBMIT_RESULT, submit_result_tool, task_toolset
 
 __all__ = [
@@ -345,10 +345,14 @@ class WorkflowEngine:
         """
         event = self._finished.setdefault(workflow_id, asyncio.Event())
         while True:
-            wf = await self.store.get_workflow(workflow_id)
-            if wf is None:
+            # The run's state only, until it ends (not every task's record at every look).
+            state = await self.store.workflow_state(workflow_id)
+            if state is None:
                 raise WorkflowError(f"no workflow run {workflow_id!r}")
-            if wf.terminal:
+            if state in TERMINAL_WORKFLOW_STATES:
+                wf = await self.store.get_workflow(workflow_id)
+                if wf is None:
+                    raise WorkflowError(f"no workflow run {workflow_id!r}")
                 return self._typed(wf)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), self.poll_interval)
@@ -430,8 +434,12 @@ class WorkflowEngine:
                     finished is None or finished in t.depends_on
                 ):
                     ready.append(t)
-            for t in ready:
-                await self.executor.submit(workflow_id, t.id)
+            submit_many = getattr(self.executor, "submit_many", None)
+            if submit_many is not None and len(ready) > 1:  # e.g. DbosExecutor: one transaction
+                await submit_many(workflow_id, [t.id for t in ready])
+            else:
+                for t in ready:
+                    await self.executor.submit(workflow_id, t.id)
             if all(s in ("submitted", "failed", "cancelled") for s in states.values()):
                 await self._finish(wf, states)
 

@@ -441,30 +441,44 @@ def op_create_workflow(
         (workflow_id, name, Json(inputs), at, at),
     )
     yield _transition(workflow_id, None, None, "pending", "created", at)
-    for task in tasks:
-        task_id = f"{workflow_id}:{task.name}"
+    # Many rows per statement (not a round trip per task and per transition), in chunks
+    # that stay under SQLite's oldest limit of 999 parameters.
+    for first in range(0, len(tasks), _ROWS_PER_INSERT):
+        chunk = tasks[first : first + _ROWS_PER_INSERT]
+        ids = [f"{workflow_id}:{task.name}" for task in chunk]
         yield Q(
             "INSERT INTO tasks (id, workflow_id, name, position, description, instructions, "
             "input_names, depends_on, result_schema, state, attempts, max_attempts, "
-            "max_steps, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)",
-            (
-                task_id,
-                workflow_id,
-                task.name,
-                task.position,
-                task.description,
-                task.instructions,
-                Json(list(task.input_names)) if task.input_names is not None else None,
-                Json(list(task.depends_on)),
-                Json(task.result_schema),
-                task.max_attempts,
-                task.max_steps,
-                at,
-                at,
+            "max_steps, created_at, updated_at) VALUES "
+            + ", ".join("(?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)" for _ in chunk),
+            tuple(
+                value
+                for task_id, task in zip(ids, chunk, strict=True)
+                for value in (
+                    task_id,
+                    workflow_id,
+                    task.name,
+                    task.position,
+                    task.description,
+                    task.instructions,
+                    Json(list(task.input_names)) if task.input_names is not None else None,
+                    Json(list(task.depends_on)),
+                    Json(task.result_schema),
+                    task.max_attempts,
+                    task.max_steps,
+                    at,
+                    at,
+                )
             ),
         )
-        yield _transition(workflow_id, task_id, None, "pending", "created", at)
+        yield Q(
+            "INSERT INTO transitions (workflow_id, task_id, from_state, to_state, reason, at) "
+            "VALUES " + ", ".join("(?, ?, NULL, 'pending', 'created', ?)" for _ in chunk),
+            tuple(value for task_id in ids for value in (workflow_id, task_id, at)),
+        )
+
+
+_ROWS_PER_INSERT = 50
 
 
 def op_set_workflow_state(
@@ -738,6 +752,11 @@ def op_task_state(task_id: str) -> Op[str | None]:
     return row[0] if row is not None else None
 
 
+def op_workflow_state(workflow_id: str) -> Op[str | None]:
+    row = (yield Q("SELECT state FROM workflows WHERE id = ?", (workflow_id,))).one()
+    return row[0] if row is not None else None
+
+
 def op_get_workflow(workflow_id: str) -> Op[WorkflowRecord | None]:
     row = (
         yield Q(f"SELECT {WORKFLOW_COLUMNS} FROM workflows w WHERE w.id = ?", (workflow_id,))
@@ -995,6 +1014,10 @@ class WorkflowStore(ABC):
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord | None:
         return await self._run(lambda: op_get_workflow(workflow_id), write=False)
+
+    async def workflow_state(self, workflow_id: str) -> str | None:
+        """The run's state only (``None`` when there is no such run)."""
+        return await self._run(lambda: op_workflow_state(workflow_id), write=False)
 
     async def task_context(self, task: TaskRecord) -> TaskContext | None:
         """The run's name and inputs and the results of ``task``'s dependencies."""
