@@ -65,7 +65,7 @@ from .store import (
     WorkflowState,
     WorkflowStore,
 )
-from .store.base import TERMINAL_WORKFLOW_STATES, RunProgress, TaskProgress
+from .store.base import TERMINAL_WORKFLOW_STATES, TaskProgress
 from .task_tools import SUBMIT_RESULT, submit_result_tool, task_toolset
 
 __all__ = [
@@ -409,6 +409,8 @@ class WorkflowEngine:
         """
         lock = self._advance_locks.setdefault(workflow_id, asyncio.Lock())
         async with lock:
+            if finished is not None and await self._advance_after(workflow_id, finished):
+                return
             wf = await self.store.progress(workflow_id)
             if wf is None:
                 return
@@ -434,31 +436,58 @@ class WorkflowEngine:
                     finished is None or finished in t.depends_on
                 ):
                     ready.append(t)
-            submit_many = getattr(self.executor, "submit_many", None)
-            if submit_many is not None and len(ready) > 1:  # e.g. DbosExecutor: one transaction
-                await submit_many(workflow_id, [t.id for t in ready])
-            else:
-                for t in ready:
-                    await self.executor.submit(workflow_id, t.id)
+            await self._submit(workflow_id, ready)
             if all(s in ("submitted", "failed", "cancelled") for s in states.values()):
-                await self._finish(wf, states)
+                await self._finish(wf.id, wf.name, all(s == "submitted" for s in states.values()))
 
-    async def _finish(self, wf: RunProgress, states: Mapping[str, str]) -> None:
+    async def _advance_after(self, workflow_id: str, finished: str) -> bool:
+        """:meth:`advance` after ``finished`` was submitted, from the run's task counts and
+        the pending tasks that depend on it (not every task's row: that was O(tasks) per
+        task). ``False`` when it cannot tell alone (a task failed or was cancelled, or a
+        dependent has other dependencies that may all be submitted): the full pass runs."""
+        found = await self.store.dependents(workflow_id, finished)
+        if found is None:
+            return True
+        if found.terminal:
+            self._finished.setdefault(workflow_id, asyncio.Event()).set()
+            return True
+        if found.ended != found.submitted or found.finished_state != "submitted":
+            return False  # a failure or a cancellation to cascade, or nothing to schedule
+        ready: list[TaskProgress] = []
+        for t in found.pending:
+            if set(t.depends_on) == {finished}:
+                ready.append(t)
+            elif len(set(t.depends_on)) <= found.submitted:
+                return False  # its other dependencies may all be submitted: look at them
+        await self._submit(workflow_id, ready)
+        if found.ended == found.total:
+            await self._finish(workflow_id, found.name, True)
+        return True
+
+    async def _submit(self, workflow_id: str, ready: list[TaskProgress]) -> None:
+        submit_many = getattr(self.executor, "submit_many", None)
+        if submit_many is not None and len(ready) > 1:  # e.g. DbosExecutor: one transaction
+            await submit_many(workflow_id, [t.id for t in ready])
+        else:
+            for t in ready:
+                await self.executor.submit(workflow_id, t.id)
+
+    async def _finish(self, workflow_id: str, name: str, succeeded: bool) -> None:
         final: WorkflowState
         error: str | None = None
-        if all(s == "submitted" for s in states.values()):
+        if succeeded:
             final = "succeeded"
         else:
-            final_tasks = await self.store.get_workflow(wf.id)
+            final_tasks = await self.store.get_workflow(workflow_id)
             failed = [
                 f"{t.name} {t.state}" + (f" ({t.error})" if t.error else "")
                 for t in (final_tasks.tasks if final_tasks else ())
                 if t.state in ("failed", "cancelled")
             ]
             final, error = "failed", "; ".join(failed)[:2000]
-        if await self.store.set_workflow_state(wf.id, final, error=error):
-            await self._emit(WorkflowStateChanged(wf.id, wf.name, final, error))
-        self._finished.setdefault(wf.id, asyncio.Event()).set()
+        if await self.store.set_workflow_state(workflow_id, final, error=error):
+            await self._emit(WorkflowStateChanged(workflow_id, name, final, error))
+        self._finished.setdefault(workflow_id, asyncio.Event()).set()
 
     # -- one task turn --------------------------------------------------------------------------
     async def run_task(

@@ -36,6 +36,7 @@ __all__ = [
     "WORKFLOW_STATES",
     "Acceptance",
     "CancelOutcome",
+    "Dependents",
     "NewTask",
     "RejectionOutcome",
     "RejectionRecord",
@@ -272,6 +273,24 @@ class RunProgress:
     name: str
     state: WorkflowState
     tasks: tuple[TaskProgress, ...]
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_WORKFLOW_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class Dependents:
+    """After a task ended: its run's state and task counts, and the pending tasks that
+    depend on it (what scheduling needs then, without every task's row)."""
+
+    name: str
+    state: WorkflowState
+    total: int
+    ended: int  # submitted, failed or cancelled
+    submitted: int
+    finished_state: str | None  # the state of the task that ended
+    pending: tuple[TaskProgress, ...]
 
     @property
     def terminal(self) -> bool:
@@ -770,6 +789,41 @@ def op_get_workflow(workflow_id: str) -> Op[WorkflowRecord | None]:
     return _workflow(row, [_task(r) for r in tasks.rows])
 
 
+def op_dependents(workflow_id: str, name: str) -> Op[Dependents | None]:
+    """The run's counts and the pending tasks whose dependencies list ``name``."""
+    quoted = '"' + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + '"'
+    rows = (
+        yield Q(
+            "SELECT w.name, w.state, n.total, n.ended, n.submitted, n.finished, t.id, t.name, "
+            "CAST(t.depends_on AS TEXT) FROM workflows w CROSS JOIN (SELECT COUNT(*) AS total, "
+            "COALESCE(SUM(CASE WHEN state IN ('submitted', 'failed', 'cancelled') THEN 1 "
+            "ELSE 0 END), 0) AS ended, COALESCE(SUM(CASE WHEN state = 'submitted' THEN 1 "
+            "ELSE 0 END), 0) AS submitted, MAX(CASE WHEN name = ? THEN state END) AS finished "
+            "FROM tasks WHERE workflow_id = ?) n "
+            "LEFT JOIN tasks t ON t.workflow_id = w.id AND t.state = 'pending' "
+            "AND CAST(t.depends_on AS TEXT) LIKE ? ESCAPE '\\' WHERE w.id = ? ORDER BY t.position",
+            (name, workflow_id, f"%{quoted}%", workflow_id),
+        )
+    ).rows
+    if not rows:
+        return None
+    first = rows[0]
+    pending = [
+        TaskProgress(r[6], r[7], "pending", tuple(_json(r[8]) or ()))
+        for r in rows
+        if r[6] is not None
+    ]
+    return Dependents(
+        first[0],
+        first[1],
+        int(first[2]),
+        int(first[3]),
+        int(first[4]),
+        first[5],
+        tuple(t for t in pending if name in t.depends_on),
+    )
+
+
 _FEW = 100  # dependencies read by name; more: every result of the run, then filtered
 
 
@@ -1024,6 +1078,10 @@ class WorkflowStore(ABC):
         return await self._run(
             lambda: op_task_context(task.workflow_id, task.depends_on), write=False
         )
+
+    async def dependents(self, workflow_id: str, name: str) -> Dependents | None:
+        """The run's task counts and the pending tasks that depend on the task ``name``."""
+        return await self._run(lambda: op_dependents(workflow_id, name), write=False)
 
     async def progress(self, workflow_id: str) -> RunProgress | None:
         """The run's state and its tasks' states and dependencies (no results)."""
