@@ -139,6 +139,43 @@ def test_claims_and_transitions_are_recorded_with_timestamps(make_store: StoreFa
     asyncio.run(main())
 
 
+def test_the_dependents_of_a_task_and_the_run_counts_as_scheduling_reads_them(
+    make_store: StoreFactory,
+) -> None:
+    """What advancing reads after a task ended (not every task's row): a name's '_' is not
+    a wildcard, a name that only starts like it is not a dependency."""
+
+    async def main() -> None:
+        async with make_store() as store:
+            workflow_id = f"wf-{uuid.uuid4().hex[:12]}"
+            deps = {"a_b": (), "axb": (), "a_bc": (), "c": ("a_b",), "d": ("axb", "a_bc")}
+            deps["e"] = ("axb", "a_b")
+            tasks = [
+                NewTask(name, i, f"do {name}", SCHEMA, depends_on=after)
+                for i, (name, after) in enumerate(deps.items())
+            ]
+            await store.create_workflow(workflow_id, "w", {}, tasks)
+            await store.set_workflow_state(workflow_id, "running", expect=("pending",))
+            found = await store.dependents(workflow_id, "a_b")
+            assert found is not None and (found.name, found.state) == ("w", "running")
+            assert (found.total, found.ended, found.submitted) == (6, 0, 0)
+            assert found.finished_state == "pending"
+            assert [(t.name, t.depends_on) for t in found.pending] == [
+                ("c", ("a_b",)),
+                ("e", ("axb", "a_b")),
+            ]
+            assert await store.claim_task(f"{workflow_id}:a_b", "s")
+            await store.accept_result(f"{workflow_id}:a_b", {"n": 1}, submission_key="s:1")
+            assert await store.claim_task(f"{workflow_id}:c", "s2")  # no longer pending
+            found = await store.dependents(workflow_id, "a_b")
+            assert found is not None and (found.ended, found.submitted) == (1, 1)
+            assert found.finished_state == "submitted"
+            assert [t.name for t in found.pending] == ["e"]
+            assert await store.dependents("wf-none", "a_b") is None
+
+    asyncio.run(main())
+
+
 def test_a_result_is_stored_once_duplicates_and_conflicts_are_told_apart(
     make_store: StoreFactory,
 ) -> None:

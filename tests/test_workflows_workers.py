@@ -451,8 +451,9 @@ def test_a_worker_rides_out_a_database_outage_shorter_than_its_lease(
         outage.cut()
 
 
-def _trigger(workers: Workers, table: str, condition: str) -> None:
-    """Make inserts into ``table`` matching ``condition`` hang (until the client dies)."""
+def _trigger(workers: Workers, table: str, condition: str, on: str = "INSERT") -> None:
+    """Make inserts (or ``on``) into ``table`` matching ``condition`` hang (until the
+    client dies)."""
     query(
         workers,
         f"""CREATE FUNCTION {workers.schema}.hang() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -466,7 +467,7 @@ def _trigger(workers: Workers, table: str, condition: str) -> None:
     )
     query(
         workers,
-        f"CREATE TRIGGER hang BEFORE INSERT ON {table} FOR EACH ROW "
+        f"CREATE TRIGGER hang BEFORE {on} ON {table} FOR EACH ROW "
         f"EXECUTE FUNCTION {workers.schema}.hang()",
     )
 
@@ -477,13 +478,13 @@ def _hang_mark(workers: Workers) -> str:
     return f"hang:{workers.schema}"[:63]
 
 
-def _hanging(workers: Workers, table: str) -> bool:
+def _hanging(workers: Workers, table: str, on: str = "INSERT INTO") -> bool:
     rows = query(
         workers,
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
         "AND application_name = %s AND query LIKE %s",
         _hang_mark(workers),
-        f"%INSERT INTO %{table.rsplit('.', 1)[-1]}%",
+        f"%{on} %{table.rsplit('.', 1)[-1]}%",
     )
     return int(rows[0][0]) > 0
 
@@ -521,16 +522,20 @@ def test_a_worker_killed_after_the_result_was_accepted_never_stores_a_second(
     workers.start("doomed", lease=2, items=4, dsn=CHECKED_DSN)
     client = client_of(workers, items=4)
     dbos = workers.dbos_schema
-    # DBOS records the turn step's end after the result was committed; hang there.
+    # DBOS records the task workflow's end after the result was committed (and the run
+    # advanced); hang there.
     _trigger(
         workers,
-        f"{dbos}.operation_outputs",
-        "NEW.function_name = 'tooldeck_turn' AND NEW.workflow_uuid LIKE '%:item_01' "
-        f"AND (SELECT executor_id FROM {dbos}.workflow_status "
-        "WHERE workflow_uuid = NEW.workflow_uuid) = 'doomed'",
+        f"{dbos}.workflow_status",
+        "NEW.status = 'SUCCESS' AND NEW.workflow_uuid LIKE '%:item_01' "
+        "AND OLD.executor_id = 'doomed'",
+        on="UPDATE",
     )
     workflow_id = client.start()
-    wait_for(lambda: _hanging(workers, f"{dbos}.operation_outputs"), "the step record to hang")
+    wait_for(
+        lambda: _hanging(workers, f"{dbos}.workflow_status", on="UPDATE"),
+        "the workflow's end record to hang",
+    )
     accepted = query(
         workers, "SELECT submission_key FROM results WHERE task_id = %s", f"{workflow_id}:item_01"
     )

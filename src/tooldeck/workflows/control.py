@@ -20,7 +20,7 @@ from typing import Any, Literal
 import jsonschema_rs
 
 from ..result import ToolResult
-from .store import StoreError, StoreUnavailable, WorkflowStore
+from .store import StoreError, StoreUnavailable, TaskRecord, WorkflowStore
 from .store.base import dumps
 
 __all__ = ["MAX_REASONS_SHOWN", "ControlPlane", "Submission", "format_path"]
@@ -147,13 +147,17 @@ class ControlPlane:
         *,
         submission_key: str,
         check: Callable[[Any], list[str]] | None = None,
+        task: TaskRecord | None = None,
     ) -> Submission:
         """Validate ``value`` against the task's stored schema; store it or reject it.
 
         ``check`` (the declared result type's :meth:`~tooldeck.workflows.Task.result_problems`)
-        runs on a value the schema accepts; what it finds rejects the value too.
+        runs on a value the schema accepts; what it finds rejects the value too. ``task``:
+        the task's record as read from the store (a task turn has it; its schema and bounds
+        never change), so it need not be read again; without it, it is.
         """
-        task = await self.store.get_task(task_id)
+        if task is None or task.id != task_id:
+            task = await self.store.get_task(task_id)
         if task is None:
             return Submission("unknown_task", task_id, state="unknown")
         problems = self.problems(task.result_schema, value)

@@ -6,6 +6,7 @@ instead of in-process. It talks to DBOS's system tables only through a ``DBOSCli
 
 - ``submit`` enqueues one DBOS workflow per task on the queue ``tooldeck_tasks``; its id
   is ``tooldeck-task:<task id>``, so submitting a task twice enqueues it once;
+  ``submit_many`` enqueues several in one transaction (a run's first tasks);
 - ``cancel`` cancels the run's queued and running DBOS workflows (a turn already running
   also sees the cancellation in the store before its next model step);
 - ``join`` waits until none of the run's DBOS workflows is queued or running.
@@ -26,6 +27,7 @@ from ..telemetry.propagation import carrier
 from .executor import TaskFn
 
 if TYPE_CHECKING:
+    import sqlalchemy
     from dbos import DBOSClient
 
 __all__ = [
@@ -131,6 +133,7 @@ class DbosExecutor:
         self.dbos_schema = dbos_schema
         self.poll_interval = poll_interval
         self._client: DBOSClient | None = None
+        self._engine: sqlalchemy.Engine | None = None  # for enqueueing many at once
         self._queued: set[str] = set()
         self.submitted = 0
 
@@ -149,27 +152,56 @@ class DbosExecutor:
         trace = carrier()
         client = await asyncio.to_thread(self._get_client)
         try:
-            await client.enqueue_async(
-                {
-                    "queue_name": QUEUE,
-                    "workflow_name": TASK_WORKFLOW,
-                    "workflow_id": task_workflow_id(task_id),
-                    "app_version": APP_VERSION,
-                },
-                task_id,
-                *((trace,) if trace else ()),
-            )
+            await client.enqueue_async(_options(task_id), task_id, *((trace,) if trace else ()))
         except Exception as exc:
-            if "does not exist" in str(exc) or "UndefinedTable" in type(exc).__name__:
-                raise DbosUnavailable(
-                    f"no DBOS system tables (schema {self.dbos_schema!r}) in the database: "
-                    "start a worker once first (tooldeck worker --dsn ...)"
-                ) from exc
+            self._raise_unavailable(exc)
             raise
+        self._enqueued([task_id])
+
+    async def submit_many(self, workflow_id: str, task_ids: list[str]) -> None:
+        """:meth:`submit` for several tasks, in one transaction (one round trip per task
+        instead of a transaction of three, in one thread hop): a run's first tasks."""
+        todo = [t for t in dict.fromkeys(task_ids) if t not in self._queued]
+        if len(todo) <= 1:
+            for task_id in todo:
+                await self.submit(workflow_id, task_id)
+            return
+        trace = carrier()
+        args = (trace,) if trace else ()
+        client = await asyncio.to_thread(self._get_client)
+        if self._engine is None:
+            import sqlalchemy
+
+            self._engine = sqlalchemy.create_engine(
+                dbos_url(self.dsn), pool_size=1, max_overflow=0, pool_pre_ping=True
+            )
+        engine = self._engine
+
+        def enqueue_all() -> None:
+            with engine.begin() as conn:
+                for task_id in todo:  # an existing workflow is kept: a task is queued once
+                    client.enqueue_in_transaction(conn, _options(task_id), task_id, *args)
+
+        try:
+            await asyncio.to_thread(enqueue_all)
+        except Exception as exc:
+            self._raise_unavailable(exc)
+            raise
+        self._enqueued(todo)
+
+    def _raise_unavailable(self, exc: Exception) -> None:
+        """Raise :class:`DbosUnavailable` (from ``exc``) when DBOS's tables are missing."""
+        if "does not exist" in str(exc) or "UndefinedTable" in type(exc).__name__:
+            raise DbosUnavailable(
+                f"no DBOS system tables (schema {self.dbos_schema!r}) in the database: "
+                "start a worker once first (tooldeck worker --dsn ...)"
+            ) from exc
+
+    def _enqueued(self, task_ids: list[str]) -> None:
         if len(self._queued) >= 100_000:  # a long-lived worker: forget, DBOS still dedupes
             self._queued.clear()
-        self._queued.add(task_id)
-        self.submitted += 1
+        self._queued.update(task_ids)
+        self.submitted += len(task_ids)
 
     async def _active_ids(self, workflow_id: str | None) -> list[str]:
         client = await asyncio.to_thread(self._get_client)
@@ -196,6 +228,19 @@ class DbosExecutor:
 
     async def close(self) -> None:
         """Release the client (queued turns stay queued: the workers own them)."""
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            await asyncio.to_thread(engine.dispose)
         if self._client is not None:
             client, self._client = self._client, None
             await asyncio.to_thread(client.destroy)
+
+
+def _options(task_id: str) -> Any:
+    """The enqueue options of a task's turn (``EnqueueOptions``)."""
+    return {
+        "queue_name": QUEUE,
+        "workflow_name": TASK_WORKFLOW,
+        "workflow_id": task_workflow_id(task_id),
+        "app_version": APP_VERSION,
+    }

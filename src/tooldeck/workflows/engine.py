@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -54,7 +55,7 @@ from .definition import Workflow
 from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
 from .executor import AsyncioExecutor, TaskExecutor
 from .prompt import task_prompt
-from .shapes import WRAPPED_PROPERTY, result_schema
+from .shapes import WRAPPED_PROPERTY, ResultSchema, result_schema
 from .store import (
     CancelOutcome,
     NewTask,
@@ -64,7 +65,7 @@ from .store import (
     WorkflowState,
     WorkflowStore,
 )
-from .store.base import RunProgress, TaskProgress
+from .store.base import TERMINAL_WORKFLOW_STATES, TaskProgress
 from .task_tools import SUBMIT_RESULT, submit_result_tool, task_toolset
 
 __all__ = [
@@ -142,6 +143,9 @@ class _Turn:
     session_id: str
     calls: dict[str, ToolCall] = field(default_factory=dict)
     failure: StoreUnavailable | None = None  # the store was away too long: fail the step
+    ended: bool = False  # a submission ended the turn: its outcome is in the store
+    accepted: int | None = None  # the attempts count when this turn's result was accepted
+    claimed: bool = True  # the claim just checked the task: the first model step need not
 
     def unavailable(self, exc: StoreUnavailable) -> ToolResult:
         """End the turn on a store fault; :meth:`WorkflowEngine.run_task` raises it."""
@@ -219,6 +223,7 @@ class WorkflowEngine:
         self._advance_locks: dict[str, asyncio.Lock] = {}
         self._finished: dict[str, asyncio.Event] = {}
         self._started: dict[str, Workflow] = {}  # run id -> the workflow it was started as
+        self._schemas: dict[str, ResultSchema] = {}  # a stored result schema -> checked
         self.executor.start(self.run_task)
 
     # -- configuration --------------------------------------------------------------------------
@@ -303,14 +308,14 @@ class WorkflowEngine:
         workflow_id = await self.start(workflow, inputs)
         return await self.wait(workflow_id)
 
-    def _workflow_of(self, record: WorkflowRecord) -> Workflow | None:
+    def _workflow_of(self, workflow_id: str, name: str) -> Workflow | None:
         """The definition of a stored run, when this engine knows it."""
-        known = self._started.get(record.id) or self.catalog.get(record.name)
-        return known if known is not None and known.name == record.name else None
+        known = self._started.get(workflow_id) or self.catalog.get(name)
+        return known if known is not None and known.name == name else None
 
     def _typed(self, record: WorkflowRecord) -> WorkflowRecord:
         """``record`` with results loaded as the declared types, when the workflow is known."""
-        workflow = self._workflow_of(record)
+        workflow = self._workflow_of(record.id, record.name)
         return workflow.typed(record) if workflow is not None else record
 
     async def get(self, workflow_id: str) -> WorkflowRecord:
@@ -340,10 +345,14 @@ class WorkflowEngine:
         """
         event = self._finished.setdefault(workflow_id, asyncio.Event())
         while True:
-            wf = await self.store.get_workflow(workflow_id)
-            if wf is None:
+            # The run's state only, until it ends (not every task's record at every look).
+            state = await self.store.workflow_state(workflow_id)
+            if state is None:
                 raise WorkflowError(f"no workflow run {workflow_id!r}")
-            if wf.terminal:
+            if state in TERMINAL_WORKFLOW_STATES:
+                wf = await self.store.get_workflow(workflow_id)
+                if wf is None:
+                    raise WorkflowError(f"no workflow run {workflow_id!r}")
                 return self._typed(wf)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), self.poll_interval)
@@ -391,6 +400,8 @@ class WorkflowEngine:
         """
         lock = self._advance_locks.setdefault(workflow_id, asyncio.Lock())
         async with lock:
+            if finished is not None and await self._advance_after(workflow_id, finished):
+                return
             wf = await self.store.progress(workflow_id)
             if wf is None:
                 return
@@ -416,69 +427,110 @@ class WorkflowEngine:
                     finished is None or finished in t.depends_on
                 ):
                     ready.append(t)
+            await self._submit(workflow_id, ready)
+            if all(s in ("submitted", "failed", "cancelled") for s in states.values()):
+                await self._finish(wf.id, wf.name, all(s == "submitted" for s in states.values()))
+
+    async def _advance_after(self, workflow_id: str, finished: str) -> bool:
+        """:meth:`advance` after ``finished`` was submitted, from the run's task counts and
+        the pending tasks that depend on it (not every task's row: that was O(tasks) per
+        task). ``False`` when it cannot tell alone (a task failed or was cancelled, or a
+        dependent has other dependencies that may all be submitted): the full pass runs."""
+        found = await self.store.dependents(workflow_id, finished)
+        if found is None:
+            return True
+        if found.terminal:
+            self._finished.setdefault(workflow_id, asyncio.Event()).set()
+            return True
+        if found.ended != found.submitted or found.finished_state != "submitted":
+            return False  # a failure or a cancellation to cascade, or nothing to schedule
+        ready: list[TaskProgress] = []
+        for t in found.pending:
+            if set(t.depends_on) == {finished}:
+                ready.append(t)
+            elif len(set(t.depends_on)) <= found.submitted:
+                return False  # its other dependencies may all be submitted: look at them
+        await self._submit(workflow_id, ready)
+        if found.ended == found.total:
+            await self._finish(workflow_id, found.name, True)
+        return True
+
+    async def _submit(self, workflow_id: str, ready: list[TaskProgress]) -> None:
+        submit_many = getattr(self.executor, "submit_many", None)
+        if submit_many is not None and len(ready) > 1:  # e.g. DbosExecutor: one transaction
+            await submit_many(workflow_id, [t.id for t in ready])
+        else:
             for t in ready:
                 await self.executor.submit(workflow_id, t.id)
-            if all(s in ("submitted", "failed", "cancelled") for s in states.values()):
-                await self._finish(wf, states)
 
-    async def _finish(self, wf: RunProgress, states: Mapping[str, str]) -> None:
+    async def _finish(self, workflow_id: str, name: str, succeeded: bool) -> None:
         final: WorkflowState
         error: str | None = None
-        if all(s == "submitted" for s in states.values()):
+        if succeeded:
             final = "succeeded"
         else:
-            final_tasks = await self.store.get_workflow(wf.id)
+            final_tasks = await self.store.get_workflow(workflow_id)
             failed = [
                 f"{t.name} {t.state}" + (f" ({t.error})" if t.error else "")
                 for t in (final_tasks.tasks if final_tasks else ())
                 if t.state in ("failed", "cancelled")
             ]
             final, error = "failed", "; ".join(failed)[:2000]
-        if await self.store.set_workflow_state(wf.id, final, error=error):
-            await self._emit(WorkflowStateChanged(wf.id, wf.name, final, error))
-        self._finished.setdefault(wf.id, asyncio.Event()).set()
+        if await self.store.set_workflow_state(workflow_id, final, error=error):
+            await self._emit(WorkflowStateChanged(workflow_id, name, final, error))
+        self._finished.setdefault(workflow_id, asyncio.Event()).set()
 
     # -- one task turn --------------------------------------------------------------------------
     async def run_task(
-        self, task_id: str, signal: AbortSignal | None = None, *, take_over: str | None = None
-    ) -> None:
+        self,
+        task_id: str,
+        signal: AbortSignal | None = None,
+        *,
+        take_over: str | Callable[[str | None], str] | None = None,
+    ) -> str | None:
         """Run one task turn to its end (the executor calls this). See the module docstring.
 
         ``take_over``: a durable executor that knows the task's previous turn died with
-        its worker (it is the only runner of that task) passes why; a task still
-        ``running`` is then handed to a new session and its turn starts again from the
-        prompt (model calls are not replayed). A task already submitted stays as it is.
+        its worker (it is the only runner of that task) passes why (or a function of the
+        session that held the task that says why); a task still ``running`` is then
+        handed to a new session and its turn starts again from the prompt (model calls
+        are not replayed). A task already submitted stays as it is.
 
         A store that stays unavailable past its retries (:class:`StoreUnavailable`) fails
         a durable turn (``take_over`` given): the exception goes to the executor, which
         runs the step again, instead of failing the task or telling the model.
+
+        Returns the task's state when the turn ended (``None`` when it is not known: the
+        task is gone, or another turn claimed or ended it first).
         """
         signal = signal or AbortSignal()
-        task = await self.store.get_task(task_id)
-        if task is None or task.state not in ("pending", "running"):
-            return
-        if task.state == "running" and take_over is None:
-            return  # another worker has it
-        session_id = f"{task.workflow_id}.{task.name}.{uuid.uuid4().hex[:6]}"
+        session_id = f"{'.'.join(task_id.rsplit(':', 1))}.{uuid.uuid4().hex[:6]}"
         if self.worker is not None:
             session_id += f"@{self.worker}"
-        if task.state == "running":
-            assert take_over is not None
-            if await self.store.resume_task(task_id, session_id, take_over) is None:
-                return  # it finished or was cancelled meanwhile
-        elif not await self.store.claim_task(task_id, session_id):
-            return  # another worker has it, or it was cancelled meanwhile
+        # A pending task (the usual case) is claimed at once, and its record comes back.
+        task = await self.store.claim(task_id, session_id)
+        if task is None:
+            task = await self.store.get_task(task_id)
+            if task is None or task.state != "running":
+                return task.state if task is not None else None
+            if take_over is None:
+                return task.state  # another worker has it
+            why = take_over if isinstance(take_over, str) else take_over(task.session_id)
+            if await self.store.resume_task(task_id, session_id, why) is None:
+                return None  # it finished or was cancelled meanwhile
         await self._emit(
             TaskStateChanged(task.workflow_id, task.name, "running", 0, task.max_attempts)
         )
         traced = task_started(task.workflow_id, None, task.name, session_id, self.worker)
         unavailable = False
+        final: str | None = None
+        turn = _Turn(task, signal, session_id)
         try:
             if traced is None:
-                await self._run_claimed(task, session_id, signal)
+                await self._run_claimed(turn)
             else:
                 with traced.current(task.name):
-                    await self._run_claimed(task, session_id, signal)
+                    await self._run_claimed(turn)
         except asyncio.CancelledError:
             with contextlib.suppress(Exception):
                 await asyncio.shield(
@@ -494,7 +546,7 @@ class WorkflowEngine:
         except StoreUnavailable as exc:
             if take_over is None:  # nobody runs this turn again: fail the task if it can
                 await self._fail_crashed(task_id, session_id, exc)
-                return
+                return None
             unavailable = True
             _log.warning("task %s: the turn stops, to be run again: %s", task_id, exc)
             raise
@@ -505,7 +557,8 @@ class WorkflowEngine:
                 if traced is not None:
                     traced.end(None, None)
             else:
-                await asyncio.shield(self._after_task(task, traced))
+                final = await asyncio.shield(self._after_task(task, traced, turn.accepted))
+        return final
 
     async def _fail_crashed(self, task_id: str, session_id: str, exc: Exception) -> None:
         if isinstance(exc, StoreUnavailable):  # an expected fault: one line, no traceback
@@ -520,29 +573,31 @@ class WorkflowEngine:
             owner=session_id,
         )
 
-    async def _after_task(self, task: TaskRecord, traced: TaskTrace | None = None) -> None:
-        final = None
+    async def _after_task(
+        self, task: TaskRecord, traced: TaskTrace | None = None, accepted: int | None = None
+    ) -> str | None:
+        """Tell how the turn ended; ``accepted``: the attempts when the turn's own result was
+        accepted (the task is then ``submitted`` for good: no need to read it)."""
+        final: tuple[str, int, int, str | None] | None = None
         try:
-            final = await self.store.get_task(task.id)
+            if accepted is not None:
+                final = ("submitted", accepted, task.max_attempts, None)
+            else:
+                record = await self.store.get_task(task.id)
+                if record is not None:
+                    final = (record.state, record.attempts, record.max_attempts, record.error)
         finally:
             if traced is not None:  # the task span ends with the task's state
-                traced.end(final.state if final else None, final.attempts if final else None)
+                traced.end(final[0] if final else None, final[1] if final else None)
         if final is not None:
-            await self._emit(
-                TaskStateChanged(
-                    task.workflow_id,
-                    task.name,
-                    final.state,
-                    final.attempts,
-                    final.max_attempts,
-                    final.error,
-                )
-            )
+            await self._emit(TaskStateChanged(task.workflow_id, task.name, *final))
         if self.advance_after_turn:
             await self.advance(task.workflow_id, task.name)
+        return final[0] if final is not None else None
 
-    async def _run_claimed(self, task: TaskRecord, session_id: str, signal: AbortSignal) -> None:
-        wf = await self.store.get_workflow(task.workflow_id)
+    async def _run_claimed(self, state: _Turn) -> None:
+        task, session_id, signal = state.task, state.session_id, state.signal
+        wf = await self.store.task_context(task)
         if wf is None:
             raise RuntimeError(f"the run of task {task.id} is gone")
         all_inputs = wf.inputs if isinstance(wf.inputs, dict) else {}
@@ -552,8 +607,8 @@ class WorkflowEngine:
             if names is None
             else {n: all_inputs[n] for n in names if n in all_inputs}
         )
-        deps = {d: wf.task(d).result for d in task.depends_on}
-        checked = result_schema(task.result_schema, f"task {task.name!r}")
+        deps = {d: wf.results.get(d) for d in task.depends_on}
+        checked = self._checked_schema(task)
         # A turn that follows one whose worker died is told what that turn had rejected:
         # the rejections stay counted (they were the model's), the crash costs nothing.
         rejections = await self.store.rejections(task.id) if task.attempts else []
@@ -570,12 +625,11 @@ class WorkflowEngine:
             memory_enabled=self.memory_enabled,
             signal=signal,
         )
-        workflow = self._workflow_of(wf)
+        workflow = self._workflow_of(task.workflow_id, wf.name)
         declared = (
             next((t for t in workflow.tasks if t.name == task.name), None) if workflow else None
         )
         check = declared.result_problems if declared and declared.result_type else None
-        state = _Turn(task, signal, session_id)
         submit = submit_result_tool(
             task, self.control, schema=checked, check=check, unavailable=state.unavailable
         )
@@ -599,6 +653,8 @@ class WorkflowEngine:
         reminders = self.reminders
         while result is not None:
             state.check()
+            if state.ended:  # a submission ended the turn; the store has its outcome
+                return
             steps_left -= result.steps
             current = await self.store.task_owner(task.id)
             if current != ("running", session_id) or signal.aborted:
@@ -618,6 +674,18 @@ class WorkflowEngine:
         await self.store.set_task_state(
             task.id, "failed", expect=("running",), reason=why, owner=session_id
         )
+
+    def _checked_schema(self, task: TaskRecord) -> ResultSchema:
+        """The task's stored result schema, checked once per distinct schema (not per turn:
+        the checks and the provider projections are the same every time)."""
+        key = json.dumps(task.result_schema, sort_keys=True)
+        checked = self._schemas.get(key)
+        if checked is None:
+            checked = result_schema(task.result_schema, f"task {task.name!r}")
+            if len(self._schemas) >= 1024:  # a long-lived worker: forget the oldest
+                del self._schemas[next(iter(self._schemas))]
+            self._schemas[key] = checked
+        return checked
 
     async def _until_stopped(
         self, turn: Coroutine[Any, Any, RunResult], signal: AbortSignal, deadline: float
@@ -658,6 +726,9 @@ class WorkflowEngine:
 
         async def watch(event: Event) -> None:
             if isinstance(event, ModelStepStarted):
+                if turn.claimed:  # the claim (or takeover) checked the task just now
+                    turn.claimed = False
+                    return
                 owner = await self.store.task_owner(task.id)
                 state, holder = owner if owner is not None else ("gone", None)
                 if turn.signal.aborted:
@@ -683,7 +754,9 @@ class WorkflowEngine:
     async def _on_submission(self, turn: _Turn, event: OutputRecorded) -> None:
         task, output = turn.task, event.output
         details = output.result.details
-        if output.is_error and isinstance(details, dict) and "problems" in details:
+        if not isinstance(details, dict):
+            details = {}
+        if output.is_error and "problems" in details:
             # The dispatcher refused the arguments before submit_result ran: a rejection.
             call = turn.calls.get(output.call_id)
             raw = call.arguments if call is not None else None
@@ -697,15 +770,19 @@ class WorkflowEngine:
             )
             if submission.status == "failed":
                 turn.signal.abort(f"no submission attempts left ({submission.attempt})")
-        current = await self.store.get_task(task.id)
-        if current is not None:
+            details = submission.tool_result().details or {}
+        if output.result.terminate and turn.failure is None:
+            turn.ended = True
+            if details.get("status") in ("stored", "duplicate"):
+                turn.accepted = details.get("attempt", 0)
+        if details.get("status") == "rejected":
+            # The task still runs, one attempt further (an end is told when the turn ends).
             await self._emit(
                 TaskStateChanged(
                     task.workflow_id,
                     task.name,
-                    current.state,
-                    current.attempts,
-                    current.max_attempts,
-                    current.error,
+                    "running",
+                    details.get("attempt", 0),
+                    details.get("max_attempts", task.max_attempts),
                 )
             )

@@ -28,7 +28,7 @@ __all__ = ["AsyncioExecutor", "TaskExecutor", "TaskFn"]
 
 _log = logging.getLogger("tooldeck.workflows")
 
-TaskFn = Callable[[str, AbortSignal], Awaitable[None]]
+TaskFn = Callable[[str, AbortSignal], Awaitable[object]]
 """Runs one task turn to its end: ``await run(task_id, signal)``."""
 
 

@@ -60,7 +60,7 @@ def submit_result_tool(
     (the declared result type's problems) is passed to :meth:`ControlPlane.submit`.
     ``unavailable``: what a submission the store could not take (the database away for
     longer than the store retries) returns instead of raising; the engine ends the turn
-    there and fails its step, so the model never handles a database fault.
+    there and fails the turn (run again), so the model never handles a database fault.
     """
     checked = schema or result_schema(task.result_schema, f"task {task.name!r}")
     wrapped = " Put the result in `value`." if checked.wrapped else " The arguments are the result."
@@ -69,7 +69,9 @@ def submit_result_tool(
         value = checked.unwrap(params)
         key = f"{ctx.session_id}:{ctx.call_id}"
         try:
-            submission = await control.submit(task.id, value, submission_key=key, check=check)
+            submission = await control.submit(
+                task.id, value, submission_key=key, check=check, task=task
+            )
         except StoreUnavailable as exc:
             if unavailable is None:
                 raise
@@ -98,8 +100,24 @@ def submit_result_tool(
     )
 
 
+_recalls: dict[int, tuple[Tool, Tool]] = {}  # id(notes) -> (notes, its read-only recall)
+
+
 def recall_notes_tool(notes: Tool) -> Tool:
-    """A read-only ``notes``: the same handler, limited to get, search and list."""
+    """A read-only ``notes``: the same handler, limited to get, search and list.
+
+    Made once per ``notes`` tool (every task turn of a process uses the same one)."""
+    known = _recalls.get(id(notes))
+    if known is not None and known[0] is notes:
+        return known[1]
+    recall = _recall_notes_tool(notes)
+    if len(_recalls) >= 64:
+        _recalls.clear()
+    _recalls[id(notes)] = (notes, recall)
+    return recall
+
+
+def _recall_notes_tool(notes: Tool) -> Tool:
     schema = copy.deepcopy(dict(notes.schema))
     props = schema.get("properties", {})
     props.pop("text", None)

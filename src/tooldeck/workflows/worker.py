@@ -1,15 +1,19 @@
 """``tooldeck worker``: a process that runs workflow task turns from the DBOS queue.
 
 Each task turn is one DBOS workflow (``tooldeck_task_turn``, id ``tooldeck-task:<task
-id>``) of two recorded steps:
+id>``) that does two things, each retried with backoff when it raises:
 
 1. **turn**: run the task turn (:meth:`WorkflowEngine.run_task`); its outcome is in the
-   store when the step ends. If the worker dies inside it, DBOS runs the step again on
+   store when it ends. If the worker dies inside it, DBOS runs the workflow again on
    another worker: a task still ``running`` is handed to a new session (the takeover is a
    transition in the task's history) and its turn starts again from the prompt; a task
    already ``submitted`` is left alone, so an accepted result is never stored twice nor
    lost (the result and the state change commit in one transaction);
 2. **advance**: schedule the tasks that became ready and finish the run; idempotent.
+
+Neither is a DBOS step: the store already records what each did (a step's record would
+cost two more database transactions per step and add nothing), and a workflow run again
+after a crash finds it there: the turn sees its task submitted and does nothing.
 
 Liveness: every worker renews a lease in the store's ``workers`` table. A live worker
 that finds another's lease expired marks it ``lost`` (one worker wins) and has DBOS
@@ -37,14 +41,13 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dbos import DBOS
-from dbos._error import DBOSMaxStepRetriesExceeded
 
 from ..context import AbortSignal
 from ..jobs.durable import JOB_QUEUE, JOB_WORKFLOW
@@ -66,6 +69,7 @@ from .store.workers import WorkerLeases
 __all__ = ["Worker", "WorkerLost", "WorkerStats"]
 
 _log = logging.getLogger("tooldeck.workflows.worker")
+T = TypeVar("T")
 
 
 def _extra(event: str, task_id: str | None = None, **fields: Any) -> dict[str, Any]:
@@ -100,40 +104,44 @@ def _worker() -> Worker:
 
 
 RETRY_SECONDS = float(os.environ.get("TOOLDECK_WORKER_RETRY_SECONDS", "2"))
-"""First pause before a failed step is retried (doubling after each try); read at import."""
+"""First pause before a failed turn is run again (doubling after each try); read at import."""
 TURN_ATTEMPTS = 5
+NOTIFY_SECONDS = 1.0
 
 
-# A step that raises (the database went away mid-turn, say) is retried with backoff: the
-# turn step then takes the task over from its own earlier attempt; advancing is idempotent.
-@DBOS.step(
-    name="tooldeck_turn",
-    retries_allowed=True,
-    interval_seconds=RETRY_SECONDS,
-    max_attempts=TURN_ATTEMPTS,
-)
-async def _turn_step(task_id: str) -> str:
-    return await _worker().run_turn(task_id)
+class _GaveUp(Exception):
+    """``what`` raised ``attempts`` times; ``errors``: what each try raised."""
+
+    def __init__(self, what: str, errors: list[Exception]):
+        super().__init__(f"{what} failed {len(errors)} times: {errors[-1]}")
+        self.errors = errors
 
 
-@DBOS.step(
-    name="tooldeck_give_up",
-    retries_allowed=True,
-    interval_seconds=RETRY_SECONDS,
-    max_attempts=8,
-)
-async def _give_up_step(task_id: str, why: str) -> str:
-    return await _worker().give_up(task_id, why)
+async def _retried(what: str, call: Callable[[], Awaitable[T]], attempts: int, pause: float) -> T:
+    """``await call()``, run again with backoff (``pause``, doubling) while it raises.
 
-
-@DBOS.step(
-    name="tooldeck_advance",
-    retries_allowed=True,
-    interval_seconds=RETRY_SECONDS / 2,
-    max_attempts=8,
-)
-async def _advance_step(task_id: str) -> None:
-    await _worker().advance(task_id)
+    What a DBOS step with retries did, without its two database transactions per step:
+    the store records what a turn did, so a workflow run again after a crash needs no
+    step record (see the module docstring)."""
+    errors: list[Exception] = []
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            errors.append(exc)
+            if len(errors) >= attempts:
+                raise _GaveUp(what, errors) from exc
+            _log.warning(
+                "%s failed (try %d of %d), again in %gs: %s: %s",
+                what,
+                len(errors),
+                attempts,
+                pause,
+                type(exc).__name__,
+                exc,
+            )
+            await asyncio.sleep(pause)
+            pause *= 2
 
 
 @DBOS.step(
@@ -168,13 +176,25 @@ async def _task_turn(task_id: str, trace: dict[str, str] | None = None) -> str:
 async def _turn_and_advance(worker: Worker, task_id: str) -> str:
     try:
         try:
-            state = await _turn_step(task_id)
-        except DBOSMaxStepRetriesExceeded as exc:
+            state = await _retried(
+                f"the turn of {task_id}",
+                lambda: worker.run_turn(task_id),
+                TURN_ATTEMPTS,
+                RETRY_SECONDS,
+            )
+        except _GaveUp as exc:
             # The turn could not run at all, attempt after attempt: fail the task rather
             # than leave it running for ever, so the run can end.
-            errors = getattr(exc, "errors", None) or [exc]
-            state = await _give_up_step(task_id, f"{type(errors[-1]).__name__}: {errors[-1]}")
-        await _advance_step(task_id)
+            last = exc.errors[-1]
+            state = await _retried(
+                f"giving up {task_id}",
+                lambda: worker.give_up(task_id, f"{type(last).__name__}: {last}"),
+                8,
+                RETRY_SECONDS,
+            )
+        await _retried(
+            f"advancing after {task_id}", lambda: worker.advance(task_id), 8, RETRY_SECONDS / 2
+        )
     finally:
         worker.release(task_id)
     return state
@@ -248,7 +268,7 @@ class Worker:
         self._store: PostgresStore | None = None
         self._leases: WorkerLeases | None = None
         self._signals: dict[str, AbortSignal] = {}  # task id -> its running turn's signal
-        self._failed: dict[str, str] = {}  # task id -> why its last turn step failed here
+        self._failed: dict[str, str] = {}  # task id -> why its last turn failed here
         self.resumed: dict[str, str] = {}  # task id -> why its running turn took it over
         self._stopping = asyncio.Event()
         self._parked = 0  # turns dequeued after stop() and left for another worker
@@ -282,7 +302,7 @@ class Worker:
         self._signals[task_id] = signal
         self.stats.turns_started += 1
         try:
-            await engine.run_task(task_id, signal, take_over=await self._why_again(task_id))
+            state = await engine.run_task(task_id, signal, take_over=self._why_again(task_id))
         except Exception as exc:
             # DBOS runs the step again, here: the next attempt's history says why.
             self._failed[task_id] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
@@ -293,23 +313,26 @@ class Worker:
             self._signals.pop(task_id, None)
             self.resumed.pop(task_id, None)
             self.stats.turns_finished += 1
-        return await engine.store.task_state(task_id) or "gone"
+        return state or await engine.store.task_state(task_id) or "gone"
 
-    async def _why_again(self, task_id: str) -> str:
-        """Why a task still ``running`` is taken over, for its history (what happened);
-        kept in :attr:`resumed` while the turn runs, for the worker's log line."""
+    def _why_again(self, task_id: str) -> Callable[[str | None], str]:
+        """Why a task still ``running`` is taken over, for its history (what happened),
+        from the session that holds it (asked only when the task is running); kept in
+        :attr:`resumed` while the turn runs, for the worker's log line."""
         failed = self._failed.get(task_id)
-        owner = await self._require_engine().store.task_owner(task_id)
-        holder = (owner[1] or "") if owner is not None else ""
-        if failed is not None:
-            why = f"the turn's step failed on {self.id} ({failed}); DBOS ran it again"
-        elif holder.endswith(f"@{self.id}"):
-            why = f"worker {self.id} restarted; DBOS recovered its unfinished turn"
-        else:
-            lost = holder.rsplit("@", 1)[1] if "@" in holder else "running it"
-            why = f"the worker {lost} was lost; DBOS restarted the turn on {self.id}"
-        if owner is not None and owner[0] == "running":
-            self.resumed[task_id] = why
+
+        def why(holder: str | None) -> str:
+            holder = holder or ""
+            if failed is not None:
+                reason = f"the turn failed on {self.id} ({failed}); it was run again"
+            elif holder.endswith(f"@{self.id}"):
+                reason = f"worker {self.id} restarted; DBOS recovered its unfinished turn"
+            else:
+                lost = holder.rsplit("@", 1)[1] if "@" in holder else "running it"
+                reason = f"the worker {lost} was lost; DBOS restarted the turn on {self.id}"
+            self.resumed[task_id] = reason
+            return reason
+
         return why
 
     async def run_job(self, job_id: str) -> str:
@@ -355,7 +378,7 @@ class Worker:
         lost = False
         try:
             # A store call in a turn rides out a connection blip for as long as the lease:
-            # only a longer outage fails the turn's step (DBOS runs it again).
+            # only a longer outage fails the turn (the worker runs it again).
             # A connection whose packets go unanswered (a silent network drop) fails
             # within about a third of the lease (TCP keepalives, tcp_user_timeout).
             self._store = PostgresStore(
@@ -396,6 +419,10 @@ class Worker:
                     "executor_id": self.id,
                     "log_level": "WARNING",
                     "db_engine_kwargs": {"connect_args": self._dbos_connect_args()},
+                    # DBOS flushes notifications (of workflow events and streams, which
+                    # tooldeck does not use) every 10 ms by default: a thread waking 100
+                    # times a second, about 7% of a busy worker's CPU.
+                    "notification_coalesce_sec": NOTIFY_SECONDS,
                 }
             )
             DBOS.listen_queues([QUEUE, *([JOB_QUEUE] if self._jobs is not None else [])])

@@ -36,12 +36,14 @@ __all__ = [
     "WORKFLOW_STATES",
     "Acceptance",
     "CancelOutcome",
+    "Dependents",
     "NewTask",
     "RejectionOutcome",
     "RejectionRecord",
     "RunProgress",
     "StoreError",
     "StoreUnavailable",
+    "TaskContext",
     "TaskProgress",
     "TaskRecord",
     "TaskState",
@@ -278,6 +280,34 @@ class RunProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class Dependents:
+    """After a task ended: its run's state and task counts, and the pending tasks that
+    depend on it (what scheduling needs then, without every task's row)."""
+
+    name: str
+    state: WorkflowState
+    total: int
+    ended: int  # submitted, failed or cancelled
+    submitted: int
+    finished_state: str | None  # the state of the task that ended
+    pending: tuple[TaskProgress, ...]
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_WORKFLOW_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What a task turn starts from: its run's name and inputs, its dependencies' results."""
+
+    workflow_id: str
+    name: str
+    inputs: Any
+    results: Mapping[str, Any]  # dependency name -> its accepted result (those that have one)
+
+
+@dataclass(frozen=True, slots=True)
 class Transition:
     workflow_id: str
     task_id: str | None
@@ -430,30 +460,44 @@ def op_create_workflow(
         (workflow_id, name, Json(inputs), at, at),
     )
     yield _transition(workflow_id, None, None, "pending", "created", at)
-    for task in tasks:
-        task_id = f"{workflow_id}:{task.name}"
+    # Many rows per statement (not a round trip per task and per transition), in chunks
+    # that stay under SQLite's oldest limit of 999 parameters.
+    for first in range(0, len(tasks), _ROWS_PER_INSERT):
+        chunk = tasks[first : first + _ROWS_PER_INSERT]
+        ids = [f"{workflow_id}:{task.name}" for task in chunk]
         yield Q(
             "INSERT INTO tasks (id, workflow_id, name, position, description, instructions, "
             "input_names, depends_on, result_schema, state, attempts, max_attempts, "
-            "max_steps, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)",
-            (
-                task_id,
-                workflow_id,
-                task.name,
-                task.position,
-                task.description,
-                task.instructions,
-                Json(list(task.input_names)) if task.input_names is not None else None,
-                Json(list(task.depends_on)),
-                Json(task.result_schema),
-                task.max_attempts,
-                task.max_steps,
-                at,
-                at,
+            "max_steps, created_at, updated_at) VALUES "
+            + ", ".join("(?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)" for _ in chunk),
+            tuple(
+                value
+                for task_id, task in zip(ids, chunk, strict=True)
+                for value in (
+                    task_id,
+                    workflow_id,
+                    task.name,
+                    task.position,
+                    task.description,
+                    task.instructions,
+                    Json(list(task.input_names)) if task.input_names is not None else None,
+                    Json(list(task.depends_on)),
+                    Json(task.result_schema),
+                    task.max_attempts,
+                    task.max_steps,
+                    at,
+                    at,
+                )
             ),
         )
-        yield _transition(workflow_id, task_id, None, "pending", "created", at)
+        yield Q(
+            "INSERT INTO transitions (workflow_id, task_id, from_state, to_state, reason, at) "
+            "VALUES " + ", ".join("(?, ?, NULL, 'pending', 'created', ?)" for _ in chunk),
+            tuple(value for task_id in ids for value in (workflow_id, task_id, at)),
+        )
+
+
+_ROWS_PER_INSERT = 50
 
 
 def op_set_workflow_state(
@@ -482,7 +526,8 @@ def op_set_workflow_state(
     return True
 
 
-def op_claim_task(task_id: str, session_id: str) -> Op[bool]:
+def op_claim_task(task_id: str, session_id: str) -> Op[TaskRecord | None]:
+    """``pending -> running`` for ``session_id``; the claimed task, ``None`` if not pending."""
     at = now()
     claimed = yield Q(
         "UPDATE tasks SET state = 'running', session_id = ?, started_at = ?, updated_at = ? "
@@ -492,13 +537,20 @@ def op_claim_task(task_id: str, session_id: str) -> Op[bool]:
     row = claimed.one()
     if row is None:
         # Run again after a commit whose answer was lost: the claim is already this one's.
-        mine = yield Q(
-            "SELECT id FROM tasks WHERE id = ? AND state = 'running' AND session_id = ?",
+        return (yield from _claimed_by(task_id, session_id))
+    yield _transition(row[0], task_id, "pending", "running", f"claimed by {session_id}", at)
+    return (yield from op_get_task(task_id))
+
+
+def _claimed_by(task_id: str, session_id: str) -> Op[TaskRecord | None]:
+    mine = (
+        yield Q(
+            f"SELECT {TASK_COLUMNS} FROM {TASK_FROM} "
+            "WHERE t.id = ? AND t.state = 'running' AND t.session_id = ?",
             (task_id, session_id),
         )
-        return bool(mine.rows)
-    yield _transition(row[0], task_id, "pending", "running", f"claimed by {session_id}", at)
-    return True
+    ).one()
+    return _task(mine) if mine is not None else None
 
 
 def op_resume_task(task_id: str, session_id: str, reason: str) -> Op[str | None]:
@@ -600,6 +652,11 @@ def op_accept_result(task_id: str, value: Any, submission_key: str) -> Op[Accept
             raise Rollback(Acceptance("conflict", "running", row[1] - 1))
         yield _transition(row[0], task_id, "running", "submitted", f"result {submission_key}", at)
         return Acceptance("stored", "submitted", row[1], value)
+    return (yield from _not_stored(task_id, submission_key))
+
+
+def _not_stored(task_id: str, submission_key: str) -> Op[Acceptance]:
+    """What a submission that stored nothing is told: the task's state and stored result."""
     found = (
         yield Q(
             "SELECT t.state, t.attempts, r.submission_key, CAST(r.value AS TEXT) "
@@ -714,6 +771,11 @@ def op_task_state(task_id: str) -> Op[str | None]:
     return row[0] if row is not None else None
 
 
+def op_workflow_state(workflow_id: str) -> Op[str | None]:
+    row = (yield Q("SELECT state FROM workflows WHERE id = ?", (workflow_id,))).one()
+    return row[0] if row is not None else None
+
+
 def op_get_workflow(workflow_id: str) -> Op[WorkflowRecord | None]:
     row = (
         yield Q(f"SELECT {WORKFLOW_COLUMNS} FROM workflows w WHERE w.id = ?", (workflow_id,))
@@ -727,20 +789,92 @@ def op_get_workflow(workflow_id: str) -> Op[WorkflowRecord | None]:
     return _workflow(row, [_task(r) for r in tasks.rows])
 
 
-def op_progress(workflow_id: str) -> Op[RunProgress | None]:
-    row = (yield Q("SELECT name, state FROM workflows WHERE id = ?", (workflow_id,))).one()
+def op_dependents(workflow_id: str, name: str) -> Op[Dependents | None]:
+    """The run's counts and the pending tasks whose dependencies list ``name``."""
+    quoted = '"' + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + '"'
+    rows = (
+        yield Q(
+            "SELECT w.name, w.state, n.total, n.ended, n.submitted, n.finished, t.id, t.name, "
+            "CAST(t.depends_on AS TEXT) FROM workflows w CROSS JOIN (SELECT COUNT(*) AS total, "
+            "COALESCE(SUM(CASE WHEN state IN ('submitted', 'failed', 'cancelled') THEN 1 "
+            "ELSE 0 END), 0) AS ended, COALESCE(SUM(CASE WHEN state = 'submitted' THEN 1 "
+            "ELSE 0 END), 0) AS submitted, MAX(CASE WHEN name = ? THEN state END) AS finished "
+            "FROM tasks WHERE workflow_id = ?) n "
+            "LEFT JOIN tasks t ON t.workflow_id = w.id AND t.state = 'pending' "
+            "AND CAST(t.depends_on AS TEXT) LIKE ? ESCAPE '\\' WHERE w.id = ? ORDER BY t.position",
+            (name, workflow_id, f"%{quoted}%", workflow_id),
+        )
+    ).rows
+    if not rows:
+        return None
+    first = rows[0]
+    pending = [
+        TaskProgress(r[6], r[7], "pending", tuple(_json(r[8]) or ()))
+        for r in rows
+        if r[6] is not None
+    ]
+    return Dependents(
+        first[0],
+        first[1],
+        int(first[2]),
+        int(first[3]),
+        int(first[4]),
+        first[5],
+        tuple(t for t in pending if name in t.depends_on),
+    )
+
+
+_FEW = 100  # dependencies read by name; more: every result of the run, then filtered
+
+
+def op_task_context(workflow_id: str, depends_on: Sequence[str]) -> Op[TaskContext | None]:
+    """The run's name and inputs and the results of ``depends_on`` (not every task's record)."""
+    row = (
+        yield Q("SELECT name, CAST(inputs AS TEXT) FROM workflows WHERE id = ?", (workflow_id,))
+    ).one()
     if row is None:
         return None
-    tasks = yield Q(
-        "SELECT id, name, state, CAST(depends_on AS TEXT) FROM tasks "
-        "WHERE workflow_id = ? ORDER BY position",
-        (workflow_id,),
-    )
+    results: dict[str, Any] = {}
+    if depends_on:
+        wanted = set(depends_on)
+        by_name = ""
+        if len(wanted) <= _FEW:
+            by_name = f" AND t.name IN ({', '.join('?' for _ in wanted)})"
+        rows = yield Q(
+            "SELECT t.name, CAST(r.value AS TEXT) FROM tasks t JOIN results r ON r.task_id = t.id "
+            f"WHERE t.workflow_id = ?{by_name}",
+            (workflow_id, *(sorted(wanted) if by_name else ())),
+        )
+        results = {name: _json(value) for name, value in rows.rows if name in wanted}
+    return TaskContext(workflow_id, row[0], _json(row[1]), results)
+
+
+def op_progress(workflow_id: str) -> Op[RunProgress | None]:
+    rows = (
+        yield Q(
+            "SELECT w.name, w.state, t.id, t.name, t.state, CAST(t.depends_on AS TEXT) "
+            "FROM workflows w LEFT JOIN tasks t ON t.workflow_id = w.id WHERE w.id = ? "
+            "ORDER BY t.position",
+            (workflow_id,),
+        )
+    ).rows
+    if not rows:
+        return None
+    parsed: dict[str, tuple[str, ...]] = {"[]": ()}  # most tasks share a list (or none)
+
+    def depends_on(text: str | None) -> tuple[str, ...]:
+        if text is None:
+            return ()
+        found = parsed.get(text)
+        if found is None:
+            found = parsed[text] = tuple(_json(text) or ())
+        return found
+
     return RunProgress(
         workflow_id,
-        row[0],
-        row[1],
-        tuple(TaskProgress(r[0], r[1], r[2], tuple(_json(r[3]) or ())) for r in tasks.rows),
+        rows[0][0],
+        rows[0][1],
+        tuple(TaskProgress(r[2], r[3], r[4], depends_on(r[5])) for r in rows if r[2] is not None),
     )
 
 
@@ -824,7 +958,8 @@ class WorkflowStore(ABC):
 
     @abstractmethod
     async def _run(self, op: OpSource[T], *, write: bool = True) -> T:
-        """Run ``op`` in one transaction and return its value.
+        """Run ``op`` in one transaction and return its value (``write=False``: a read,
+        which may run without a transaction when the database's isolation makes one moot).
 
         ``op`` given as a factory (``lambda: op_x(...)``) may be run again after a
         dropped connection; every factory passed below is idempotent for a retry after
@@ -869,6 +1004,10 @@ class WorkflowStore(ABC):
 
     async def claim_task(self, task_id: str, session_id: str) -> bool:
         """``pending -> running`` for one worker; ``False`` when it was not pending."""
+        return await self.claim(task_id, session_id) is not None
+
+    async def claim(self, task_id: str, session_id: str) -> TaskRecord | None:
+        """:meth:`claim_task`, returning the claimed task's record (``None``: not claimed)."""
         return await self._run(lambda: op_claim_task(task_id, session_id))
 
     async def resume_task(self, task_id: str, session_id: str, reason: str) -> str | None:
@@ -929,6 +1068,20 @@ class WorkflowStore(ABC):
 
     async def get_workflow(self, workflow_id: str) -> WorkflowRecord | None:
         return await self._run(lambda: op_get_workflow(workflow_id), write=False)
+
+    async def workflow_state(self, workflow_id: str) -> str | None:
+        """The run's state only (``None`` when there is no such run)."""
+        return await self._run(lambda: op_workflow_state(workflow_id), write=False)
+
+    async def task_context(self, task: TaskRecord) -> TaskContext | None:
+        """The run's name and inputs and the results of ``task``'s dependencies."""
+        return await self._run(
+            lambda: op_task_context(task.workflow_id, task.depends_on), write=False
+        )
+
+    async def dependents(self, workflow_id: str, name: str) -> Dependents | None:
+        """The run's task counts and the pending tasks that depend on the task ``name``."""
+        return await self._run(lambda: op_dependents(workflow_id, name), write=False)
 
     async def progress(self, workflow_id: str) -> RunProgress | None:
         """The run's state and its tasks' states and dependencies (no results)."""
