@@ -148,7 +148,7 @@ def test_the_choices_kept_in_the_cli_agree_with_their_sources() -> None:
     from tooldeck.schema import PROVIDERS
     from tooldeck.tool import TIERS
     from tooldeck.workflows.store import DEFAULT_SCHEMA
-    from tooldeck.workflows.store.base import WorkflowState
+    from tooldeck.workflows.store.protocol import WorkflowState
 
     assert get_args(workflows.WorkflowState) == get_args(WorkflowState)
     assert get_args(jobs.JobState) == get_args(JobState) == JOB_STATES

@@ -573,7 +573,7 @@ def test_a_stored_result_that_no_longer_loads_says_so() -> None:
 def _record(name: str) -> Any:
     from datetime import UTC, datetime
 
-    from tooldeck.workflows.store.base import WorkflowRecord
+    from tooldeck.workflows.store.records import WorkflowRecord
 
     now = datetime.now(UTC)
     return WorkflowRecord("wf-1", name, {}, "succeeded", None, now, now, now)

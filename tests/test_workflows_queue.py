@@ -18,7 +18,7 @@ from test_workflows_workers import SCRIPT, Workers, query, workers
 from tooldeck.cli import app
 from tooldeck.workflows.queued import QueueWatch
 from tooldeck.workflows.store import NewTask, SQLiteStore
-from tooldeck.workflows.store.base import Op, Q
+from tooldeck.workflows.store.protocol import Op, Q
 from tooldeck.workflows.store.workers import WorkerLeases
 
 pytest_plugins = ["test_workflows_support"]  # the PostgreSQL fixtures

@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the e
 __all__ = ["workflows_app"]
 
 NoWorker = Literal["wait", "cancel", "leave"]
-# ``tooldeck.workflows.store.base.WorkflowState``'s values, here so that typer builds
+# ``tooldeck.workflows.store.protocol.WorkflowState``'s values, here so that typer builds
 # ``--state`` without importing the store (tests/test_cli_startup.py checks they agree)
 WorkflowState = Literal["pending", "running", "succeeded", "failed", "cancelled"]
 

@@ -2,7 +2,7 @@
 
 Jobs live in the same database as workflow runs (SQLite by default, PostgreSQL at
 scale; migration 3), written with the same sans-IO operations
-(:mod:`tooldeck.workflows.store.base`), so one driver runs them on either database.
+(:mod:`tooldeck.workflows.store.protocol`), so one driver runs them on either database.
 The guarantees are in the SQL, not in Python:
 
 - a job runs under one owner at a time: ``pending -> running`` is ``UPDATE ... WHERE
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
-from ..workflows.store.base import Json, Op, Q, WorkflowStore, _dt, _json, now
+from ..workflows.store.base import WorkflowStore
+from ..workflows.store.protocol import Json, Op, Q, as_datetime, from_json, now
 
 __all__ = [
     "JOB_STATES",
@@ -113,11 +114,11 @@ def _job(r: Sequence[Any]) -> JobRecord:
         kind=str(r[2]),
         agent=r[3],
         task=str(r[4]),
-        spec=_json(r[5]) or {},
+        spec=from_json(r[5]) or {},
         state=r[6],
         dispatch=str(r[7]),
         owner=r[8],
-        heartbeat_at=_dt(r[9]),
+        heartbeat_at=as_datetime(r[9]),
         attempts=int(r[10]),
         max_attempts=int(r[11]),
         on_lost=str(r[12]),
@@ -125,15 +126,15 @@ def _job(r: Sequence[Any]) -> JobRecord:
         progress=r[14],
         steps=int(r[15]),
         summary=r[16],
-        result=_json(r[17]),
+        result=from_json(r[17]),
         result_ref=r[18],
         error=r[19],
         origin=str(r[20]),
-        created_at=_dt(r[21]) or now(),
-        updated_at=_dt(r[22]) or now(),
-        started_at=_dt(r[23]),
-        finished_at=_dt(r[24]),
-        notified_at=_dt(r[25]),
+        created_at=as_datetime(r[21]) or now(),
+        updated_at=as_datetime(r[22]) or now(),
+        started_at=as_datetime(r[23]),
+        finished_at=as_datetime(r[24]),
+        notified_at=as_datetime(r[25]),
     )
 
 

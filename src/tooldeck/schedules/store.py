@@ -28,7 +28,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
 from ..jobs.store import NewJob, op_create_job
-from ..workflows.store.base import Json, Op, Q, WorkflowStore, _dt, _json, now
+from ..workflows.store.base import WorkflowStore
+from ..workflows.store.protocol import Json, Op, Q, as_datetime, from_json, now
 from .timing import Timing
 
 __all__ = [
@@ -114,17 +115,17 @@ def _schedule(r: Any) -> ScheduleRecord:
         id=str(r[0]),
         name=str(r[1]),
         session_id=str(r[2]),
-        action=_json(r[3]) or {},
-        timing=Timing.from_json(_json(r[4]) or {}, str(r[5])),
+        action=from_json(r[3]) or {},
+        timing=Timing.from_json(from_json(r[4]) or {}, str(r[5])),
         missed=r[6],
         catch_up_limit=int(r[7]),
         state=str(r[8]),
-        cursor_at=_dt(r[9]) or now(),
+        cursor_at=as_datetime(r[9]) or now(),
         fired=int(r[10]),
         skipped=int(r[11]),
         created_by=r[12],
-        created_at=_dt(r[13]) or now(),
-        updated_at=_dt(r[14]) or now(),
+        created_at=as_datetime(r[13]) or now(),
+        updated_at=as_datetime(r[14]) or now(),
     )
 
 
@@ -311,7 +312,14 @@ def op_fires(schedule_id: str, limit: int) -> Op[list[Fire]]:
         (schedule_id, limit),
     )
     return [
-        Fire(str(r[0]), _dt(r[1]) or now(), str(r[2]), str(r[3]), str(r[4]), _dt(r[5]) or now())
+        Fire(
+            str(r[0]),
+            as_datetime(r[1]) or now(),
+            str(r[2]),
+            str(r[3]),
+            str(r[4]),
+            as_datetime(r[5]) or now(),
+        )
         for r in rows.rows
     ]
 

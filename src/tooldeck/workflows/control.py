@@ -21,7 +21,7 @@ import jsonschema_rs
 
 from ..result import ToolResult
 from .store import StoreError, StoreUnavailable, TaskRecord, WorkflowStore
-from .store.base import dumps
+from .store.protocol import dumps
 
 __all__ = ["MAX_REASONS_SHOWN", "ControlPlane", "Submission", "format_path"]
 

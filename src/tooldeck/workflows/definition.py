@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from .shapes import ResultSchema, WorkflowDefinitionError, result_schema
 
 if TYPE_CHECKING:
-    from .store.base import WorkflowRecord
+    from .store.records import WorkflowRecord
 
 __all__ = ["NAME_PATTERN", "Task", "Workflow"]
 

@@ -65,7 +65,8 @@ from .store import (
     WorkflowState,
     WorkflowStore,
 )
-from .store.base import TERMINAL_WORKFLOW_STATES, TaskProgress
+from .store.protocol import TERMINAL_WORKFLOW_STATES
+from .store.records import TaskProgress
 from .task_tools import SUBMIT_RESULT, submit_result_tool, task_toolset
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import Any
 
 from .control import MAX_REASONS_SHOWN
 from .store import RejectionRecord, TaskRecord
-from .store.base import safe_dumps
+from .store.protocol import safe_dumps
 
 __all__ = ["EARLIER_REJECTIONS_SHOWN", "earlier_rejections", "task_prompt"]
 

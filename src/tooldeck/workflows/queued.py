@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .store import StoreError, WorkflowStore
-from .store.base import now
+from .store.protocol import now
 from .store.workers import WorkerLeases
 
 __all__ = ["QueueStall", "QueueWatch"]

@@ -12,26 +12,28 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .base import (
+from .base import WorkflowStore
+from .postgres import DEFAULT_SCHEMA, PostgresStore, redact_dsn
+from .protocol import (
     TASK_STATES,
     TERMINAL_TASK_STATES,
     TERMINAL_WORKFLOW_STATES,
     WORKFLOW_STATES,
+    StoreError,
+    StoreUnavailable,
+    TaskState,
+    WorkflowState,
+)
+from .records import (
     Acceptance,
     CancelOutcome,
     NewTask,
     RejectionOutcome,
     RejectionRecord,
-    StoreError,
-    StoreUnavailable,
     TaskRecord,
-    TaskState,
     Transition,
     WorkflowRecord,
-    WorkflowState,
-    WorkflowStore,
 )
-from .postgres import DEFAULT_SCHEMA, PostgresStore, redact_dsn
 from .sqlite import SQLiteStore, default_db_path
 
 __all__ = [

@@ -19,18 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import (
-    TASK_COLUMNS,
-    Acceptance,
-    Json,
-    Op,
-    Q,
-    TaskRecord,
-    _claimed_by,
-    _not_stored,
-    _task,
-    now,
-)
+from .ops import TASK_COLUMNS, _claimed_by, _not_stored, _task
+from .protocol import Json, Op, Q, now
+from .records import Acceptance, TaskRecord
 
 __all__ = ["op_accept_result_atomic", "op_claim_task_atomic"]
 
@@ -41,7 +32,7 @@ _LOG_TRANSITION = (
 
 
 def op_claim_task_atomic(task_id: str, session_id: str) -> Op[TaskRecord | None]:
-    """:func:`.base.op_claim_task` in one statement (and a read when it claimed nothing)."""
+    """:func:`.ops.op_claim_task` in one statement (and a read when it claimed nothing)."""
     at = now()
     claimed = yield Q(
         "WITH claimed AS (UPDATE tasks SET state = 'running', session_id = ?, started_at = ?, "
@@ -58,7 +49,7 @@ def op_claim_task_atomic(task_id: str, session_id: str) -> Op[TaskRecord | None]
 
 
 def op_accept_result_atomic(task_id: str, value: Any, submission_key: str) -> Op[Acceptance]:
-    """:func:`.base.op_accept_result` in one statement (and a read when it stored nothing).
+    """:func:`.ops.op_accept_result` in one statement (and a read when it stored nothing).
 
     The task moves ``running -> submitted`` only while it has no result row, and the
     result row and the transition are written from that update's row, in the same

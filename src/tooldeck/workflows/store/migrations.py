@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .base import Op, Q, now
+from .protocol import Op, Q, now
 
 __all__ = ["MIGRATIONS", "latest_version", "op_migrate"]
 

@@ -36,8 +36,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from .atomic import op_accept_result_atomic, op_claim_task_atomic
-from .base import (
-    Acceptance,
+from .base import WorkflowStore
+from .migrations import op_migrate, op_version
+from .protocol import (
     Json,
     Op,
     OpSource,
@@ -45,12 +46,10 @@ from .base import (
     Rows,
     StoreError,
     StoreUnavailable,
-    TaskRecord,
-    WorkflowStore,
     dumps,
     make_op,
 )
-from .migrations import op_migrate, op_version
+from .records import Acceptance, TaskRecord
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore", "keepalive_params", "redact_dsn"]
 

@@ -18,8 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .base import Json, Op, OpSource, Rollback, Rows, StoreError, WorkflowStore, make_op
+from .base import WorkflowStore
 from .migrations import op_migrate, op_version
+from .protocol import Json, Op, OpSource, Rollback, Rows, StoreError, make_op
 
 __all__ = ["DEFAULT_DB_NAME", "SQLiteStore", "default_db_path"]
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from .base import Op, Q, WorkflowStore, _dt, now
+from .base import WorkflowStore
+from .protocol import Op, Q, as_datetime, now
 
 __all__ = ["DEFAULT_LEASE", "WorkerLeases", "WorkerRecord"]
 
@@ -54,9 +55,9 @@ def _worker(row: tuple[object, ...]) -> WorkerRecord:
         host=str(row[1]),
         pid=int(str(row[2])),
         state=row[3],  # type: ignore[arg-type]
-        started_at=_dt(row[4]) or now(),
-        heartbeat_at=_dt(row[5]) or now(),
-        ended_at=_dt(row[6]),
+        started_at=as_datetime(row[4]) or now(),
+        heartbeat_at=as_datetime(row[5]) or now(),
+        ended_at=as_datetime(row[6]),
         note=str(row[7]) if row[7] is not None else None,
         lease=float(str(row[8])) if row[8] is not None else None,
     )

@@ -1,0 +1,146 @@
+"""The store's sans-IO protocol: states, errors, statements and their rows.
+
+An operation of the workflow store (:mod:`.ops`) is a generator that yields SQL statements
+(:class:`Q`) and receives their rows (:class:`Rows`): it holds the logic, the SQL and the
+guarantees, and never touches a connection. A driver runs one generator inside one
+database transaction: the SQLite store in a worker thread (``BEGIN IMMEDIATE``), the
+PostgreSQL store on an async psycopg connection. Raising :class:`Rollback` from an
+operation rolls the transaction back and returns the exception's value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeAlias, TypeVar
+
+__all__ = [
+    "TASK_STATES",
+    "TERMINAL_TASK_STATES",
+    "TERMINAL_WORKFLOW_STATES",
+    "WORKFLOW_STATES",
+    "Json",
+    "Op",
+    "OpSource",
+    "Q",
+    "Rollback",
+    "Rows",
+    "StoreError",
+    "StoreUnavailable",
+    "TaskState",
+    "WorkflowState",
+    "as_datetime",
+    "dumps",
+    "from_json",
+    "make_op",
+    "now",
+    "safe_dumps",
+]
+
+TaskState: TypeAlias = Literal["pending", "running", "submitted", "failed", "cancelled"]
+WorkflowState: TypeAlias = Literal["pending", "running", "succeeded", "failed", "cancelled"]
+TASK_STATES: tuple[TaskState, ...] = ("pending", "running", "submitted", "failed", "cancelled")
+WORKFLOW_STATES: tuple[WorkflowState, ...] = (
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+TERMINAL_TASK_STATES = frozenset({"submitted", "failed", "cancelled"})
+TERMINAL_WORKFLOW_STATES = frozenset({"succeeded", "failed", "cancelled"})
+
+T = TypeVar("T")
+
+
+class StoreError(Exception):
+    """The store cannot do what was asked (unknown id, bad configuration, no server)."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached, or kept dropping the connection, for too long.
+
+    Raised by a store that retries an operation across a connection blip once its retry
+    window is spent. A workflow turn lets it through (a failed step, retried by its
+    executor) instead of showing it to the model as a tool error.
+    """
+
+
+# -- the sans-IO protocol ----------------------------------------------------------------------
+
+
+class Json:
+    """A JSON parameter: text in SQLite, ``jsonb`` in PostgreSQL."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def dumps(self) -> str:
+        return dumps(self.value)
+
+
+def dumps(value: Any) -> str:
+    """Compact, strict JSON (no NaN or infinity: they are not JSON)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def safe_dumps(value: Any) -> str:
+    """JSON for anything, for records of what a model sent (never raises)."""
+    try:
+        return dumps(value)
+    except (TypeError, ValueError):
+        return json.dumps(repr(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Q:
+    """One statement. ``?`` marks a parameter (the PostgreSQL driver rewrites it)."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    def one(self) -> tuple[Any, ...] | None:
+        return self.rows[0] if self.rows else None
+
+
+class Rollback(Exception):
+    """Raised by an operation to roll its transaction back and return ``value``."""
+
+    def __init__(self, value: Any):
+        super().__init__("rollback")
+        self.value = value
+
+
+Op: TypeAlias = Generator[Q, Rows, T]
+OpSource: TypeAlias = Op[T] | Callable[[], Op[T]]
+"""An operation, or a function that makes it afresh: the store may retry only the latter
+(after a dropped connection), so pass one only for an operation safe to run again."""
+
+
+def make_op(source: OpSource[T]) -> Op[T]:
+    """The operation of ``source`` (a generator is not callable; a factory is)."""
+    return source() if callable(source) else source
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_datetime(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
+
+
+def from_json(value: Any) -> Any:
+    return None if value is None else json.loads(value)
