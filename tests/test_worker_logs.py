@@ -411,18 +411,7 @@ def test_the_client_shows_each_rejection_and_each_takeover(workers: Workers) -> 
         sys.executable,
         "-c",
         "from tooldeck.cli import main; main()",
-        "workflows",
-        "run",
-        str(REJECT_SCRIPT),
-        "--dsn",
-        PG_DSN,
-        "--pg-schema",
-        workers.schema,
-        "--workers",
-        "--dbos-schema",
-        workers.dbos_schema,
-        "--timeout",
-        "120",
+        *workers.run_args(REJECT_SCRIPT, timeout=120),
     ]
     env = {**os.environ, "COLUMNS": "200", "TOOLDECK_WORKFLOWS_DSN": ""}
     with out.open("wb") as sink:

@@ -149,23 +149,7 @@ def _run_on_workers(workers: Workers, *extra: str) -> tuple[int, str, float]:
     started = time.monotonic()
     result = CliRunner().invoke(
         app,
-        [
-            "workflows",
-            "run",
-            str(SCRIPT),
-            "--dsn",
-            PG_DSN,
-            "--pg-schema",
-            workers.schema,
-            "--workers",
-            "--dbos-schema",
-            workers.dbos_schema,
-            "--timeout",
-            "60",
-            "--no-worker-after",
-            "2",
-            *extra,
-        ],
+        [*workers.run_args(SCRIPT), "--no-worker-after", "2", *extra],
         env={**ENV, "TOOLDECK_TEST_ITEMS": "3"},
     )
     return result.exit_code, result.output, time.monotonic() - started

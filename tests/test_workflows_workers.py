@@ -122,6 +122,23 @@ class Workers:
             self.wait_ready(worker_id)
         return proc
 
+    def run_args(self, script: Path = SCRIPT, timeout: float = 60) -> list[str]:
+        """``workflows run SCRIPT`` for a client of these workers (their schemas)."""
+        return [
+            "workflows",
+            "run",
+            str(script),
+            "--dsn",
+            PG_DSN,
+            "--pg-schema",
+            self.schema,
+            "--workers",
+            "--dbos-schema",
+            self.dbos_schema,
+            "--timeout",
+            f"{timeout:g}",
+        ]
+
     def wait_ready(self, worker_id: str, timeout: float = 90) -> None:
         proc, log = self.procs[worker_id], self.logs[worker_id]
         deadline = time.monotonic() + timeout
@@ -634,24 +651,7 @@ def test_workflows_run_with_workers_shows_their_progress(workers: Workers) -> No
         "COLUMNS": "200",
         "TOOLDECK_TEST_ITEMS": "5",
     }
-    result = CliRunner().invoke(
-        app,
-        [
-            "workflows",
-            "run",
-            str(SCRIPT),
-            "--dsn",
-            PG_DSN,
-            "--pg-schema",
-            workers.schema,
-            "--workers",
-            "--dbos-schema",
-            workers.dbos_schema,
-            "--timeout",
-            "60",
-        ],
-        env=env,
-    )
+    result = CliRunner().invoke(app, workers.run_args(), env=env)
     assert result.exit_code == 0, result.output
     assert "fan_out): succeeded, 6/6 submitted" in result.output
     assert "✓ total: submitted (1/3 submissions)" in result.output  # followed live
