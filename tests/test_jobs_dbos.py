@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from test_workflows_support import PG_DSN
+from test_workflows_support import PG_DSN, is_ready
 from tooldeck.jobs import JobManager, JobNotices, NewJob
 from tooldeck.jobs.durable import DbosJobQueue
 from tooldeck.workflows.store import PostgresStore
@@ -61,7 +61,7 @@ class JobWorkers:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.procs[worker_id] = (proc, log)
         deadline = time.monotonic() + 90
-        while f"worker {worker_id} ready" not in log.read_text(errors="replace"):
+        while not is_ready(log.read_text(errors="replace"), worker_id):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"worker {worker_id} did not start:\n{log.read_text()}")
             time.sleep(0.1)

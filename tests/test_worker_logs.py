@@ -562,3 +562,43 @@ def test_every_event_is_documented() -> None:
     doc = (Path(__file__).parent.parent / "docs" / "workflows.md").read_text()
     for event in EVENTS:
         assert f"`{event}`" in doc, event
+
+
+def test_a_retried_call_that_met_the_database_down_is_part_of_the_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The worker's own retries (the turn, advancing) of a call the database did not answer
+    are ``db_retrying`` records the log folds into the outage, then ``db_ok``; any other
+    failure is a warning line of its own."""
+    import asyncio
+
+    import psycopg
+
+    from tooldeck.workflows.worker import _retried
+
+    failures: list[Exception] = [psycopg.OperationalError("server closed the connection")]
+
+    async def flaky() -> str:
+        if failures:
+            raise failures.pop()
+        return "done"
+
+    with caplog.at_level(logging.DEBUG, logger="tooldeck.workflows.worker"):
+        assert asyncio.run(_retried("advancing after wf-1:a", flaky, 3, 0.01)) == "done"
+        failures.append(ValueError("a bug"))
+        assert asyncio.run(_retried("advancing after wf-1:b", flaky, 3, 0.01)) == "done"
+    said = [(r.levelname, getattr(r, "event", None), r.getMessage()) for r in caplog.records]
+    assert said == [
+        (
+            "DEBUG",
+            "db_retrying",
+            "advancing after wf-1:a failed (try 1 of 3), again in 0.01s: "
+            "OperationalError: server closed the connection",
+        ),
+        ("DEBUG", "db_ok", "advancing after wf-1:a succeeded after 2 tries"),
+        (
+            "WARNING",
+            None,
+            "advancing after wf-1:b failed (try 1 of 3), again in 0.01s: ValueError: a bug",
+        ),
+    ]

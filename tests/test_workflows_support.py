@@ -122,3 +122,10 @@ def raw_query(store: WorkflowStore, query: str) -> list[tuple[object, ...]]:
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(store.schema)))
         return list(conn.execute(query.encode()).fetchall())
+
+
+def is_ready(log: str, worker_id: str) -> bool:
+    """The worker's ``ready`` line is in ``log`` (text or JSON)."""
+    return f" {worker_id} ready: " in log or (
+        '"event": "ready"' in log and f'"worker": "{worker_id}"' in log
+    )

@@ -63,7 +63,7 @@ from .durable import (
     dbos_url,
 )
 from .engine import ModelFactory, WorkflowEngine
-from .store import DEFAULT_SCHEMA, PostgresStore, redact_dsn
+from .store import DEFAULT_SCHEMA, PostgresStore, StoreUnavailable, redact_dsn
 from .store.workers import WorkerLeases
 
 __all__ = ["Worker", "WorkerLost", "WorkerStats"]
@@ -117,31 +117,72 @@ class _GaveUp(Exception):
         self.errors = errors
 
 
+def _database_fault(exc: BaseException) -> bool:
+    """``exc`` (or what caused it) is the database not answering: a dropped or refused
+    connection, an outage longer than the store's retries, DBOS's own connection errors."""
+    import psycopg
+    from sqlalchemy.exc import DBAPIError
+
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, StoreUnavailable | psycopg.OperationalError | psycopg.InterfaceError):
+            return True
+        if isinstance(seen, DBAPIError) and seen.connection_invalidated:
+            return True
+        if isinstance(seen, DBAPIError) and isinstance(
+            seen.orig, psycopg.OperationalError | psycopg.InterfaceError
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 async def _retried(what: str, call: Callable[[], Awaitable[T]], attempts: int, pause: float) -> T:
     """``await call()``, run again with backoff (``pause``, doubling) while it raises.
 
     What a DBOS step with retries did, without its two database transactions per step:
     the store records what a turn did, so a workflow run again after a crash needs no
-    step record (see the module docstring)."""
+    step record (see the module docstring). A try that failed because the database did
+    not answer is part of an outage (``db_retrying``: the log folds it into the outage's
+    two lines); any other failure is a warning of its own."""
     errors: list[Exception] = []
     while True:
         try:
-            return await call()
+            value = await call()
         except Exception as exc:
             errors.append(exc)
             if len(errors) >= attempts:
                 raise _GaveUp(what, errors) from exc
-            _log.warning(
-                "%s failed (try %d of %d), again in %gs: %s: %s",
-                what,
-                len(errors),
-                attempts,
-                pause,
-                type(exc).__name__,
-                exc,
-            )
+            message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+            if _database_fault(exc):
+                _log.debug(
+                    "%s failed (try %d of %d), again in %gs: %s",
+                    what,
+                    len(errors),
+                    attempts,
+                    pause,
+                    message,
+                    extra=_extra("db_retrying", source=what, error=message),
+                )
+            else:
+                _log.warning(
+                    "%s failed (try %d of %d), again in %gs: %s",
+                    what,
+                    len(errors),
+                    attempts,
+                    pause,
+                    message,
+                )
             await asyncio.sleep(pause)
             pause *= 2
+        else:
+            if errors and _database_fault(errors[-1]):
+                _log.debug(
+                    "%s succeeded after %d tries", what, len(errors) + 1, extra=_extra("db_ok")
+                )
+            return value
 
 
 @DBOS.step(
