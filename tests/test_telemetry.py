@@ -912,9 +912,8 @@ def test_without_the_sdk_setting_up_an_export_says_what_to_install(
         _export_telemetry()  # the worker goes on without an export, saying why
     said = [r for r in caplog.records if getattr(r, "event", None) == "telemetry"]
     assert len(said) == 1 and said[0].levelname == "WARNING"
-    assert said[0].getMessage().startswith(
-        "no telemetry export: exporting over OTLP needs the OpenTelemetry SDK"
-    )
+    expected = "no telemetry export: exporting over OTLP needs the OpenTelemetry SDK"
+    assert said[0].getMessage().startswith(expected)
     assert telemetry.active() is None
 
 
