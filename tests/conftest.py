@@ -25,10 +25,13 @@ os.environ.setdefault("TOOLDECK_CACHE_DIR", tempfile.mkdtemp(prefix="tooldeck-te
 # them first, so that with two test processes (pytest-xdist) the run does not end with one
 # process still in a long test while the other has nothing left to do.
 _LONG_FIRST = (
+    "test_worker_logs.py",
     "test_jobs_dbos.py",
     "test_workflows_workers.py",
     "test_workflows_faults.py",
+    "test_gateway_out_of_band.py",
     "test_jobs_processes.py",
+    "test_gateway_stateless.py",
     "test_telemetry_integration.py",
 )
 
