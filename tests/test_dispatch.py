@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tooldeck import AbortSignal, ToolContext, ToolResult, Toolset, tool
+from tooldeck.approvals import not_answered
 from tooldeck.dispatch import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -228,6 +229,25 @@ def test_policy_deny_and_batched_approvals() -> None:
     ]
     approvals = [e for e in events if isinstance(e, ApprovalRequested)]
     assert len(approvals) == 1 and len(approvals[0].calls) == 3
+
+
+def test_a_deny_nobody_gave_is_not_told_as_the_users() -> None:
+    async def approver(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
+        return [
+            not_answered("nobody approved the call within 5 s"),
+            not_answered(""),
+            ApprovalAnswer(False),
+        ]
+
+    calls = [call("write", {"key": str(n)}) for n in range(3)]
+    policy = lambda t, p, c: PolicyDecision("ask", "writes need approval")  # noqa: E731
+    result = dispatch(calls, policy=policy, approver=approver)
+    assert [o.text for o in result.outputs] == [
+        "Denied: nobody approved the call within 5 s.",
+        "Denied: nobody approved the call.",
+        "Denied by the user.",
+    ]
+    assert all(o.is_error for o in result.outputs) and LOG == []
 
 
 def test_ask_without_approver_is_denied_never_run() -> None:

@@ -164,7 +164,8 @@ def test_no_answer_in_time_is_a_deny_and_a_late_answer_is_refused(tmp_path: Path
                         shown += await slow.stdout.receive()
                 result = await call.get()
                 assert result.is_error
-                assert "nobody approved the call within 15 s" in text_of(result)
+                # what happened, not "Denied by the user": nobody answered
+                assert text_of(result).startswith("Denied: nobody approved the call within 15 s")
                 assert "tooldeck approve" in text_of(result)  # what a person can do
                 assert not path.exists()
                 await slow.stdin.send(b"y\n")
@@ -179,7 +180,7 @@ def test_no_answer_in_time_is_a_deny_and_a_late_answer_is_refused(tmp_path: Path
 
     anyio.run(main)
     approvals = [e for e in _audit(state) if e["level"] == "approval"]
-    assert [e["decision"] for e in approvals] == ["deny"]
+    assert [(e["decision"], e.get("denied_by")) for e in approvals] == [("deny", None)]
     assert "within 15 s" in approvals[0]["reason"]
     assert _evidence(state) == []
 
@@ -267,7 +268,8 @@ async def _stopped_while_waiting(c: Any, state: Path) -> None:
         pid = _gateway_pid(path)
         os.kill(pid, signal.SIGTERM)
         result = await call.get()
-        assert result.is_error and "shutting down" in text_of(result)
+        assert result.is_error
+        assert text_of(result).startswith("Denied: the gateway is shutting down")
         assert not path.exists()
         await anyio.to_thread.run_sync(_exited, pid)  # and then it stops, by itself
 
@@ -293,7 +295,7 @@ def test_a_gateway_stopped_while_a_call_waits_answers_it_first(
         with served_gateway(config, state, "--core", "*") as url:
             anyio.run(over_http, url)
     approvals = [e for e in _audit(state) if e["level"] == "approval"]
-    assert [e["decision"] for e in approvals] == ["deny"]
+    assert [(e["decision"], e.get("denied_by")) for e in approvals] == [("deny", None)]
     assert "shutting down" in approvals[0]["reason"]
 
 

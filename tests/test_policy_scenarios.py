@@ -515,7 +515,7 @@ def prompt_run(tmp_path: Path, typed: str) -> tuple[Any, str, SessionPolicy]:
 def test_an_empty_answer_is_never_approval(tmp_path: Path) -> None:
     result, shown, _ = prompt_run(tmp_path, "\n")
     assert not (tmp_path / "p.txt").exists()
-    assert result.tool_outputs[0].text == "Denied by the user: no answer: the input ended"
+    assert result.tool_outputs[0].text == "Denied: no answer: the input ended."
     assert "An empty answer is not an approval" in shown
     assert "write_file" in shown and "[WRITE]" in shown and '"path": "p.txt"' in shown
     assert "approval required" in shown
@@ -558,7 +558,7 @@ def test_edited_arguments_are_checked_by_the_policy_again(tmp_path: Path) -> Non
     )
     s = session(tmp_path, [step, reply("ok")], policy, policy.approver(human))
     texts = [o.text for o in asyncio.run(s.run("go")).tool_outputs]
-    assert texts[0].startswith("Denied by the user: the edited arguments are denied by policy")
+    assert texts[0].startswith("Denied: the edited arguments are denied by policy")
     assert texts[1].startswith("The edited arguments are invalid")
     assert not (tmp_path / "secret").exists()
 

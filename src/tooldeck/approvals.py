@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
@@ -35,6 +35,7 @@ __all__ = [
     "allow_all",
     "answering",
     "arguments_json",
+    "not_answered",
 ]
 
 _log = logging.getLogger("tooldeck.dispatch")
@@ -96,11 +97,23 @@ class ApprovalRequest:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalAnswer:
-    """A human's answer: approve, deny (with a message for the model), or edit arguments."""
+    """A human's answer: approve, deny (with a message for the model), or edit arguments.
+
+    ``by_user`` is False for a deny that no human gave (nobody answered in time, the input
+    ended, nobody can be asked, the policy refused edited arguments): the model is told
+    ``Denied: <why>``, not ``Denied by the user``, and the audit line names no one. Make
+    those with :func:`not_answered`.
+    """
 
     approved: bool
     message: str = ""
     arguments: Mapping[str, Any] | None = None
+    by_user: bool = field(default=True, kw_only=True)
+
+
+def not_answered(why: str) -> ApprovalAnswer:
+    """A deny that no human gave; ``why`` says what happened, for the model and the audit."""
+    return ApprovalAnswer(False, why, by_user=False)
 
 
 Approver = Callable[[Sequence[ApprovalRequest]], Awaitable[Sequence[ApprovalAnswer]]]
@@ -139,7 +152,7 @@ def answering(answers: Mapping[str, ApprovalAnswer], approver: Approver | None) 
     async def approve(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
         rest = [r for r in requests if r.call.call_id not in answers]
         asked = iter(await approver(rest) if rest and approver is not None else ())
-        unanswered = ApprovalAnswer(False, "no answer was given")
+        unanswered = not_answered("no answer was given")
         return [
             answers[r.call.call_id] if r.call.call_id in answers else next(asked, unanswered)
             for r in requests

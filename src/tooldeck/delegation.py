@@ -35,6 +35,7 @@ from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, Field
 
+from .approvals import not_answered
 from .assembly import Toolset
 from .context import ToolContext
 from .dispatch import (
@@ -129,7 +130,7 @@ def _cannot_wait(approver: Approver | None) -> Approver | None:
         try:
             return await asked(requests)
         except PendingApproval:
-            return [ApprovalAnswer(False, _CANNOT_WAIT) for _ in requests]
+            return [not_answered(_CANNOT_WAIT) for _ in requests]
 
     return approve
 

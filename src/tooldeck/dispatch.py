@@ -120,6 +120,15 @@ def _error(
     )
 
 
+def _denied(answer: ApprovalAnswer) -> str:
+    """What the model is told of a deny: the user's words, or what happened when no one
+    answered (never "by the user" for a timeout or a closed input)."""
+    if answer.by_user:
+        return "Denied by the user" + (f": {answer.message}" if answer.message else ".")
+    why = answer.message or "nobody approved the call"
+    return f"Denied: {why}" + ("" if why.endswith(".") else ".")
+
+
 def _groups(slots: list[_Slot]) -> list[list[_Slot]]:
     """Split calls, in order, into groups that may run together.
 
@@ -287,10 +296,7 @@ class Dispatcher:
             if answer is None or not isinstance(answer, ApprovalAnswer):
                 s.output = _error(s.call, f"Denied: {failure}.")
             elif not answer.approved:
-                s.output = _error(
-                    s.call,
-                    "Denied by the user" + (f": {answer.message}" if answer.message else "."),
-                )
+                s.output = _error(s.call, _denied(answer))
             elif answer.arguments is not None:
                 assert s.tool is not None
                 try:

@@ -35,7 +35,13 @@ from typing import Any
 import mcp_types as types
 from mcp.server.session import ServerSession
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, Approver, arguments_json
+from ..approvals import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    arguments_json,
+    not_answered,
+)
 from ..policy import approve_always, canonical_json
 from ..tool import Tool
 
@@ -108,7 +114,7 @@ def nobody_asker(why: str) -> Approver:
     """An approver with nobody behind it: every ask is denied, saying ``why``."""
 
     async def ask(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
-        return [ApprovalAnswer(False, why) for _ in requests]
+        return [not_answered(why) for _ in requests]
 
     return ask
 
@@ -133,7 +139,7 @@ def elicitation_asker(
                 )
             except Exception as exc:  # fails closed
                 _log.warning("elicitation for %s failed: %s", shown_name, exc)
-                answers.append(ApprovalAnswer(False, f"the approval request failed ({exc})"))
+                answers.append(not_answered(f"the approval request failed ({exc})"))
                 continue
             answers.append(answer_of(result))
         return answers

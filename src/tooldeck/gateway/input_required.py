@@ -41,7 +41,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, PendingApproval
+from ..approvals import ApprovalAnswer, ApprovalRequest, PendingApproval, not_answered
 from ..policy import canonical_json
 from ..tool import Tool
 from .approval import APPROVAL_SCHEMA, answer_of, approval_message
@@ -148,7 +148,7 @@ class InputAsks:
         if isinstance(response, types.ElicitResult):
             answer = answer_of(response)
         else:
-            answer = ApprovalAnswer(False, "no answer was given (an empty answer never approves)")
+            answer = not_answered("no answer was given (an empty answer never approves)")
         return ask.request.call.call_id, answer
 
     def waiting(self, session: GatewaySession) -> bool:

@@ -38,7 +38,14 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, Approver, PendingCall, PendingStep
+from ..approvals import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    PendingCall,
+    PendingStep,
+    not_answered,
+)
 from ..policy._files import locked
 from ..policy.pending import ANSWERS_FORMAT, PendingFiles, answer_from_dict
 from ..tool import Tier, Tool
@@ -208,7 +215,7 @@ class ApprovalDesk:
         key = requests[0].call.call_id
         names = ", ".join(shown(r.tool) for r in requests)
         if self.closing:
-            return [ApprovalAnswer(False, _SHUTTING_DOWN) for _ in requests]
+            return [not_answered(_SHUTTING_DOWN) for _ in requests]
         path = await anyio.to_thread.run_sync(
             self._write, key, session_id, requests, tier_of, shown
         )
@@ -234,16 +241,16 @@ class ApprovalDesk:
                     if isinstance(taken, dict):
                         _log.info("%s: answered with tooldeck approve", names)
                         return [
-                            taken.get(r.call.call_id, ApprovalAnswer(False, "no answer was given"))
+                            taken.get(r.call.call_id, not_answered("no answer was given"))
                             for r in requests
                         ]
                     if isinstance(taken, str):
                         _log.warning("%s: %s; denied", names, taken)
-                        return [ApprovalAnswer(False, taken) for _ in requests]
+                        return [not_answered(taken) for _ in requests]
                     if give_up:
                         why = _SHUTTING_DOWN if self.closing else _timed_out(self.timeout, path)
                         _log.warning("%s: %s", names, why.split(";")[0])
-                        return [ApprovalAnswer(False, why) for _ in requests]
+                        return [not_answered(why) for _ in requests]
                 if progress is not None and now >= next_progress:
                     next_progress = now + PROGRESS_SECONDS
                     try:

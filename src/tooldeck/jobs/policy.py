@@ -26,7 +26,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision, PolicyHook
+from ..approvals import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    PolicyDecision,
+    PolicyHook,
+    not_answered,
+)
 from ..delegation import _child_policy
 from ..policy import SessionPolicy
 from ..policy.chain import HEADLESS_DENY, Policy
@@ -96,4 +102,4 @@ def job_policy(parent: PolicyHook, agent: str, session_id: str) -> Headless:
 
 async def deny_all(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
     """A job's approver: nobody is there, every request is denied."""
-    return [ApprovalAnswer(False, _NOBODY) for _ in requests]
+    return [not_answered(_NOBODY) for _ in requests]

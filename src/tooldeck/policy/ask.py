@@ -46,6 +46,7 @@ from ..approvals import (
     PolicyDecision,
     PolicyHook,
     answering,
+    not_answered,
 )
 from ..arguments import validate_arguments
 from ..errors import ArgumentError
@@ -139,7 +140,7 @@ def _answer(value: Any) -> ApprovalAnswer:
         return ApprovalAnswer(True)
     if value is False:
         return ApprovalAnswer(False)
-    return ApprovalAnswer(False, f"the approver answered {value!r}, not True, False or an answer")
+    return not_answered(f"the approver answered {value!r}, not True, False or an answer")
 
 
 class CallbackApprover:

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..approvals import PendingCall, PendingStep
+from ..approvals import PendingCall, PendingStep, not_answered
 from ..dispatch import ApprovalAnswer
 from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
 from ..transcript import (
@@ -386,7 +386,7 @@ def answer_to_dict(answer: ApprovalAnswer) -> dict[str, Any]:
 def answer_from_dict(data: Any) -> ApprovalAnswer:
     """An answer from JSON; anything but an explicit ``"approved": true`` is a deny."""
     if not isinstance(data, Mapping):
-        return ApprovalAnswer(False, "no answer was given")
+        return not_answered("no answer was given")
     approved = data.get("approved") is True
     message = data["message"] if isinstance(data.get("message"), str) else ""
     arguments = data.get("arguments") if isinstance(data.get("arguments"), Mapping) else None

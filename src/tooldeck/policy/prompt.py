@@ -27,7 +27,7 @@ from rich.json import JSON
 from rich.panel import Panel
 from rich.text import Text
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, PendingCall
+from ..approvals import ApprovalAnswer, ApprovalRequest, PendingCall, not_answered
 from .chain import PolicyError
 from .grants import parse_pattern
 from .session import ApproveAlways, SessionPolicy
@@ -76,7 +76,7 @@ def _ask_one(
     while True:
         line = _read(stream, console, f"Approve {call.name} ({call.call_id})? {options} > ")
         if line is None:
-            return ApprovalAnswer(False, _EOF)
+            return not_answered(_EOF)
         choice = line.strip().lower()
         if choice in ("y", "yes"):
             return ApprovalAnswer(True)
@@ -109,7 +109,7 @@ def _always(stream: TextIO, console: Console, call: PendingCall) -> ApprovalAnsw
             f"Enter for every call of {call.name} > ",
         )
         if line is None:
-            return ApprovalAnswer(False, _EOF)
+            return not_answered(_EOF)
         if not line.strip():
             return ApproveAlways()
         try:
@@ -125,7 +125,7 @@ def _edit(stream: TextIO, console: Console) -> ApprovalAnswer:
     while True:
         line = _read(stream, console, "New arguments, as a JSON object > ")
         if line is None:
-            return ApprovalAnswer(False, _EOF)
+            return not_answered(_EOF)
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..approvals import not_answered
 from ..arguments import validate_arguments
 from ..context import ToolContext
 from ..dispatch import (
@@ -324,20 +325,16 @@ class PolicyApprover:
     async def __call__(self, requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
         if self.policy.headless or self.ask is None:
             why = "this session is headless" if self.policy.headless else "no human is attached"
-            return [
-                self._settle(r, ApprovalAnswer(False, f"nobody can approve: {why}"))
-                for r in requests
-            ]
+            return [self._settle(r, not_answered(f"nobody can approve: {why}")) for r in requests]
         try:
             given = list(await self.ask(requests))
         except PendingApproval:
             if self.can_wait:
                 raise
             given = [
-                ApprovalAnswer(
-                    False,
+                not_answered(
                     "no human could answer now, and a sub-agent's call cannot wait for a "
-                    "later approval",
+                    "later approval"
                 )
                 for _ in requests
             ]
@@ -366,9 +363,12 @@ class PolicyApprover:
 
         if not isinstance(answer, ApprovalAnswer):
             log("deny", "no answer was given")
-            return ApprovalAnswer(False, "no answer was given (an empty answer never approves)")
+            return not_answered("no answer was given (an empty answer never approves)")
         if not answer.approved:
-            log("deny", answer.message or "denied", None, denied_by=self.who)
+            if answer.by_user:
+                log("deny", answer.message or "denied", None, denied_by=self.who)
+            else:
+                log("deny", answer.message or "nobody approved the call")
             return answer
         if answer.arguments is not None:
             try:
@@ -380,9 +380,7 @@ class PolicyApprover:
             checked = asker.decide(tool, args)
             if checked.action == "deny":
                 log("deny", f"edited arguments denied: {checked.reason}", None, edited=True)
-                return ApprovalAnswer(
-                    False, f"the edited arguments are denied by policy: {checked.reason}"
-                )
+                return not_answered(f"the edited arguments are denied by policy: {checked.reason}")
         kind = "edit" if answer.arguments is not None else "approve"
         if isinstance(answer, ApproveAlways):
             if asker.tier_of(tool) == "DANGEROUS":
