@@ -121,12 +121,14 @@ def test_each_state_change_is_one_line_in_text_and_in_json(
         "run": workflow_id,
         "message": None,
     }
-    assert (first[2]["level"], first[2]["task"], first[2]["run"], first[2]["message"]) == (
+    assert (first[2]["level"], first[2]["task"], first[2]["run"]) == (
         "WARNING",
         "pick",
         workflow_id,
-        "submission 1 of 3 rejected",
     )
+    # the line says why, as the model was told
+    rejected = re.fullmatch(r"submission 1 of 3 rejected: (.+)", first[2]["message"])
+    assert rejected is not None and "less than the minimum of 10" in rejected[1], first[2]
 
     # (``stopping`` too, when SIGTERM comes before DBOS recorded the turn's last step)
     lines = [x for x in json_lines(workers.logs["second"]) if x["event"] != "stopping"]

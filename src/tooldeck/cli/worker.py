@@ -90,6 +90,9 @@ class TaskLines:
             what, level = "rejected", logging.WARNING
             message = f"submission {event.attempts} of {event.max_attempts} rejected"
             fields.update(attempts=event.attempts, max_attempts=event.max_attempts)
+            if event.reason:
+                message += f": {event.reason}"
+                fields["reason"] = event.reason
         elif event.state in ("submitted", "failed", "cancelled"):
             what = event.state
             level = {"submitted": logging.INFO, "failed": logging.ERROR}.get(what, logging.WARNING)

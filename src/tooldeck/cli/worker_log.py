@@ -53,7 +53,7 @@ EVENTS: dict[str, str] = {
     "claimed": "a task's turn started here",
     "recovered": "a turn started here for a task still running: a lost worker's, this "
     "worker's own before a restart, or a step DBOS ran again (the history's reason)",
-    "rejected": "a submission was rejected (submission N of M)",
+    "rejected": "a submission was rejected (submission N of M: the reasons)",
     "submitted": "the task's result was accepted (the turn's seconds)",
     "failed": "the task failed (why)",
     "cancelled": "the task was cancelled",

@@ -52,7 +52,7 @@ from ..telemetry.runs import TaskTrace, task_started, workflow_started
 from ..transcript import StopReason, ToolCall
 from .control import ControlPlane
 from .definition import Workflow
-from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged
+from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged, reasons_line
 from .executor import AsyncioExecutor, TaskExecutor
 from .prompt import task_prompt
 from .shapes import WRAPPED_PROPERTY, ResultSchema, result_schema
@@ -785,5 +785,6 @@ class WorkflowEngine:
                     "running",
                     details.get("attempt", 0),
                     details.get("max_attempts", task.max_attempts),
+                    reasons_line(details.get("reasons") or ()),
                 )
             )

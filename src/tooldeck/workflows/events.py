@@ -8,12 +8,27 @@ is what live progress displays show; a run followed on workers also gets a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
 from ..events import Event
 
-__all__ = ["TaskActivity", "TaskNote", "TaskStateChanged", "WorkflowStateChanged"]
+__all__ = [
+    "TaskActivity",
+    "TaskNote",
+    "TaskStateChanged",
+    "WorkflowStateChanged",
+    "reasons_line",
+]
+
+REASONS_SHOWN = 300
+
+
+def reasons_line(reasons: Iterable[str]) -> str:
+    """A rejection's reasons on one line, as logs and live displays show them (clipped)."""
+    why = "; ".join(" ".join(str(r).split()) for r in reasons) or "no reason recorded"
+    return why if len(why) <= REASONS_SHOWN else why[: REASONS_SHOWN - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,20 +22,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from ..events import Event
-from .events import TaskNote, TaskStateChanged, WorkflowStateChanged
+from .events import TaskNote, TaskStateChanged, WorkflowStateChanged, reasons_line
 from .store import WorkflowStore
 
 __all__ = ["follow_run"]
 
-REASONS_SHOWN = 300
-"""Characters of a rejection's reasons kept in its note."""
-
 
 def _rejected(attempt: int, max_attempts: int, reasons: tuple[str, ...]) -> str:
-    why = "; ".join(" ".join(r.split()) for r in reasons) or "no reason recorded"
-    if len(why) > REASONS_SHOWN:
-        why = why[: REASONS_SHOWN - 1] + "…"
-    return f"submission {attempt} of {max_attempts} rejected: {why}"
+    return f"submission {attempt} of {max_attempts} rejected: {reasons_line(reasons)}"
 
 
 async def follow_run(
