@@ -48,16 +48,21 @@ def test_read_commands_never_create_a_database(tmp_path: Path) -> None:
     for args in (["jobs", "list"], ["schedules", "list"]):  # nothing ran on this machine yet
         result = runner.invoke(app, args, env=home)
         assert result.exit_code == 0 and "no database yet" in result.output
-    for args in (["jobs", "show", "x"], ["schedules", "show", "x"], ["jobs", "cancel", "x"]):
+    by_id = (
+        ["jobs", "show", "x"],
+        ["jobs", "cancel", "x"],
+        ["schedules", "show", "x"],
+        ["schedules", "cancel", "x"],
+        ["schedules", "run-now", "x"],
+    )
+    for args in by_id:
         result = runner.invoke(app, args, env=home)
         assert result.exit_code == 1
         assert result.output.strip().count("\n") == 0 and "error:" in result.output
     for args in (
         ["jobs", "list"],
         ["schedules", "list"],
-        ["jobs", "show", "x"],
-        ["schedules", "show", "x"],
-        ["jobs", "cancel", "x"],
+        *by_id,
     ):  # a --db that is not there is a mistake, named
         result = invoke(*args, "--db", str(db))
         assert (result.exit_code, result.output) == (

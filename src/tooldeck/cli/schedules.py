@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the s
     from ..schedules.scheduler import Scheduler
     from ..schedules.store import ScheduleRecord
     from ..workflows.definition import Workflow
+    from ..workflows.store import WorkflowStore
 
 __all__ = ["scheduler_command", "schedules_app"]
 
@@ -106,6 +107,17 @@ def list_command(
     console.print(schedules_table(found) if found else f"No schedules in {store.location}.")
 
 
+def _store_of(
+    console: Console, schedule_id: str, db: Path | None, dsn: str | None, pg_schema: str | None
+) -> WorkflowStore:
+    """The existing store that holds ``schedule_id``, or a one-line error (a read never
+    creates the database)."""
+    store = open_existing(console, db, dsn, pg_schema)
+    if store is None:
+        raise _fail(console, f"no schedule {schedule_id!r}: there is no database yet", 1)
+    return store
+
+
 @schedules_app.command("show")
 def show_command(
     schedule_id: IdArgument,
@@ -118,9 +130,7 @@ def show_command(
     from ..schedules.scheduler import ScheduleBook
 
     console = Console()
-    store = open_existing(console, db, dsn, pg_schema)
-    if store is None:
-        raise _fail(console, f"no schedule {schedule_id!r}: there is no database yet", 1)
+    store = _store_of(console, schedule_id, db, dsn, pg_schema)
 
     async def main() -> None:
         async with store:
@@ -157,9 +167,7 @@ def cancel_command(
     from ..schedules.scheduler import ScheduleBook
 
     console = Console()
-    store = open_existing(console, db, dsn, pg_schema)
-    if store is None:
-        raise _fail(console, f"no schedule {schedule_id!r}: there is no database yet", 1)
+    store = _store_of(console, schedule_id, db, dsn, pg_schema)
 
     async def main() -> tuple[ScheduleRecord, bool]:
         async with store:
@@ -185,9 +193,7 @@ def run_now_command(
     from ..schedules.scheduler import ScheduleBook, ScheduleError
 
     console = Console()
-    store = open_existing(console, db, dsn, pg_schema)
-    if store is None:
-        raise _fail(console, f"no schedule {schedule_id!r}: there is no database yet", 1)
+    store = _store_of(console, schedule_id, db, dsn, pg_schema)
 
     async def main() -> Any:
         async with store:
