@@ -100,6 +100,18 @@ def dbos_url(dsn: str) -> str:
     ).render_as_string(hide_password=False)
 
 
+def client_url(dsn: str) -> str:
+    """The URL a client's DBOS connections use: ``dsn`` with the store's keepalives and
+    ``tcp_user_timeout`` (those it does not set itself), so that a silently dropped
+    network fails the client's calls (which DBOS then retries) instead of hanging them."""
+    from sqlalchemy.engine import make_url
+
+    from .store.postgres import DEFAULT_NETWORK_TIMEOUT, keepalive_params
+
+    extra = {k: str(v) for k, v in keepalive_params(DEFAULT_NETWORK_TIMEOUT, dsn).items()}
+    return make_url(dbos_url(dsn)).update_query_dict(extra).render_as_string(hide_password=False)
+
+
 def new_client(dsn: str, schema: str = DEFAULT_DBOS_SCHEMA) -> DBOSClient:
     try:
         from dbos import DBOSClient
@@ -108,7 +120,7 @@ def new_client(dsn: str, schema: str = DEFAULT_DBOS_SCHEMA) -> DBOSClient:
             "the DBOS executor needs the dbos package: pip install 'tooldeck[dbos]'"
         ) from exc
     return DBOSClient(
-        system_database_url=dbos_url(dsn),
+        system_database_url=client_url(dsn),
         dbos_system_schema=schema,
         application_name=DBOS_APP_NAME,
         system_database_pool_size=4,
