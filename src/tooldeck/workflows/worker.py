@@ -156,25 +156,17 @@ async def _retried(what: str, call: Callable[[], Awaitable[T]], attempts: int, p
             if len(errors) >= attempts:
                 raise _GaveUp(what, errors) from exc
             message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
-            if _database_fault(exc):
-                _log.debug(
-                    "%s failed (try %d of %d), again in %gs: %s",
-                    what,
-                    len(errors),
-                    attempts,
-                    pause,
-                    message,
-                    extra=_extra("db_retrying", source=what, error=message),
-                )
-            else:
-                _log.warning(
-                    "%s failed (try %d of %d), again in %gs: %s",
-                    what,
-                    len(errors),
-                    attempts,
-                    pause,
-                    message,
-                )
+            outage = _database_fault(exc)
+            _log.log(
+                logging.DEBUG if outage else logging.WARNING,
+                "%s failed (try %d of %d), again in %gs: %s",
+                what,
+                len(errors),
+                attempts,
+                pause,
+                message,
+                extra=_extra("db_retrying", source=what, error=message) if outage else None,
+            )
             await asyncio.sleep(pause)
             pause *= 2
         else:
