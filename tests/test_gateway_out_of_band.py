@@ -371,3 +371,54 @@ def test_the_approvals_choices_are_the_gateways() -> None:
     from tooldeck.gateway.approval import MODES
 
     assert typing.get_args(Approvals) == MODES
+
+
+def test_the_desk_keeps_nothing_of_an_ask_that_ended(tmp_path: Path) -> None:
+    """A long-running gateway asks many times: each ask, answered or timed out, leaves
+    neither files nor memory behind (the pending file's identity it remembered is
+    dropped with the file)."""
+    from tooldeck import tool
+    from tooldeck.approvals import ApprovalRequest
+    from tooldeck.gateway.out_of_band import ApprovalDesk
+    from tooldeck.policy.pending import save_answers
+    from tooldeck.policy.session import approve
+    from tooldeck.providers.scripted import call
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    folder = tmp_path / "approvals"
+    folder.mkdir(mode=0o700)
+    desk = ApprovalDesk(folder, timeout=0.5)
+
+    async def ask(n: int, answer: bool) -> list[Any]:
+        made = call("echo", {"text": str(n)})
+        request = ApprovalRequest(made, echo, {"text": str(n)}, "echo is WRITE")
+        approver = desk.asker(f"s{n}", tier_of=lambda t: "WRITE", shown=lambda t: t.name)
+        async with anyio.create_task_group() as tg:
+            if answer:
+
+                async def answer_it() -> None:
+                    path = desk.files.path(made.call_id)
+                    for _ in range(1000):  # the desk writes it, then polls for answers
+                        if path.exists():
+                            break
+                        await anyio.sleep(0.01)
+                    answers = path.with_name(f"{made.call_id}.answers.json")
+                    save_answers(answers, made.call_id, {made.call_id: approve()})
+
+                tg.start_soon(answer_it)
+            return list(await approver([request]))
+
+    async def main() -> None:
+        for n in range(3):
+            (answered,) = await ask(n, answer=True)
+            assert answered.approved
+        (timed_out,) = await ask(3, answer=False)
+        assert not timed_out.approved and not timed_out.by_user
+
+    anyio.run(main)
+    assert desk.files._seen == {} and desk.waiting == 0
+    assert [p.name for p in folder.iterdir() if not p.name.endswith(".lock")] == []

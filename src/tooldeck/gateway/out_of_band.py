@@ -198,6 +198,7 @@ class ApprovalDesk:
                 return None
             pending.unlink(missing_ok=True)
             answers.unlink(missing_ok=True)
+            self.files.forget(key)
             # nobody needs the lock of this key again (a late approver finds no pending
             # file under whichever lock it gets), so it goes too
             Path(f"{pending}.lock").unlink(missing_ok=True)

@@ -356,6 +356,11 @@ class PendingFiles:
         self._seen[session_id] = seen
         return transcript, step
 
+    def forget(self, session_id: str) -> None:
+        """Drop what this object remembers of ``session_id``'s file (its owner removed it
+        without :meth:`claim`), so a long-lived owner keeps nothing per finished ask."""
+        self._seen.pop(session_id, None)
+
     def claim(self, session_id: str) -> bool:
         path = self.path(session_id)
         with locked(path):
