@@ -190,8 +190,8 @@ def serve_command(
         raise user_error("give --offload-tokens >= 0 and --guard-tokens >= 200")
     if not 0 < approval_timeout <= 86_400:
         raise user_error(
-            f"--approval-timeout {approval_timeout:g} is out of range; give seconds "
-            "between 1 and 86400"
+            f"--approval-timeout {approval_timeout:g} is out of range; give a number of "
+            "seconds above 0, at most 86400"
         )
     if not 1 <= session_idle <= 604_800:
         raise user_error(
