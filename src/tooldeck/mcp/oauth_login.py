@@ -60,7 +60,6 @@ class LoginResult:
     server: str
     tools: int
     path: Path
-    refused_callbacks: int
 
 
 class CallbackServer:
@@ -260,7 +259,7 @@ async def login(
             )
     finally:
         await callback.__aexit__(None, None, None)
-    return LoginResult(server.name, len(tools.tools), file.path, callback.refused)
+    return LoginResult(server.name, len(tools.tools), file.path)
 
 
 def _failure(server: ServerConfig, exc: BaseException) -> LoginFailed:

@@ -127,9 +127,6 @@ class TokenFile:
             self._lock.release()
 
     # -- reading -----------------------------------------------------------------------
-    def exists(self) -> bool:
-        return self.path.exists()
-
     def read(self) -> dict[str, Any]:
         """The stored login (``{}`` when there is none). Never creates anything."""
         try:
