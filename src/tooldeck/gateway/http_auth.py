@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from mcp.server.auth.settings import AuthSettings
 
 __all__ = [
+    "LOOPBACK",
     "MIN_TOKEN",
     "BearerToken",
     "IntrospectionVerifier",
@@ -41,6 +42,10 @@ __all__ = [
 ]
 
 _log = logging.getLogger("tooldeck.gateway")
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+"""Host names that reach only this machine: plain HTTP and no token are allowed there."""
+
 INTROSPECTION_SECONDS = 10.0
 
 MIN_TOKEN = 32
@@ -112,8 +117,7 @@ def _oauth_url(what: str, url: str) -> str:
         raise TokenError(f"{what} must be an http:// or https:// URL, got {url!r}")
     if parts.fragment or parts.query:
         raise TokenError(f"{what} must not have a query or a fragment")
-    loopback = parts.hostname in ("127.0.0.1", "::1", "localhost")
-    if parts.scheme == "http" and not loopback:
+    if parts.scheme == "http" and parts.hostname not in LOOPBACK:
         raise TokenError(f"{what} must be https:// (plain http only on a loopback address)")
     return url.strip()
 

@@ -49,7 +49,7 @@ from .approval import (
     nobody_asker,
 )
 from .catalog import Catalog, client_name
-from .http_auth import OAuthResourceServer
+from .http_auth import LOOPBACK, OAuthResourceServer
 from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
     DEFAULT_TIMEOUT,
@@ -98,9 +98,6 @@ class _Server(Server[Any]):
             experimental_capabilities,
             extensions,
         )
-
-
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 class Gateway:
