@@ -200,10 +200,7 @@ def call_command(
     console = Console()
     err = Console(stderr=True)
     cfg = _load(console, config)
-    try:
-        chosen = cfg[server]
-    except KeyError as exc:
-        raise user_error(str(exc.args[0])) from exc
+    chosen = _server(cfg, server)
     try:
         arguments = json.loads(args)
     except json.JSONDecodeError as exc:
@@ -250,11 +247,16 @@ def call_command(
 ServerArg = Annotated[str, typer.Argument(help="The server's name in the config.")]
 
 
-def _oauth_server(cfg: McpConfig, name: str) -> ServerConfig:
+def _server(cfg: McpConfig, name: str) -> ServerConfig:
+    """The configured server ``name``, or a one-line error naming the ones there are."""
     try:
-        server = cfg[name]
+        return cfg[name]
     except KeyError as exc:
         raise user_error(str(exc.args[0])) from exc
+
+
+def _oauth_server(cfg: McpConfig, name: str) -> ServerConfig:
+    server = _server(cfg, name)
     if server.transport != "http":
         raise user_error(f"server {name!r} is a stdio server; OAuth is for HTTP servers")
     if server.oauth is None:
