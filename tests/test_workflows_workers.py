@@ -735,21 +735,31 @@ def test_dsn_forms_become_dbos_urls(dsn: str, url: str) -> None:
     [(PG_DSN, 5), (PG_DSN + ("&" if "?" in PG_DSN else "?") + "keepalives_idle=7", 7)],
 )
 def test_a_clients_dbos_connections_fail_on_a_silent_network_drop(dsn: str, idle: int) -> None:
-    """The client's own DBOS connections (enqueue, cancel, join) carry the store's
-    keepalives and tcp_user_timeout, so a network that drops packets without a word fails
-    them within seconds (DBOS then retries) instead of hanging a call for minutes; a value
-    the DSN sets itself wins. Read from the socket of a connection the client opened."""
-    client = new_client(dsn)
-    try:
-        raw = client._sys_db.engine.raw_connection()
+    """The client's own DBOS connections (enqueue, cancel, join, and the transaction that
+    enqueues a run's first tasks) carry the store's keepalives and tcp_user_timeout, so a
+    network that drops packets without a word fails them within seconds (DBOS then
+    retries) instead of hanging a call for minutes; a value the DSN sets itself wins. Read
+    from the socket of a connection each opened."""
+
+    def check(engine: Any) -> None:
+        raw = engine.raw_connection()
         try:
-            fd = raw.driver_connection.pgconn.socket  # type: ignore[union-attr]
+            fd = raw.driver_connection.pgconn.socket
             with socket.socket(fileno=os.dup(fd)) as sock:
                 assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
                 assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == idle
                 assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 5000
         finally:
             raw.close()
+
+    client = new_client(dsn)
+    try:
+        check(client._sys_db.engine)
     finally:
         client.destroy()
+    executor = DbosExecutor(dsn)
+    try:
+        check(executor._transactions())
+    finally:
+        asyncio.run(executor.close())
     assert "password" not in client_url("host=h dbname=d user=u")  # nothing invented

@@ -181,13 +181,7 @@ class DbosExecutor:
         trace = carrier()
         args = (trace,) if trace else ()
         client = await asyncio.to_thread(self._get_client)
-        if self._engine is None:
-            import sqlalchemy
-
-            self._engine = sqlalchemy.create_engine(
-                dbos_url(self.dsn), pool_size=1, max_overflow=0, pool_pre_ping=True
-            )
-        engine = self._engine
+        engine = self._transactions()
 
         def enqueue_all() -> None:
             with engine.begin() as conn:
@@ -200,6 +194,17 @@ class DbosExecutor:
             self._raise_unavailable(exc)
             raise
         self._enqueued(todo)
+
+    def _transactions(self) -> sqlalchemy.Engine:
+        """The engine :meth:`submit_many` enqueues in one transaction with (made once; its
+        connections carry the client's keepalives, :func:`client_url`)."""
+        if self._engine is None:
+            import sqlalchemy
+
+            self._engine = sqlalchemy.create_engine(
+                client_url(self.dsn), pool_size=1, max_overflow=0, pool_pre_ping=True
+            )
+        return self._engine
 
     def _raise_unavailable(self, exc: Exception) -> None:
         """Raise :class:`DbosUnavailable` (from ``exc``) when DBOS's tables are missing."""
