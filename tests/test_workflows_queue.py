@@ -113,6 +113,57 @@ def _set_heartbeat(worker_id: str, at: str) -> Op[None]:
     yield Q("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (at, worker_id))
 
 
+def _restart(row_id: int, task_id: str, reason: str) -> Op[None]:
+    yield Q(
+        "INSERT INTO transitions (id, workflow_id, task_id, from_state, to_state, reason, at) "
+        "VALUES (?, 'wf-f', ?, 'running', 'running', ?, '2026-12-02T00:00:00+00:00')",
+        (row_id, task_id, reason),
+    )
+
+
+def test_following_notes_each_restart_once_though_they_commit_out_of_order(
+    tmp_path: Path,
+) -> None:
+    """Workers commit transitions of different tasks out of id order: a row with a higher
+    id (b's takeover) can be visible before a lower one (a's). The follower notes each
+    restart once, none skipped, none twice (row ids given here, as two workers' commits
+    would land them)."""
+    from tooldeck.events import Event
+    from tooldeck.workflows.events import TaskNote
+    from tooldeck.workflows.follow import follow_run
+
+    notes: list[tuple[str, str]] = []
+
+    async def emit(event: Event) -> None:
+        if isinstance(event, TaskNote):
+            notes.append((event.task, event.text))
+
+    async def main() -> None:
+        async with SQLiteStore(tmp_path / "f.sqlite3") as store:
+            await store.create_workflow(
+                "wf-f", "follow", {}, [NewTask(n, i, "Do it.", RESULT) for i, n in enumerate("ab")]
+            )
+            await store.set_workflow_state("wf-f", "running", expect=("pending",))
+            follower = asyncio.create_task(follow_run(store, emit, "wf-f", poll_interval=0.02))
+            await store._run(_restart(1001, "wf-f:b", "b taken over"))
+            await asyncio.sleep(0.2)  # the follower has seen b's restart alone
+            await store._run(_restart(1000, "wf-f:a", "a taken over"))
+            await store._run(_restart(1002, "wf-f:b", "b again"))
+            await asyncio.sleep(0.2)
+            await store.cancel_workflow("wf-f", "enough")
+            await asyncio.wait_for(follower, 10)
+
+    asyncio.run(main())
+    assert sorted(notes) == [
+        ("a", "turn restarted: a taken over"),
+        ("b", "turn restarted: b again"),
+        ("b", "turn restarted: b taken over"),
+    ]
+    assert notes.index(("b", "turn restarted: b taken over")) < notes.index(
+        ("b", "turn restarted: b again")
+    )
+
+
 def test_cancel_a_run_from_the_command_line(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite3"
 

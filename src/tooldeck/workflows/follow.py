@@ -13,7 +13,8 @@ here:
   recovered it, or DBOS ran a failed step again; the note is the history's reason);
 - :class:`~tooldeck.workflows.events.WorkflowStateChanged` once, when the run ends.
 
-Each transition and each rejection is noted once, in the order the store recorded it.
+Each restart and each rejection is noted once, in the order the store recorded it for
+its task.
 """
 
 from __future__ import annotations
@@ -43,28 +44,33 @@ async def follow_run(
     Raises :class:`LookupError` if there is no such run.
     """
     seen: dict[str, tuple[str, int]] = {}
-    transitions_seen = 0
+    # counted per task: workers commit transitions of different tasks out of id order,
+    # but the restarts of one task are one after another (each takes its row)
+    restarts_seen: dict[str, int] = {}
     rejections_seen: dict[str, int] = {}
     while True:
         wf = await store.get_workflow(workflow_id)
         if wf is None:
             raise LookupError(f"no workflow run {workflow_id!r}")
         names = {t.id: t.name for t in wf.tasks}
-        history = await store.transitions(workflow_id)
-        for tr in history[transitions_seen:]:
+        restarts: dict[str, list[str]] = {}
+        for tr in await store.transitions(workflow_id):
             if tr.task_id is not None and tr.from_state == tr.to_state == "running":
-                task = names.get(tr.task_id, tr.task_id)
-                text = "turn restarted: " + (tr.reason or "no reason recorded")
-                await emit(TaskNote(workflow_id, task, "restarted", text))
-        transitions_seen = len(history)
+                restarts.setdefault(tr.task_id, []).append(tr.reason or "no reason recorded")
+        for task_id, reasons in restarts.items():
+            for reason in reasons[restarts_seen.get(task_id, 0) :]:
+                task = names.get(task_id, task_id)
+                await emit(TaskNote(workflow_id, task, "restarted", f"turn restarted: {reason}"))
+            restarts_seen[task_id] = len(reasons)
         for t in wf.tasks:
-            if t.attempts > rejections_seen.get(t.id, 0):
-                records = await store.rejections(t.id)
-                for r in records[rejections_seen.get(t.id, 0) :]:
-                    text = _rejected(r.attempt, t.max_attempts, r.reasons)
-                    await emit(TaskNote(workflow_id, t.name, "rejected", text))
-                rejections_seen[t.id] = len(records)
             if seen.get(t.name, ("pending", 0)) != (t.state, t.attempts):
+                # a rejection is stored with the attempt it counts: read them only then
+                if t.attempts > rejections_seen.get(t.id, 0):
+                    records = await store.rejections(t.id)
+                    for r in records[rejections_seen.get(t.id, 0) :]:
+                        text = _rejected(r.attempt, t.max_attempts, r.reasons)
+                        await emit(TaskNote(workflow_id, t.name, "rejected", text))
+                    rejections_seen[t.id] = len(records)
                 seen[t.name] = (t.state, t.attempts)
                 await emit(
                     TaskStateChanged(
