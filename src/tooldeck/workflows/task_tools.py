@@ -20,6 +20,7 @@ circle.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -100,24 +101,12 @@ def submit_result_tool(
     )
 
 
-_recalls: dict[int, tuple[Tool, Tool]] = {}  # id(notes) -> (notes, its read-only recall)
-
-
+@functools.lru_cache(maxsize=64)
 def recall_notes_tool(notes: Tool) -> Tool:
     """A read-only ``notes``: the same handler, limited to get, search and list.
 
-    Made once per ``notes`` tool (every task turn of a process uses the same one)."""
-    known = _recalls.get(id(notes))
-    if known is not None and known[0] is notes:
-        return known[1]
-    recall = _recall_notes_tool(notes)
-    if len(_recalls) >= 64:
-        _recalls.clear()
-    _recalls[id(notes)] = (notes, recall)
-    return recall
-
-
-def _recall_notes_tool(notes: Tool) -> Tool:
+    Made once per ``notes`` tool (every task turn of a process uses the same one; a tool
+    hashes and compares by identity)."""
     schema = copy.deepcopy(dict(notes.schema))
     props = schema.get("properties", {})
     props.pop("text", None)
