@@ -155,7 +155,7 @@ async def _retried(what: str, call: Callable[[], Awaitable[T]], attempts: int, p
             errors.append(exc)
             if len(errors) >= attempts:
                 raise _GaveUp(what, errors) from exc
-            message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+            message = _one_line(exc)
             outage = _database_fault(exc)
             _log.log(
                 logging.DEBUG if outage else logging.WARNING,
