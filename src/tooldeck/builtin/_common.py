@@ -37,6 +37,7 @@ from ._confined import READ_FLAGS, Home, LeavesHome, Spot, Unstable, opened_dir,
 __all__ = [
     "BINARY_SNIFF_BYTES",
     "LOCK_WAIT_SECONDS",
+    "NO_HOME",
     "ToolFailure",
     "atomic_write",
     "default_mode",
@@ -68,15 +69,16 @@ class ToolFailure(Exception):
         return ToolResult.error(self.message, details=self.details)
 
 
+NO_HOME = "needs a turn context with a home directory"
+"""What a file tool says when its turn has no home (``tooldeck serve`` adds its hint to it)."""
+
+
 def home_of(ctx: ToolContext) -> Path:
     """The agent's home directory for this call, resolved (symlinks followed)."""
     turn = ctx.turn
     home = getattr(turn, "home", None)
     if home is None:
-        raise ToolFailure(
-            f"{ctx.tool_name or 'this tool'} needs a turn context with a home directory; "
-            "none was given"
-        )
+        raise ToolFailure(f"{ctx.tool_name or 'this tool'} {NO_HOME}; none was given")
     return resolve_home(home)
 
 

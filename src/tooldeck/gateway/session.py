@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..approvals import ApprovalAnswer, ApprovalRequest, Approver, arguments_json
 from ..arguments import validate_arguments
 from ..assembly import Toolset
+from ..builtin._common import NO_HOME
 from ..context import ToolContext
 from ..dispatch import Dispatcher, unknown_tool_message
 from ..errors import ArgumentError
@@ -50,7 +51,6 @@ _log = logging.getLogger("tooldeck.gateway")
 SEARCH_TOOL_NAME = "tool_search"
 CALL_TOOL_NAME = "call_tool"
 _NAME_SHOWN = 120
-_NO_HOME = "needs a turn context with a home directory"
 _WITHOUT_HOME = (
     " (the gateway was started without --home, so tooldeck's file tools refuse every "
     "call; tell the user, who can restart tooldeck serve with --home DIR)"
@@ -244,7 +244,7 @@ class GatewaySession:
         result = outcome.outputs[0].result
         if tool is None:
             result = ToolResult.error(self._unknown(name), details=result.details)
-        elif result.is_error and self.turn.home is None and _NO_HOME in result.text():
+        elif result.is_error and self.turn.home is None and NO_HOME in result.text():
             result = ToolResult.error(result.text() + _WITHOUT_HOME, details=result.details)
         if not judged:
             self.policy.audit.record(
