@@ -68,6 +68,7 @@ class Provider:
         self.refresh: dict[str, RefreshToken] = {}
         self.stats = {"registered": 0, "authorized": 0, "exchanged": 0, "refreshed": 0}
         self.refused_refresh = 0
+        self.introspected_from: list[int] = []  # the client port of each introspection
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -198,6 +199,7 @@ def as_app(provider: Provider, issuer: str, dcr: bool, introspector: tuple[str, 
     async def introspect(request: Request) -> Response:
         if _basic(request) != introspector:
             return JSONResponse({"error": "invalid_client"}, status_code=401)
+        provider.introspected_from.append(request.client.port if request.client else 0)
         form = await request.form()
         token = await provider.load_access_token(str(form.get("token", "")))
         if token is None:
@@ -245,6 +247,7 @@ def as_app(provider: Provider, issuer: str, dcr: bool, introspector: tuple[str, 
                 "clients": sorted(provider.clients),
                 "live_access": len(provider.access),
                 "live_refresh": len(provider.refresh),
+                "introspected_from": provider.introspected_from,
             }
         )
 

@@ -140,21 +140,29 @@ def test_the_introspection_verifier_checks_what_the_as_says() -> None:
         good = servers.control("mint", {"resource": resource})["access_token"]
 
         async def main() -> None:
-            token = await IntrospectionVerifier(settings).verify_token(good)
-            assert token is not None and token.resource == resource
-            assert token.scopes == ["mcp"] and token.subject == "user-minted"
+            verifier = IntrospectionVerifier(settings)
+            for _ in range(3):  # each request introspected, over one kept connection
+                token = await verifier.verify_token(good)
+                assert token is not None and token.resource == resource
+                assert token.scopes == ["mcp"] and token.subject == "user-minted"
+            await verifier.aclose()
+            ports = servers.control("stats")["introspected_from"]
+            assert len(ports) == 3 and len(set(ports)) == 1, ports
+            assert await verifier.verify_token(good) is not None  # a new client after aclose
+            await verifier.aclose()
             wrong = resource_server(
                 servers.issuer, f"{servers.issuer}/introspect", resource, (), "gateway", "nope"
             )
-            assert await IntrospectionVerifier(wrong).verify_token(good) is None
             elsewhere = resource_server(
                 "http://127.0.0.1:2", f"{servers.issuer}/introspect", resource, (), *INTROSPECTOR
             )
-            assert await IntrospectionVerifier(elsewhere).verify_token(good) is None  # iss
             gone = resource_server(
                 servers.issuer, "http://127.0.0.1:1/introspect", resource, (), *INTROSPECTOR
             )
-            assert await IntrospectionVerifier(gone).verify_token(good) is None
+            for refused in (wrong, elsewhere, gone):  # the client, the iss, the AS gone
+                verifier = IntrospectionVerifier(refused)
+                assert await verifier.verify_token(good) is None
+                await verifier.aclose()
 
         anyio.run(main)
     verifier = IntrospectionVerifier(settings)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
+    import httpx2
     from mcp.server.auth.provider import AccessToken
     from mcp.server.auth.settings import AuthSettings
 
@@ -187,27 +188,36 @@ class IntrospectionVerifier:
     Accepted only when the answer says ``active: true``, its ``exp`` (if given) is in the
     future, its ``aud`` names this gateway's resource URL, and its ``iss`` (if given) is the
     configured issuer. The required scopes are checked by the SDK's middleware (``403``).
-    Each request is introspected (no cache: a revoked token stops working at once). An
+    Each request is introspected (no cache: a revoked token stops working at once), over
+    one HTTP client kept open (its connections reused) until :meth:`aclose`. An
     introspection that fails (unreachable, not 200, not JSON) refuses the token; the
     token itself is never logged.
     """
 
     def __init__(self, settings: OAuthResourceServer) -> None:
         self.settings = settings
+        self._http: httpx2.AsyncClient | None = None
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (the next verification opens another)."""
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
 
     async def verify_token(self, token: str) -> AccessToken | None:
         import httpx2
         from mcp.server.auth.provider import AccessToken
 
         s = self.settings
-        auth = httpx2.BasicAuth(s.client_id, s.client_secret or "") if s.client_id else None
+        if self._http is None:
+            auth = httpx2.BasicAuth(s.client_id, s.client_secret or "") if s.client_id else None
+            self._http = httpx2.AsyncClient(timeout=INTROSPECTION_SECONDS, auth=auth)
         try:
-            async with httpx2.AsyncClient(timeout=INTROSPECTION_SECONDS, auth=auth) as http:
-                response = await http.post(
-                    s.introspection_endpoint,
-                    data={"token": token, "token_type_hint": "access_token"},
-                    headers={"Accept": "application/json"},
-                )
+            response = await self._http.post(
+                s.introspection_endpoint,
+                data={"token": token, "token_type_hint": "access_token"},
+                headers={"Accept": "application/json"},
+            )
             answer = response.json() if response.status_code == 200 else None
         except (httpx2.HTTPError, ValueError) as exc:
             _log.warning("token introspection at %s failed: %s", s.introspection_endpoint, exc)

@@ -49,7 +49,7 @@ from .approval import (
     nobody_asker,
 )
 from .catalog import Catalog, client_name
-from .http_auth import LOOPBACK, OAuthResourceServer
+from .http_auth import LOOPBACK, IntrospectionVerifier, OAuthResourceServer
 from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
     DEFAULT_TIMEOUT,
@@ -424,8 +424,10 @@ class Gateway:
                 f"({', '.join(LOOPBACK)}), not {host!r}"
             )
         auth: dict[str, Any] = {}
+        verifier: IntrospectionVerifier | None = None
         if oauth is not None:
-            auth = {"auth": oauth.auth_settings(), "token_verifier": oauth.verifier()}
+            verifier = oauth.verifier()
+            auth = {"auth": oauth.auth_settings(), "token_verifier": verifier}
         app: Any = self.server.streamable_http_app(
             host=host, session_idle_timeout=self.session_idle, **auth
         )
@@ -458,6 +460,9 @@ class Gateway:
                 tg.cancel_scope.cancel()
         finally:
             self.begin_closing()
+            if verifier is not None:
+                with anyio.CancelScope(shield=True):
+                    await verifier.aclose()
             self.principals.close()
             for session in list(self._sessions.values()):
                 session.close()
