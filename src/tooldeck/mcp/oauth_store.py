@@ -18,13 +18,11 @@ is never "fixed" silently. Tokens never appear in messages or logs.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
 import stat
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -34,6 +32,7 @@ from urllib.parse import urlsplit
 import anyio
 from filelock import FileLock, Timeout
 
+from .._atomic_json import write_json_atomic
 from ..errors import TooldeckError
 
 __all__ = [
@@ -197,18 +196,7 @@ class TokenFile:
             return new
 
     def _write_unlocked(self, data: dict[str, Any]) -> None:
-        text = json.dumps(data, indent=2, sort_keys=True)
-        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:  # mkstemp: mode 0600
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        write_json_atomic(self.path, data)  # mkstemp: mode 0600
         if _POSIX:
             dir_fd = os.open(self.directory, os.O_RDONLY)
             try:

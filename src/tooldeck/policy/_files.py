@@ -1,4 +1,5 @@
-"""Per-session files of the policy package: names, atomic JSON writes, inter-process locks.
+"""Per-session files of the policy package: names and inter-process locks (their atomic
+JSON writes are ``tooldeck._atomic_json.write_json_atomic``).
 
 Grants and pending approvals are read and rewritten by more than one process (a
 running session, ``tooldeck policy revoke``, ``tooldeck approve``, a resuming worker).
@@ -10,14 +11,10 @@ kernel if the holder dies) for the length of such a cycle.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -64,19 +61,3 @@ def locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to a temporary file beside ``path``, then rename it over."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=False, indent=1, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

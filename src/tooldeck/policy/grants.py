@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._files import StateLocked, locked, write_json_atomic
+from .._atomic_json import write_json_atomic
+from ._files import StateLocked, locked
 from .chain import PolicyError
 from .rules import ArgPredicate, all_of, parse_args
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .._atomic_json import write_json_atomic
 from ..approvals import PendingCall, PendingStep, not_answered
 from ..dispatch import ApprovalAnswer
 from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
@@ -41,7 +42,7 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
-from ._files import locked, session_file, write_json_atomic
+from ._files import locked, session_file
 from .session import ApproveAlways
 
 __all__ = [
