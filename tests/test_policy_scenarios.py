@@ -290,6 +290,30 @@ def load_answers_roundtrip(
     return load_answers(path)
 
 
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("[]", "not an answers file"),
+        ('{"format": "tooldeck.answers/1", "session_id": "waits"}', "has no answers"),
+        (
+            '{"format": "tooldeck.answers/1", "session_id": "waits", "answers": [1]}',
+            "has no answers",
+        ),
+        (
+            '{"format": "tooldeck.answers/1", "session_id": "other", "answers": {}}',
+            "the answers are for 'other', not 'waits'",
+        ),
+    ],
+)
+def test_an_answers_file_that_cannot_be_used_is_one_value_error(
+    tmp_path: Path, content: str, why: str
+) -> None:
+    path = tmp_path / "answers.json"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=why):
+        load_answers(path, session_id="waits")
+
+
 def test_resume_in_the_same_process_and_answers_must_cover_the_waiting_calls(
     tmp_path: Path,
 ) -> None:

@@ -27,11 +27,10 @@ Whoever can write to ``<state>/approvals`` can approve, so the folder is made pr
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import stat
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -47,7 +46,7 @@ from ..approvals import (
     not_answered,
 )
 from ..policy._files import locked
-from ..policy.pending import ANSWERS_FORMAT, PendingFiles, answer_from_dict
+from ..policy.pending import PendingFiles, load_answers
 from ..tool import Tier, Tool
 from ..transcript import AssistantMessage, StopReason, Usage
 
@@ -94,18 +93,6 @@ def approvals_folder(state: Path) -> Path:
             f"who could then approve calls; chmod 700 {folder}"
         )
     return folder
-
-
-def _read_answers(path: Path, key: str) -> dict[str, ApprovalAnswer]:
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, Mapping) or data.get("format") != ANSWERS_FORMAT:
-        raise ValueError(f"not an answers file ({ANSWERS_FORMAT})")
-    if data.get("session_id") != key:
-        raise ValueError(f"the answers are for {data.get('session_id')!r}, not {key!r}")
-    given = data.get("answers")
-    if not isinstance(given, Mapping):
-        raise ValueError("the file has no answers")
-    return {str(cid): answer_from_dict(a) for cid, a in given.items()}
 
 
 class ApprovalDesk:
@@ -191,9 +178,9 @@ class ApprovalDesk:
         with locked(pending):
             if answers.exists():
                 try:
-                    taken = _read_answers(answers, key)
+                    taken = load_answers(answers, session_id=key)
                 except (OSError, ValueError, UnicodeDecodeError) as exc:
-                    taken = f"the answers file {answers} could not be used ({exc})"
+                    taken = f"the answers file could not be used ({exc})"
             elif not give_up:
                 return None
             pending.unlink(missing_ok=True)

@@ -413,9 +413,19 @@ def save_answers(path: str | Path, session_id: str, answers: Mapping[str, Approv
     )
 
 
-def load_answers(path: str | Path) -> dict[str, ApprovalAnswer]:
-    """Answers saved by ``tooldeck approve`` (or :func:`save_answers`), by call id."""
+def load_answers(path: str | Path, *, session_id: str | None = None) -> dict[str, ApprovalAnswer]:
+    """Answers saved by ``tooldeck approve`` (or :func:`save_answers`), by call id.
+
+    :class:`ValueError` for a file that is not one, has no answers, or (with
+    ``session_id``) answers another session's step."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, Mapping) or data.get("format") != ANSWERS_FORMAT:
         raise ValueError(f"{path}: not an answers file ({ANSWERS_FORMAT})")
-    return {str(cid): answer_from_dict(a) for cid, a in data["answers"].items()}
+    if session_id is not None and data.get("session_id") != session_id:
+        raise ValueError(
+            f"{path}: the answers are for {data.get('session_id')!r}, not {session_id!r}"
+        )
+    given = data.get("answers")
+    if not isinstance(given, Mapping):
+        raise ValueError(f"{path}: the file has no answers")
+    return {str(cid): answer_from_dict(a) for cid, a in given.items()}
