@@ -7,6 +7,7 @@ use, so that ``tooldeck approve --help`` loads none of the policy engine).
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -41,16 +42,17 @@ def approve_command(
 ) -> None:
     """Answer the calls a waiting run needs approved; writes an answers file for resume."""
     from ..dispatch import ApprovalAnswer
-    from ..policy.pending import pending_waiter, read_pending
+    from ..policy.pending import decode_pending, pending_waiter
     from ..policy.prompt import ask_calls
 
     console = Console()
     what = "a waiting run's <session>.pending.json"
     existing_file(pending, what)
     try:
-        read = pending.read_bytes()
-        session_id, _, step = read_pending(pending)
-        waiter = pending_waiter(pending)
+        read = pending.read_bytes()  # what is answered: compared again before writing
+        data = json.loads(read.decode("utf-8"))
+        session_id, _, step = decode_pending(data, pending)
+        waiter = pending_waiter(data)
     except (OSError, ValueError, KeyError) as exc:
         message = str(exc)
         message = message if message.startswith(str(pending)) else f"{pending}: {message}"

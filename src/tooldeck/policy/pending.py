@@ -51,6 +51,7 @@ __all__ = [
     "answer_from_dict",
     "answer_to_dict",
     "decode_item",
+    "decode_pending",
     "encode_item",
     "load_answers",
     "pending_waiter",
@@ -284,16 +285,20 @@ def _decode_step(data: Mapping[str, Any]) -> PendingStep:
 
 def read_pending(path: str | Path) -> tuple[str, list[Item], PendingStep]:
     """``(session_id, transcript, step)`` from a pending file."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return decode_pending(json.loads(Path(path).read_text(encoding="utf-8")), path)
+
+
+def decode_pending(data: Any, path: str | Path) -> tuple[str, list[Item], PendingStep]:
+    """:func:`read_pending` of a pending file's parsed JSON (``path`` names it in errors)."""
     if not isinstance(data, Mapping) or data.get("format") != FORMAT:
         raise ValueError(f"{path}: not a pending-approval file ({FORMAT})")
     transcript = [decode_item(i) for i in data["transcript"]]
     return str(data["session_id"]), transcript, _decode_step(data["step"])
 
 
-def pending_waiter(path: str | Path) -> dict[str, Any] | None:
-    """Who waits for the answers of a pending file (``None``: a run to resume later)."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+def pending_waiter(data: Any) -> dict[str, Any] | None:
+    """Who waits for the answers of a pending file's parsed JSON (``None``: a run to
+    resume later)."""
     waiter = data.get("waiter") if isinstance(data, Mapping) else None
     return dict(waiter) if isinstance(waiter, Mapping) else None
 
