@@ -171,10 +171,45 @@ def test_annotations_raise_tiers_and_lower_only_when_trusted(
     assert tier_for(_server(**options), hints) == expected
 
 
-def test_servers_whose_namespaces_collide_are_refused() -> None:
-    from tooldeck.errors import ToolDefinitionError
-    from tooldeck.mcp import McpSource
+def test_servers_whose_namespaces_collide_are_refused_at_load() -> None:
+    with pytest.raises(McpConfigError) as refused:
+        McpConfig.from_dict({"my.server": {"command": "a"}, "my_server": {"command": "b"}})
+    assert refused.value.problems == (
+        "servers 'my.server' and 'my_server' both become 'my_server' in tool names; "
+        "rename one of them",
+    )
+    # a config built in code is checked too (McpConfig itself, not only its parser)
+    a, b = (ServerConfig.from_entry(n, {"command": "x"}, environ={}) for n in ("a b", "a_b"))
+    with pytest.raises(McpConfigError, match="both become 'a_b'"):
+        McpConfig((a, b))
 
-    config = McpConfig.from_dict({"my.server": {"command": "a"}, "my_server": {"command": "b"}})
-    with pytest.raises(ToolDefinitionError, match=r"'my\.server' and 'my_server' map to the same"):
-        McpSource(config)
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("docs__internal", "server 'docs__internal': a server name may not contain '__'"),
+        ("docs. internal", "server 'docs. internal' (docs__internal in tool names): a server"),
+        ("docs_", "server 'docs_': a server name may not end with '_'"),
+        ("docs.", "server 'docs.' (docs_ in tool names): a server name may not end with '_'"),
+    ],
+)
+def test_server_names_that_could_share_a_tool_name_are_refused(name: str, problem: str) -> None:
+    with pytest.raises(McpConfigError) as refused:
+        McpConfig.from_dict({name: {"command": "x"}, "other": {"url": "ftp://x"}})
+    # reported with the entries' other problems, each one line
+    assert len(refused.value.problems) == 2
+    assert refused.value.problems[1].startswith(problem)
+
+
+def test_long_server_names_keep_their_whole_prefix_in_every_tool_name() -> None:
+    hostile = "k" * 49
+    trusted = hostile + "_admin"
+    assert namespace_name(hostile) != namespace_name(trusted)
+    for server in (hostile, trusted, "_lead", "z" * 200):
+        namespace = namespace_name(server)
+        assert len(namespace) <= 40 and "__" not in namespace and not namespace.endswith("_")
+        for tool in ("t", "t" * 120, "a.b" * 40):
+            assert exposed_name(server, tool).startswith(f"mcp__{namespace}__")
+    assert namespace_name("a" * 40) == "a" * 40
+    cut = namespace_name("a" * 30 + "_" + "b" * 20)  # cut right after an "_"
+    assert cut.startswith("a" * 30 + "_") and len(cut) == 39 and "__" not in cut

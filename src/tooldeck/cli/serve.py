@@ -174,7 +174,6 @@ def serve_command(
     """Serve the servers of an MCP config over stdio (or HTTP), behind tooldeck's policy."""
     import anyio
 
-    from ..errors import ToolDefinitionError
     from ..gateway import Catalog, Gateway
     from ..gateway.check import check
     from ..mcp import McpConfig, McpConfigError, McpSource
@@ -224,11 +223,7 @@ def serve_command(
         )
 
     async def run() -> None:
-        try:
-            source = McpSource(config, client_name="tooldeck-gateway")
-        except ToolDefinitionError as exc:
-            raise user_error(str(exc).splitlines()[0]) from exc
-        async with source:
+        async with McpSource(config, client_name="tooldeck-gateway") as source:
             catalog = Catalog(
                 source,
                 core=core or (),

@@ -4,8 +4,10 @@ The upstream tools come from :class:`~tooldeck.mcp.McpSource` (config, connectio
 reconnects, provider-safe ``mcp__<server>__<tool>`` names, schemas compiled and hostile
 ones skipped). A client sees them without the ``mcp__`` prefix, ``<server>__<tool>``:
 the client adds its own prefix (``mcp__tooldeck__...`` in Claude Code), and the names
-stay unique because the source's are. Policy rules name the tools as everywhere else
-in tooldeck, ``mcp__<server>__<tool>``.
+stay unique because the source's are (:mod:`tooldeck.mcp.naming`: no two servers can
+list a tool under one name), and apart from tooldeck's own tools, whose names have no
+``__``. Policy rules name the tools as everywhere else in tooldeck,
+``mcp__<server>__<tool>``.
 
 A :class:`CatalogView` is one snapshot of the source's listing (remade when a server
 re-lists, drops or comes back); its search index is built on first use.
@@ -19,12 +21,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..mcp import McpSource
+from ..mcp.naming import PREFIX
 from ..search import ToolIndex
 from ..tool import Tool
 
 __all__ = ["Catalog", "CatalogView", "client_name"]
-
-PREFIX = "mcp__"
 
 
 def client_name(tool: Tool) -> str:

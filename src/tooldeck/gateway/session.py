@@ -34,6 +34,7 @@ from ..builtin._common import NO_HOME
 from ..context import ToolContext
 from ..dispatch import Dispatcher, unknown_tool_message
 from ..errors import ArgumentError
+from ..mcp.naming import PREFIX
 from ..offload import RECALL_TOOL_NAME, OffloadStore
 from ..policy import Policy, SessionPolicy
 from ..result import ToolResult
@@ -292,7 +293,7 @@ class GatewaySession:
         tool = view.tools.get(name)
         if tool is not None:
             return tool
-        origin = self.catalog.source.lookup("mcp__" + name)
+        origin = self.catalog.source.lookup(PREFIX + name)
         if origin is None:
             return None
         await self.catalog.source.refresh([origin[0]])  # reconnects a server that dropped

@@ -27,6 +27,10 @@ String values in ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers`` a
 ``oauth`` client id and secret expand ``${VAR}`` (an error when ``VAR`` is not set) and
 ``${VAR:-default}``; ``$$`` is a literal ``$``. Every problem is reported with the
 server's name and the field.
+
+A server's name is part of its tools' names (:mod:`tooldeck.mcp.naming`): a name that,
+made provider-safe, contains ``__`` or ends with ``_`` is refused, and so are two names
+that become one, so that no server can list a tool under another server's tool's name.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Any, Literal, TypeAlias
 from .._config_files import ConfigFileError, load_json
 from ..errors import TooldeckError
 from ..tool import TIERS, Tier
+from .naming import server_name_problems
 
 __all__ = [
     "McpConfig",
@@ -453,6 +458,9 @@ class McpConfig:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise McpConfigError(self.source, [f"server {n!r} is configured twice" for n in dupes])
+        problems = server_name_problems(names)
+        if problems:
+            raise McpConfigError(self.source, problems)
 
     def __getitem__(self, name: str) -> ServerConfig:
         for server in self.servers:
@@ -498,6 +506,7 @@ class McpConfig:
             if base is not None and server.cwd is not None and not Path(server.cwd).is_absolute():
                 server = _replace_cwd(server, str((base / server.cwd).resolve()))
             servers.append(server)
+        problems.extend(server_name_problems(s.name for s in servers))
         if problems:
             raise McpConfigError(source, problems)
         return cls(tuple(servers), source)

@@ -291,15 +291,8 @@ class McpSource:
                 config_source=self.config.source,
                 wanted=cfg.autostart,
             )
+            # McpConfig refused names that could share a tool name (naming.py)
             self._servers[cfg.name] = _Server(cfg, conn, namespace_name(cfg.name))
-        namespaces: dict[str, str] = {}
-        for server in self._servers.values():
-            other = namespaces.setdefault(server.namespace, server.config.name)
-            if other != server.config.name:
-                raise ToolDefinitionError(
-                    f"MCP servers {other!r} and {server.config.name!r} map to the same "
-                    f"namespace {server.namespace!r}; rename one of them"
-                )
         self._reverse: dict[str, tuple[str, str]] = {}
         self._stop: anyio.Event | None = None
         self._runner: concurrent.futures.Future[None] | None = None
@@ -499,17 +492,10 @@ class McpSource:
 
     def _collect(self, names: Iterable[str]) -> list[Tool]:
         out: list[Tool] = []
-        seen: set[str] = set()
         for name in names:
             server = self._servers[name]
-            if server.conn.state != "connected":
-                continue
-            for tool in server.tools:
-                if tool.name in seen:  # two servers mapped to one name: keep the first
-                    _log.warning("MCP tool name %s is used by two servers; skipped", tool.name)
-                    continue
-                seen.add(tool.name)
-                out.append(tool)
+            if server.conn.state == "connected":
+                out.extend(server.tools)  # names are unique across servers (naming.py)
         return out
 
     async def refresh(self, names: Iterable[str] | None = None) -> None:
@@ -587,6 +573,8 @@ class McpSource:
         )
         tools: list[McpTool] = []
         for t in kept:
+            if t.name not in names:
+                continue  # no free name (said by its collision)
             try:
                 tools.append(self._make_tool(server, t, names[t.name], description))
             except ToolDefinitionError as exc:  # a SchemaError too: compiled right here
