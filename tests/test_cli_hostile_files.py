@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.json_format import MessageToDict
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -421,7 +421,7 @@ def test_mutated_trace_files_render_or_are_one_error_line(
         assert run_on(base, folder, "trace.json", "timeline").exit_code == 0
 
     @settings(
-        max_examples=150,
+        max_examples=100,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
@@ -430,7 +430,7 @@ def test_mutated_trace_files_render_or_are_one_error_line(
         document = data.draw(mutated(trace_documents[which]))
         folder = tmp_path_factory.mktemp("tl")
         before = tree(folder)
-        run_on(document, folder, "trace.json", "timeline")
+        event(f"exit {run_on(document, folder, 'trace.json', 'timeline').exit_code}")
         assert len(tree(folder)) == len(before) + 1  # only the file given: nothing made
 
     check()
@@ -442,7 +442,7 @@ def test_mutated_pending_files_are_answered_or_one_error_line_with_nothing_writt
     base = real_pending()
 
     @settings(
-        max_examples=150,
+        max_examples=100,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
@@ -453,6 +453,7 @@ def test_mutated_pending_files_are_answered_or_one_error_line_with_nothing_writt
         folder.mkdir()
         before = tree(root)
         result = run_on(document, folder, "s1.pending.json", "approve", stdin="n\n\n" * 5)
+        event(f"exit {result.exit_code}")
         given = folder / "s1.pending.json"
         after = dict(tree(root))
         assert after.pop(str(given)) == json.dumps(document).encode()  # never rewritten
@@ -577,3 +578,19 @@ def test_answers_files_are_read_as_any_file_given(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError, match="nested more than 100 levels deep") as caught:
         load_answers(path, session_id="s1")
     assert isinstance(caught.value, ValueError) and str(path) in str(caught.value)
+
+
+def test_a_waiters_name_is_shown_as_written_never_as_markup(tmp_path: Path) -> None:
+    """The gateway's ``waiter`` entry is shown to the human; rich markup in it (which a
+    hostile file could use to break the line, or to restyle it) is printed as text."""
+    data = real_pending()
+    data["waiter"] = {"by": "[/bold][red]a gateway", "gateway_session": "g", "until": "soon"}
+    path = tmp_path / "s1.pending.json"
+    path.write_text(json.dumps(data))
+    result = cli("approve", str(path), stdin="n\n\nn\n\n")
+    assert result.exit_code == 0, result.output
+    assert "([/bold][red]a gateway waits for them)" in result.output
+    assert [a.approved for a in load_answers(tmp_path / "s1.answers.json").values()] == [
+        False,
+        False,
+    ]
