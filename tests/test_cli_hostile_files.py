@@ -594,3 +594,35 @@ def test_a_waiters_name_is_shown_as_written_never_as_markup(tmp_path: Path) -> N
         False,
         False,
     ]
+
+
+def test_a_pending_file_swapped_for_a_huge_one_while_answering_gets_no_answers(
+    tmp_path: Path,
+) -> None:
+    """What is answered is compared again, under the lock, before the answers are written;
+    a file replaced meanwhile by one larger than any file tooldeck reads has changed (it
+    is not read whole) and gets nothing. A real process, answered once it asks."""
+    path = tmp_path / "s1.pending.json"
+    path.write_text(json.dumps(real_pending()))
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from tooldeck.cli import main; main()", "approve", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **ENV},
+    )
+    assert process.stdout is not None and process.stdin is not None
+    shown = b""
+    while b"Approve write_it (c1)?" not in shown:  # the first question is asked
+        chunk = process.stdout.read1(4096)
+        assert chunk, shown
+        shown += chunk
+    with path.open("wb") as f:  # meanwhile, the file becomes a huge one
+        f.truncate(10 * 1024 * 1024 + 1)
+    out, err = process.communicate(b"y\ny\n", timeout=60)
+    assert process.returncode == 2, (out, err)
+    assert err.decode() == (
+        f"error: {path} changed or was resumed while you answered; nothing was written; "
+        f"run tooldeck approve {path} again\n"
+    )
+    assert not (tmp_path / "s1.answers.json").exists()

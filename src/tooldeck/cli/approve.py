@@ -106,14 +106,15 @@ def _save_if_still_waiting(
     """Write the answers only if the pending file is still the one answered, under its
     lock: a call that stopped waiting meanwhile (timed out, cancelled, its gateway
     stopped) or a step resumed elsewhere gets no answers it would never read."""
+    from .._config_files import ConfigFileError, read_bytes
     from ..policy._files import StateLocked, locked
     from ..policy.pending import save_answers
 
     try:
         with locked(pending):
-            try:
-                now = pending.read_bytes()
-            except FileNotFoundError:
+            try:  # at most as much as was answered could be: a larger file has changed
+                now: bytes | None = read_bytes(pending)
+            except (FileNotFoundError, ConfigFileError):
                 now = None
             if now != read:
                 if waiter:
