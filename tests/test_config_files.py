@@ -121,6 +121,23 @@ def test_the_reader_names_the_bad_byte_and_refuses_large_files(tmp_path: Path) -
         _config_files.load_json(big)
 
 
+@pytest.mark.parametrize(
+    ("parse", "text", "problem"),
+    [
+        (parse_json, '{"n": ' + "1" * 5_000 + "}", "a number in it has more than 4,300 digits"),
+        (parse_toml, "n = " + "1" * 5_000, "a number in it has more than 4,300 digits"),
+        (parse_yaml, "n: " + "1" * 5_000, "a number in it has more than 4,300 digits"),
+        (parse_yaml, "when: 2020-02-30", "a value in it cannot be read (day is out of range"),
+    ],
+)
+def test_a_value_the_parser_cannot_build_is_a_config_file_error(
+    parse: Callable[[str], Any], text: str, problem: str
+) -> None:
+    with pytest.raises(ConfigFileError) as exc:
+        parse(text)
+    assert exc.value.problem.startswith(problem)
+
+
 @given(st.text(max_size=200))
 def test_every_parser_fails_only_with_config_file_error(text: str) -> None:
     for parse in (parse_json, parse_toml, parse_yaml):

@@ -389,7 +389,9 @@ def test_token_files_that_cannot_be_trusted_are_errors_that_say_what_to_do(
     file.path.chmod(0o644)
     assert f"run chmod 600 {file.path}" in error()
     file.path.chmod(0o600)
-    assert "is not a tooldeck token file (not JSON)" in error()
+    assert "is not a tooldeck token file (not valid JSON: " in error()
+    file.path.write_text("[" * 5000 + "]" * 5000)  # read as any file given to tooldeck
+    assert "is not a tooldeck token file (nested more than 100 levels deep" in error()
     assert "tooldeck mcp logout, then tooldeck mcp login" in error()
     file.path.write_text(json.dumps({"format": 1, "server_url": "http://elsewhere/mcp"}))
     assert "belongs to 'http://elsewhere/mcp'" in error()

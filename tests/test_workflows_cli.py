@@ -83,7 +83,7 @@ def test_run_refuses_bad_scripts_inputs_and_models(tmp_path: Path) -> None:
     code, out = invoke("run", str(SCRIPTS / "research_brief.py"), "--inputs", "[1]", *db)
     assert code == 2 and "must be a JSON object" in out
     code, out = invoke("run", str(SCRIPTS / "research_brief.py"), "--inputs", "{x", *db)
-    assert code == 2 and "not JSON" in out
+    assert code == 2 and "--inputs: not valid JSON" in out
     args = ["run", str(SCRIPTS / "research_brief.py"), "-i", '{"topic": "x"}', *db]
     code, out = invoke(*args, "--model", "nonsense")
     assert code == 2 and "KIND:MODEL" in out

@@ -1,13 +1,16 @@
-"""Reading the files tooldeck is configured with, so that a hostile or broken one fails cleanly.
+"""Reading the files tooldeck is given, so that a hostile or broken one fails cleanly.
 
 Toolkit manifests, policy files, agent definitions, ``SKILL.md`` front matter, MCP
 configs and definitions files can come from anyone (a repository being worked on, a
-downloaded skill). Handed straight to the standard parsers, a deeply nested document
-raises :class:`RecursionError` and a file that is not UTF-8 :class:`UnicodeDecodeError`
-(tracebacks instead of the loader's own error), and a few hundred bytes of YAML whose
-aliases nest ("billion laughs") stand for billions of values: building them is cheap
-(aliases are shared), but whatever then walks the value as a tree (``str()``, JSON
-encoding, validation) runs out of memory. Here one reader does what every loader needs:
+downloaded skill); pending approvals, answers, grants, saved timelines and trace files
+are written by other processes, or by anyone who can write to their folder. Handed
+straight to the standard parsers, a deeply nested document raises
+:class:`RecursionError`, a file that is not UTF-8 :class:`UnicodeDecodeError` and a
+5,000-digit number :class:`ValueError` (tracebacks instead of the loader's own error),
+and a few hundred bytes of YAML whose aliases nest ("billion laughs") stand for
+billions of values: building them is cheap (aliases are shared), but whatever then walks
+the value as a tree (``str()``, JSON encoding, validation) runs out of memory. Here one
+reader does what every loader needs:
 
 - read at most :data:`MAX_BYTES` (a larger file is refused before it is parsed);
 - decode strictly as UTF-8, naming the line and column of the first bad byte;
@@ -15,6 +18,12 @@ encoding, validation) runs out of memory. Here one reader does what every loader
 - refuse nesting deeper than :data:`MAX_DEPTH`, and a YAML document that refers to itself
   or expands to more than :data:`MAX_YAML_NODES` values once aliases are counted every
   time they are used (checked on the composed node graph, before anything is built).
+- refuse a value the parser recognises but cannot build: an integer longer than Python
+  converts (4,300 digits), a YAML date that is no date.
+
+Where the format is tooldeck's own, :func:`check_model` then validates the parsed value
+against a strict typed model (types, ranges, no unknown fields) and names the place in
+the document that is wrong.
 
 Every failure is a :class:`ConfigFileError` whose ``problem`` says what is wrong and
 what to do; each loader turns it into its own documented error type, naming the file.
@@ -23,22 +32,29 @@ what to do; each loader turns it into its own documented error type, naming the 
 from __future__ import annotations
 
 import json
+import sys
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "MAX_BYTES",
     "MAX_DEPTH",
     "MAX_YAML_NODES",
     "ConfigFileError",
+    "check_model",
+    "decode_text",
     "load_json",
     "load_toml",
     "parse_json",
     "parse_toml",
     "parse_yaml",
+    "read_bytes",
     "read_text",
 ]
 
@@ -60,15 +76,33 @@ def read_text(path: str | Path, *, max_bytes: int = MAX_BYTES) -> str:
     """The file's text: at most ``max_bytes`` bytes, strictly UTF-8.
 
     :class:`OSError` (missing file, no permission...) is left to the caller, whose
-    message for it already exists; everything else is a :class:`ConfigFileError`.
+    message for it already exists; everything else is a :class:`ConfigFileError`
+    (``str()`` names the file; ``problem`` does not).
     """
+    data = read_bytes(path, max_bytes=max_bytes)
+    try:
+        return decode_text(data)
+    except ConfigFileError as exc:
+        raise ConfigFileError(exc.problem, path=str(path)) from None
+
+
+def read_bytes(path: str | Path, *, max_bytes: int = MAX_BYTES) -> bytes:
+    """The file's bytes, at most ``max_bytes`` (a larger file is refused, not read whole);
+    for a caller that keeps the bytes (to compare them later) and decodes them with
+    :func:`decode_text`."""
     with open(path, "rb") as f:
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise ConfigFileError(
-            f"the file is larger than {_size(max_bytes)}, the most a config file may be; "
-            "it was not read"
+            f"the file is larger than {_size(max_bytes)}, the most tooldeck reads of such "
+            "a file; it was not read",
+            path=str(path),
         )
+    return data
+
+
+def decode_text(data: bytes) -> str:
+    """``data`` decoded strictly as UTF-8, naming the line and column of a bad byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -87,6 +121,8 @@ def parse_toml(text: str) -> dict[str, Any]:
         raise ConfigFileError(f"not valid TOML: {exc}") from None
     except RecursionError:
         raise _too_deep() from None
+    except ValueError as exc:  # a number longer than int() converts, a date that is none
+        raise _unreadable_value(exc) from None
     _check_depth(value)
     return value
 
@@ -100,6 +136,8 @@ def parse_json(text: str) -> Any:
         ) from None
     except RecursionError:
         raise _too_deep() from None
+    except ValueError as exc:  # a number longer than int() converts, a date that is none
+        raise _unreadable_value(exc) from None
     _check_depth(value)
     return value
 
@@ -118,17 +156,44 @@ def parse_yaml(text: str) -> Any:
         raise ConfigFileError(f"not valid YAML: {_one_line(exc)}") from None
     except RecursionError:
         raise _too_deep() from None
+    except ValueError as exc:  # a number longer than int() converts, a date that is none
+        raise _unreadable_value(exc) from None
     finally:
         if loader is not None:
             loader.dispose()
 
 
 def load_toml(path: str | Path, *, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
-    return parse_toml(read_text(path, max_bytes=max_bytes))
+    """:func:`read_text` then :func:`parse_toml`; a :class:`ConfigFileError` names the file."""
+    text = read_text(path, max_bytes=max_bytes)
+    try:
+        return parse_toml(text)
+    except ConfigFileError as exc:
+        raise ConfigFileError(exc.problem, path=str(path)) from None
 
 
 def load_json(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
-    return parse_json(read_text(path, max_bytes=max_bytes))
+    """:func:`read_text` then :func:`parse_json`; a :class:`ConfigFileError` names the file."""
+    text = read_text(path, max_bytes=max_bytes)
+    try:
+        return parse_json(text)
+    except ConfigFileError as exc:
+        raise ConfigFileError(exc.problem, path=str(path)) from None
+
+
+_Model = TypeVar("_Model", bound="BaseModel")
+
+
+def check_model(model: type[_Model], value: Any) -> _Model:
+    """``value`` (parsed JSON) validated against ``model``, a strict pydantic model of one
+    of tooldeck's own formats; a :class:`ConfigFileError` names the first place in the
+    document that is wrong (``step.calls[0].call_id: input should be a valid string``)."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise ConfigFileError(_model_problem(exc, value)) from None
 
 
 # -- checks ------------------------------------------------------------------------------
@@ -136,9 +201,56 @@ def load_json(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
 
 def _too_deep() -> ConfigFileError:
     return ConfigFileError(
-        f"nested more than {MAX_DEPTH} levels deep; a config file never needs that, so it "
-        "was refused (flatten the nesting)"
+        f"nested more than {MAX_DEPTH} levels deep; no file tooldeck reads needs that, so "
+        "it was refused (flatten the nesting)"
     )
+
+
+def _unreadable_value(exc: ValueError) -> ConfigFileError:
+    """A value the parser recognised but could not build: a number longer than Python
+    converts (``sys.get_int_max_str_digits``), or a YAML date that is no date."""
+    limit = sys.get_int_max_str_digits()
+    if "integer string conversion" in str(exc):
+        return ConfigFileError(f"a number in it has more than {limit:,} digits; shorten it")
+    return ConfigFileError(f"a value in it cannot be read ({' '.join(str(exc).split())})")
+
+
+def _model_problem(exc: ValidationError, document: Any) -> str:
+    """One line for a validation error: the deepest problem (in a union the other
+    branches' complaints are less precise), where it is in the document, and what it is.
+
+    A pydantic location also names union branches (``str``, ``list[...]``, a tag); only
+    the keys and indexes that exist in the document are kept, so the place is a real one.
+    """
+    best: tuple[int, str] | None = None
+    for error in exc.errors(include_url=False):
+        node, where, steps = document, "", 0
+        for part in error["loc"]:
+            if isinstance(node, dict) and isinstance(part, str) and part in node:
+                node = node[part]
+                where += f".{part}" if part.isidentifier() else f"[{json.dumps(part)}]"
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]
+                where += f"[{part}]"
+            elif error["type"] in ("missing", "extra_forbidden") and isinstance(part, str):
+                where += f".{part}" if part.isidentifier() else f"[{json.dumps(part)}]"
+                steps += 1
+                break  # the field itself, which is not (or should not be) there
+            else:
+                continue
+            steps += 1
+        kind = error["type"]
+        if kind == "missing":
+            what = "missing (a field this format needs)"
+        elif kind == "extra_forbidden":
+            what = "not a field of this format"
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            what = message[:1].lower() + message[1:]
+        line = f"{where.lstrip('.') or 'the top level'}: {what}"
+        if best is None or steps > best[0]:
+            best = (steps, line)
+    return best[1] if best is not None else str(exc)
 
 
 def _check_depth(value: Any) -> None:

@@ -11,10 +11,15 @@ transcript, every provider adapter on every request, persistence, offload) sees 
 that frozen form; nothing ever calls back into the objects the tool returned, so a tool
 that later changes them cannot change what the model was told.
 
-What can be encoded: JSON values, plus what pydantic turns into JSON in JSON mode
-(datetime / date / time / timedelta as ISO 8601, UUID / Decimal / Path as text, Enum as
-its value, set / frozenset / tuple as arrays, UTF-8 bytes as text, dataclasses and
-Pydantic models as objects). Anything else (a dict key that is not a string, number,
+What can be encoded: JSON values; any other finite real number (a :class:`numbers.Real`
+that is not a ``float``: ``fractions.Fraction``, numpy scalars, ``mpmath.mpf``...) as the
+JSON number it stands for (an integral one, :class:`numbers.Integral`, exactly; others as
+``float(value)``, the double every JSON reader takes the number for); and what pydantic
+turns into JSON in JSON mode (datetime / date / time / timedelta as ISO 8601, UUID /
+Decimal / Path as text, Enum as its value, set / frozenset / tuple as arrays, UTF-8 bytes
+as text, dataclasses and Pydantic models as objects). A real number with no finite
+double (a non-finite one, or a ``Fraction`` beyond the double range) is handed to
+pydantic as before. Anything else (a dict key that is not a string, number,
 bool or None; an arbitrary object; bytes that are not UTF-8; a cycle) raises
 :class:`ResultEncodingError` where the result is made, so that call gets an error output
 naming the cause, and the session stays usable. Text that UTF-8 cannot carry (lone
@@ -27,6 +32,8 @@ surrogate code points) has them replaced by U+FFFD, since no provider could be s
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import re
 import threading
 from collections.abc import Sequence
@@ -50,13 +57,31 @@ __all__ = [
 
 
 def _jsonable(value: Any) -> Any:
-    # json's `default` hook: only called for values json cannot encode itself
+    # json's `default` hook: only called for values json cannot encode itself (so never
+    # for bool, int, float or their subclasses)
+    if isinstance(value, numbers.Real):
+        number = _real_number(value)
+        if number is not None:
+            return number
     try:
         return pydantic_core.to_jsonable_python(value)
     except (pydantic_core.PydanticSerializationError, UnicodeDecodeError) as exc:
         raise ResultEncodingError(
             f"{type(value).__name__} value cannot be encoded as JSON ({exc})"
         ) from None
+
+
+def _real_number(value: numbers.Real) -> int | float | None:
+    """The JSON number a real number that is not an int or a float stands for: an
+    integral one exactly, any other as its double; ``None`` when it has no finite double
+    (or its own conversion fails), which leaves it to pydantic, as before."""
+    try:
+        if isinstance(value, numbers.Integral):
+            return int(value)
+        number = float(value)
+    except (ArithmeticError, TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

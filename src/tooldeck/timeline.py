@@ -16,6 +16,16 @@ It is built from either source a turn leaves:
 
 ``timeline.save(path)`` writes it as JSON; ``tooldeck timeline FILE`` renders a saved
 timeline or an OTLP/JSON trace file; :func:`render` makes the rich renderable.
+
+A file to load may come from anyone, so :meth:`Timeline.load` reads it as every file
+tooldeck is given is read (:mod:`tooldeck._config_files`: size, encoding and nesting
+limits), then validates what it uses against typed models (a saved timeline strictly,
+its own format; of an OTLP trace the fields read: ids and names as text, times as whole
+nanoseconds that fit 64 bits, token counts as whole numbers), and refuses bars or spans
+nested deeper than the reader's limit (``MAX_DEPTH``, 100 levels): anything else is a
+:class:`TimelineError` naming the file and the place. Building and rendering never
+recurse along a chain of spans and never allocate by a number they are given (a bar's
+label is indented at most :data:`MAX_INDENT` levels).
 """
 
 from __future__ import annotations
@@ -23,16 +33,19 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ._config_files import MAX_DEPTH, ConfigFileError, check_model, parse_json, read_text
 from .events import (
     ApprovalRequested,
     CallFinished,
@@ -47,9 +60,19 @@ from .events import (
 )
 from .transcript import StopReason
 
-__all__ = ["FORMAT", "Bar", "Timeline", "TimelineError", "TimelineRecorder", "render"]
+__all__ = [
+    "FORMAT",
+    "MAX_INDENT",
+    "Bar",
+    "Timeline",
+    "TimelineError",
+    "TimelineRecorder",
+    "render",
+]
 
 FORMAT = "tooldeck.timeline/1"
+MAX_INDENT = 12
+"""Levels a bar's label is indented at most; a deeper bar shows its depth instead."""
 _STYLES = {
     "turn": "bold",
     "model": "cyan",
@@ -100,52 +123,53 @@ class Timeline:
 
     @classmethod
     def load(cls, path: str | Path) -> Timeline:
-        """A saved timeline, or the spans of an OTLP/JSON trace file."""
+        """A saved timeline, or the spans of an OTLP/JSON trace file (one document, or
+        one per line); a :class:`TimelineError` says what is wrong with any other file."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TimelineError(f"cannot read {path}: {exc}") from exc
-        documents: list[Any] = []
-        try:
-            documents = [json.loads(text)]
-        except ValueError:
-            try:  # JSON lines: one OTLP document per line
-                documents = [json.loads(line) for line in text.splitlines() if line.strip()]
-            except ValueError as exc:
-                raise TimelineError(f"{path} is not JSON: {exc}") from exc
+            text = read_text(path)
+        except OSError as exc:
+            raise TimelineError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+        except ConfigFileError as exc:
+            raise TimelineError(f"{path}: {exc.problem}") from exc
+        documents = _documents(text, path)
         if len(documents) == 1 and isinstance(documents[0], dict):
             only = documents[0]
             if only.get("format") == FORMAT:
                 return cls._from_saved(only, path)
         if documents and all(isinstance(d, dict) and "resourceSpans" in d for d in documents):
-            spans = [s for d in documents for s in _otlp_spans(d)]
+            spans: list[_Span] = []
+            for number, document in enumerate(documents, 1):
+                try:
+                    trace = check_model(_OtlpTrace, document)
+                except ConfigFileError as exc:
+                    where = f"line {number}: " if len(documents) > 1 else ""
+                    raise TimelineError(f"{path}: {where}{exc.problem}") from exc
+                spans.extend(trace.spans())
             if not spans:
-                raise TimelineError(f"{path} holds no spans")
-            return cls.from_spans(spans, title=f"trace in {Path(path).name}")
+                raise TimelineError(f"{path}: the trace holds no spans (none has a span id)")
+            timeline = cls.from_spans(spans, title=f"trace in {Path(path).name}")
+            deepest = max(timeline.bars, key=lambda b: b.depth)
+            if deepest.depth > MAX_DEPTH:
+                raise TimelineError(
+                    f"{path}: its spans nest more than {MAX_DEPTH} levels deep (span "
+                    f"{deepest.label!r} is {deepest.depth} below its root); a timeline shows "
+                    f"at most {MAX_DEPTH}"
+                )
+            return timeline
         raise TimelineError(
-            f"{path} is neither a saved timeline ({FORMAT}) nor an OTLP/JSON trace (resourceSpans)"
+            f"{path}: neither a saved timeline ({FORMAT}) nor an OTLP/JSON trace (resourceSpans)"
         )
 
     @classmethod
     def _from_saved(cls, data: Mapping[str, Any], path: str | Path) -> Timeline:
         try:
-            bars = [
-                Bar(
-                    str(b["kind"]),
-                    str(b["label"]),
-                    float(b["start"]),
-                    float(b["end"]),
-                    int(b.get("depth", 0)),
-                    bool(b.get("error", False)),
-                    str(b.get("detail", "")),
-                )
-                for b in data["bars"]
-            ]
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise TimelineError(f"{path}: a bar is malformed ({exc})") from exc
-        if not all(math.isfinite(b.start) and math.isfinite(b.end) for b in bars):
-            raise TimelineError(f"{path}: a bar's time is not a finite number")
-        return cls(str(data.get("title", "")), bars)
+            saved = check_model(_SavedTimeline, data)
+        except ConfigFileError as exc:
+            raise TimelineError(f"{path}: {exc.problem}") from exc
+        bars = [
+            Bar(b.kind, b.label, b.start, b.end, b.depth, b.error, b.detail) for b in saved.bars
+        ]
+        return cls(saved.title, bars)
 
     # -- from spans -------------------------------------------------------------------------
     @classmethod
@@ -158,21 +182,30 @@ class Timeline:
         ids = {s.span_id for s in found}
         children: dict[str | None, list[_Span]] = {}
         for s in found:
-            parent = s.parent if s.parent in ids else None
+            parent = s.parent if s.parent in ids and s.parent != s.span_id else None
             children.setdefault(parent, []).append(s)
         bars: list[Bar] = []
-
-        def walk(span: _Span, depth: int) -> None:
-            bars.append(span.bar(zero, depth))
-            for child in sorted(children.get(span.span_id, []), key=lambda c: (c.start, c.name)):
-                walk(child, depth + 1)
-
-        for root in sorted(children.get(None, []), key=lambda c: (c.start, c.name)):
-            walk(root, 0)
+        shown: set[int] = set()  # by identity: each span once, however its ids repeat
+        # depth first with a stack, not recursion: a chain of spans is as long as the file
+        # allows. Spans no root reaches (their parents form a cycle) follow as roots.
+        for first in [*_by_start(children.get(None, [])), *_by_start(found)]:
+            stack = [(first, 0)]
+            while stack:
+                span, depth = stack.pop()
+                if id(span) in shown:
+                    continue
+                shown.add(id(span))
+                bars.append(span.bar(zero, depth))
+                kids = _by_start(children.get(span.span_id, []))
+                stack.extend((k, depth + 1) for k in reversed(kids) if id(k) not in shown)
         if not title:
             root_names = [b.label for b in bars if b.depth == 0]
             title = root_names[0] if len(root_names) == 1 else f"{len(root_names)} traces"
         return cls(title, bars)
+
+
+def _by_start(spans: Iterable[_Span]) -> list[_Span]:
+    return sorted(spans, key=lambda s: (s.start, s.name))
 
 
 @dataclass
@@ -254,46 +287,175 @@ def _otlp_id(value: Any) -> str | None:
         return None
 
 
-def _otlp_value(value: Mapping[str, Any]) -> Any:
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in value:
-            return value[key]
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "arrayValue" in value:
-        return tuple(_otlp_value(v) for v in value["arrayValue"].get("values", ()))
-    return None
-
-
-def _otlp_spans(document: Mapping[str, Any]) -> list[_Span]:
-    spans: list[_Span] = []
+def _documents(text: str, path: str | Path) -> list[Any]:
+    """The JSON document of ``text``, or its JSON lines (one OTLP document per line)."""
     try:
-        for rs in document.get("resourceSpans", ()):
-            for ss in rs.get("scopeSpans", ()):
-                for s in ss.get("spans", ()):
-                    span_id = _otlp_id(s.get("spanId"))
-                    if span_id is None:
-                        continue
-                    status = s.get("status") or {}
-                    code = status.get("code", 0)
-                    start = int(s.get("startTimeUnixNano", 0))
-                    spans.append(
-                        _Span(
-                            span_id,
-                            _otlp_id(s.get("parentSpanId")),
-                            str(s.get("name", "")),
-                            start,
-                            int(s.get("endTimeUnixNano", start)),
-                            {
-                                a["key"]: _otlp_value(a.get("value", {}))
-                                for a in s.get("attributes", ())
-                            },
-                            code in (2, "STATUS_CODE_ERROR"),
-                        )
-                    )
-    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as exc:
-        raise TimelineError(f"a span of the trace is malformed ({exc})") from exc
-    return spans
+        return [parse_json(text)]
+    except ConfigFileError as whole:
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        if len(lines) < 2:
+            raise TimelineError(f"{path}: {whole.problem}") from whole
+        documents: list[Any] = []
+        for number, line in lines:
+            try:
+                documents.append(parse_json(line))
+            except ConfigFileError as exc:
+                raise TimelineError(f"{path}: line {number}: {exc.problem}") from exc
+        return documents
+
+
+# The parts of OTLP/JSON a timeline reads, typed: every other field is ignored, a field
+# read with the wrong type is an error. Integers of the protobuf JSON mapping come as
+# numbers or as decimal strings.
+_DIGITS = re.compile(r"-?[0-9]{1,20}")
+
+
+def _whole(low: int, high: int, what: str) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, str) and _DIGITS.fullmatch(value):
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+            return value
+        raise ValueError(f"should be {what}, got {_shown(value)}")
+
+    return check
+
+
+def _double(value: Any) -> Any:
+    return float(value) if value in ("NaN", "Infinity", "-Infinity") else value
+
+
+def _shown(value: Any) -> str:
+    if value is None or isinstance(value, dict | list | tuple):
+        return "null" if value is None else "an object" if isinstance(value, dict) else "a list"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+_Nanos = Annotated[
+    int,
+    BeforeValidator(_whole(0, 2**64 - 1, "nanoseconds since 1970 (a whole number of 64 bits)")),
+]
+_Int64 = Annotated[int, BeforeValidator(_whole(-(2**63), 2**63 - 1, "a 64-bit whole number"))]
+_TOKENS = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+
+
+class _Otlp(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class _AnyValue(_Otlp):
+    stringValue: str | None = None  # the fields have OTLP's names
+    boolValue: bool | None = None
+    intValue: _Int64 | None = None
+    doubleValue: Annotated[float | None, BeforeValidator(_double)] = None
+    arrayValue: _ArrayValue | None = None
+
+    def plain(self) -> Any:
+        for value in (self.stringValue, self.boolValue, self.doubleValue, self.intValue):
+            if value is not None:
+                return value
+        if self.arrayValue is not None:
+            return tuple(v.plain() for v in self.arrayValue.values or ())
+        return None  # kvlistValue, bytesValue: not shown
+
+
+class _ArrayValue(_Otlp):
+    values: list[_AnyValue] | None = None
+
+
+class _KeyValue(_Otlp):
+    key: str
+    value: _AnyValue | None = None
+
+
+class _Status(_Otlp):
+    code: Literal[0, 1, 2, "STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_CODE_ERROR"] = 0
+
+
+class _OtlpSpan(_Otlp):
+    spanId: str | None = None
+    parentSpanId: str | None = None
+    name: str = ""
+    startTimeUnixNano: _Nanos = 0
+    endTimeUnixNano: _Nanos | None = None
+    attributes: list[_KeyValue] | None = None
+    status: _Status | None = None
+
+    @model_validator(mode="after")
+    def _counts(self) -> _OtlpSpan:
+        for a in self.attributes or ():
+            value = a.value.plain() if a.value is not None else None
+            if a.key in _TOKENS and not (value is None or (type(value) is int and value >= 0)):
+                raise ValueError(
+                    f"{a.key} of span {self.name!r} should be a number of tokens (a whole "
+                    f"number, 0 or more), got {_shown(value)}"
+                )
+        return self
+
+    def span(self) -> _Span | None:
+        span_id = _otlp_id(self.spanId)
+        if span_id is None:
+            return None  # not a span a parent can name: left out
+        start = self.startTimeUnixNano
+        return _Span(
+            span_id,
+            _otlp_id(self.parentSpanId),
+            self.name,
+            start,
+            start if self.endTimeUnixNano is None else self.endTimeUnixNano,
+            {
+                a.key: a.value.plain() if a.value is not None else None
+                for a in self.attributes or ()
+            },
+            self.status is not None and self.status.code in (2, "STATUS_CODE_ERROR"),
+        )
+
+
+class _ScopeSpans(_Otlp):
+    spans: list[_OtlpSpan] | None = None
+
+
+class _ResourceSpans(_Otlp):
+    scopeSpans: list[_ScopeSpans] | None = None
+
+
+_AnyValue.model_rebuild()
+
+
+class _OtlpTrace(_Otlp):
+    resourceSpans: list[_ResourceSpans] | None = None
+
+    def spans(self) -> list[_Span]:
+        found = (
+            s.span()
+            for rs in self.resourceSpans or ()
+            for ss in rs.scopeSpans or ()
+            for s in ss.spans or ()
+        )
+        return [s for s in found if s is not None]
+
+
+class _SavedBar(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    kind: str
+    label: str
+    start: float = Field(allow_inf_nan=False)
+    end: float = Field(allow_inf_nan=False)
+    depth: int = Field(default=0, ge=0, le=MAX_DEPTH)
+    error: bool = False
+    detail: str = ""
+
+
+class _SavedTimeline(BaseModel):
+    """``Timeline.save``'s format, strictly: what it writes and nothing else."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    format: Literal["tooldeck.timeline/1"]
+    title: str = ""
+    bars: list[_SavedBar]
 
 
 # -- from events -------------------------------------------------------------------------------
@@ -430,10 +592,18 @@ def _duration(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
 
+def _column(t: float, total: float, width: int) -> float:
+    """Where time ``t`` falls on an axis of ``width`` columns (0 to ``width``), whatever
+    the times are (a bar that ends before it starts, or outside the axis)."""
+    if not total > 0:
+        return 0.0
+    share = t / total
+    return width * min(1.0, max(0.0, share)) if math.isfinite(share) else 0.0
+
+
 def _bar(bar: Bar, total: float, width: int) -> Text:
-    scale = width / total if total > 0 else 0.0
-    first = min(width - 1, int(bar.start * scale))
-    last = max(first + 1, min(width, math.ceil(bar.end * scale)))
+    first = min(width - 1, int(_column(bar.start, total, width)))
+    last = max(first + 1, min(width, math.ceil(_column(bar.end, total, width))))
     style = "bold red" if bar.error else _STYLES.get(bar.kind, "white")
     text = Text(" " * first)
     text.append("█" * (last - first) if bar.seconds > 0 else "▏", style=style)
@@ -449,6 +619,12 @@ def _axis(total: float, width: int) -> Text:
     return Text(left + " " * half + middle + " " * (gap - half) + right, style="dim")
 
 
+def _indent(depth: int) -> str:
+    if depth <= MAX_INDENT:
+        return "  " * max(0, depth)
+    return "  " * (MAX_INDENT - 2) + f"{depth}› "
+
+
 def render(timeline: Timeline, *, width: int = 48) -> RenderableType:
     """The timeline as a rich table: one row per bar on a shared time axis."""
     total = timeline.seconds
@@ -458,7 +634,7 @@ def render(timeline: Timeline, *, width: int = 48) -> RenderableType:
     table.add_column("time", justify="right", no_wrap=True)
     table.add_column("detail", overflow="fold")
     for bar in timeline.bars:
-        label = Text("  " * bar.depth + bar.label, style="red" if bar.error else "")
+        label = Text(_indent(bar.depth) + bar.label, style="red" if bar.error else "")
         detail = Text(bar.detail, style="red" if bar.error else "dim")
         table.add_row(label, _bar(bar, total, width), _duration(bar.seconds), detail)
     legend = Text.assemble(

@@ -7,13 +7,13 @@ use, so that ``tooldeck approve --help`` loads none of the policy engine).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .report import existing_file, user_error
 
@@ -41,22 +41,22 @@ def approve_command(
     ] = None,
 ) -> None:
     """Answer the calls a waiting run needs approved; writes an answers file for resume."""
+    from .._config_files import ConfigFileError, decode_text, parse_json, read_bytes
     from ..dispatch import ApprovalAnswer
-    from ..policy.pending import decode_pending, pending_waiter
+    from ..policy.pending import decode_pending
     from ..policy.prompt import ask_calls
 
     console = Console()
     what = "a waiting run's <session>.pending.json"
     existing_file(pending, what)
     try:
-        read = pending.read_bytes()  # what is answered: compared again before writing
-        data = json.loads(read.decode("utf-8"))
-        session_id, _, step = decode_pending(data, pending)
-        waiter = pending_waiter(data)
-    except (OSError, ValueError, KeyError) as exc:
-        message = str(exc)
-        message = message if message.startswith(str(pending)) else f"{pending}: {message}"
-        raise user_error(f"{message}; give {what}") from exc
+        read = read_bytes(pending)  # what is answered: compared again before writing
+        found = decode_pending(parse_json(decode_text(read)), pending)
+    except OSError as exc:
+        raise user_error(f"{pending}: cannot read it ({exc.strerror or exc}); give {what}") from exc
+    except ConfigFileError as exc:  # the file, checked: its size, encoding, nesting, format
+        raise user_error(f"{pending}: {exc.problem}; give {what}") from exc
+    session_id, step, waiter = found.session_id, found.step, found.waiter
     beside = pending.with_name(f"{session_id}.answers.json")
     if waiter and answers is not None and answers.absolute() != beside.absolute():
         raise user_error(
@@ -70,7 +70,7 @@ def approve_command(
         raise user_error(
             f"{target.parent} does not exist; give --answers a file in a folder that does"
         )
-    waits = f" ({waiter.get('by', 'a process')} waits for them)" if waiter else ""
+    waits = f" ({escape(str(waiter['by']))} waits for them)" if waiter else ""
     console.print(
         f"Session [bold]{session_id}[/bold] waits for {len(step.calls)} answer(s){waits}.",
         highlight=False,
@@ -106,14 +106,15 @@ def _save_if_still_waiting(
     """Write the answers only if the pending file is still the one answered, under its
     lock: a call that stopped waiting meanwhile (timed out, cancelled, its gateway
     stopped) or a step resumed elsewhere gets no answers it would never read."""
+    from .._config_files import ConfigFileError, read_bytes
     from ..policy._files import StateLocked, locked
     from ..policy.pending import save_answers
 
     try:
         with locked(pending):
-            try:
-                now = pending.read_bytes()
-            except FileNotFoundError:
+            try:  # at most as much as was answered could be: a larger file has changed
+                now: bytes | None = read_bytes(pending)
+            except (FileNotFoundError, ConfigFileError):
                 now = None
             if now != read:
                 if waiter:

@@ -197,8 +197,8 @@ def _grants(path: Path) -> GrantStore:
         store._read()
     except PolicyError as exc:
         raise user_error(f"{path}: {'; '.join(exc.problems)}; give {what}") from exc
-    except (OSError, ValueError) as exc:
-        raise user_error(f"{path}: cannot read it as JSON ({exc}); give {what}") from exc
+    except OSError as exc:
+        raise user_error(f"{path}: cannot read it ({exc.strerror or exc}); give {what}") from exc
     return store
 
 

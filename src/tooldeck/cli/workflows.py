@@ -26,7 +26,6 @@ or PostgreSQL with ``--dsn`` (also ``TOOLDECK_WORKFLOWS_DSN``).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -35,7 +34,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .report import existing_file, exit_code, user_error
+from .report import existing_file, exit_code, json_kind, read_json, user_error
 
 if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the engine
     from ..workflows.engine import ModelFactory, TaskRun, WorkflowEngine
@@ -107,18 +106,22 @@ def _existing_store(
 
 
 def _inputs(console: Console, text: str) -> dict[str, Any]:
-    raw = text
+    """``--inputs``: a JSON object, or ``@FILE`` holding one (read as every file given to
+    tooldeck is: size, encoding and nesting limits)."""
+    from .._config_files import ConfigFileError, parse_json
+
     if text.startswith("@"):
+        path = Path(text[1:])
+        value = read_json(path, "--inputs @FILE a JSON object of the workflow's inputs")
+        where = f"--inputs @{path}"
+    else:
         try:
-            raw = Path(text[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise _fail(console, f"cannot read inputs from {text[1:]}: {exc}") from exc
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise _fail(console, f"--inputs is not JSON: {exc}") from exc
+            value = parse_json(text)
+        except ConfigFileError as exc:
+            raise _fail(console, f"--inputs: {exc.problem}; give a JSON object") from exc
+        where = "--inputs"
     if not isinstance(value, dict):
-        raise _fail(console, "--inputs must be a JSON object")
+        raise _fail(console, f"{where} must be a JSON object, not {json_kind(value)}")
     return value
 
 

@@ -19,7 +19,6 @@ is never "fixed" silently. Tokens never appear in messages or logs.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import stat
@@ -33,6 +32,7 @@ import anyio
 from filelock import FileLock, Timeout
 
 from .._atomic_json import write_json_atomic
+from .._config_files import ConfigFileError, decode_text, parse_json
 from ..errors import TooldeckError
 
 __all__ = [
@@ -141,10 +141,10 @@ class TokenFile:
             raw = handle.read(MAX_BYTES + 1)
         if len(raw) > MAX_BYTES:
             raise self._error("is too large to be a token file")
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise self._error("is not a tooldeck token file (not JSON)") from exc
+        try:  # parsed as every file tooldeck is given is (encoding, nesting, numbers)
+            data = parse_json(decode_text(raw))
+        except ConfigFileError as exc:
+            raise self._error(f"is not a tooldeck token file ({exc.problem})") from exc
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise self._error("is not a tooldeck token file (unknown format)")
         if data.get("server_url") != self.url:

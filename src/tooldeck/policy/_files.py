@@ -37,11 +37,17 @@ class StateLocked(TooldeckError):
         )
 
 
+def safe_id(session_id: str) -> str:
+    """``session_id`` when it can name a file of its own (letters, digits, ``._-``, no
+    ``..``, at most 128 characters); else a :class:`ValueError`."""
+    if not _SAFE_ID.fullmatch(session_id) or ".." in session_id:
+        raise ValueError(f"session id {session_id[:200]!r} cannot name a file")
+    return session_id
+
+
 def session_file(directory: str | Path, session_id: str, suffix: str) -> Path:
     """``<directory>/<session_id><suffix>``; the id must be a plain file name."""
-    if not _SAFE_ID.fullmatch(session_id) or ".." in session_id:
-        raise ValueError(f"session id {session_id!r} cannot name a file")
-    return Path(directory) / f"{session_id}{suffix}"
+    return Path(directory) / f"{safe_id(session_id)}{suffix}"
 
 
 @contextmanager

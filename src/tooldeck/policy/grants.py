@@ -28,9 +28,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from .._atomic_json import write_json_atomic
+from .._config_files import ConfigFileError, check_model, load_json
 from ._files import StateLocked, locked
 from .chain import PolicyError
 from .rules import ArgPredicate, all_of, parse_args
@@ -89,17 +92,33 @@ def parse_pattern(pattern: Mapping[str, Any] | None, where: str) -> tuple[ArgPre
     return predicates
 
 
-def _grant(entry: Any, where: str) -> Grant:
-    if not isinstance(entry, Mapping) or not isinstance(entry.get("tool"), str):
-        raise PolicyError(where, ["a grant needs a tool name"])
-    args = entry.get("args")
+class _GrantEntry(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    id: str = ""
+    tool: str = Field(min_length=1)
+    args: dict[str, JsonValue] | None = None
+    created: str = ""
+    by: str = ""
+
+
+class _GrantsFile(BaseModel):
+    """The grants file's format, strictly (what :meth:`GrantStore._write` writes)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    format: Literal["tooldeck.grants/1"]
+    grants: list[_GrantEntry] = []
+
+
+def _grant(entry: _GrantEntry, where: str) -> Grant:
     return Grant(
-        str(entry.get("id", "")),
-        entry["tool"],
-        args,
-        parse_pattern(args, where),
-        str(entry.get("created", "")),
-        str(entry.get("by", "")),
+        entry.id,
+        entry.tool,
+        entry.args,
+        parse_pattern(entry.args, where),
+        entry.created,
+        entry.by,
     )
 
 
@@ -124,16 +143,16 @@ class GrantStore:
 
     def _read(self) -> tuple[Grant, ...]:
         assert self.path is not None
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+        try:  # read as every file tooldeck is given (size, encoding, nesting), then typed
+            data = load_json(self.path)
+            if not isinstance(data, Mapping) or data.get("format") != FORMAT:
+                raise PolicyError(str(self.path), [f"not a grants file ({FORMAT})"])
+            entries = check_model(_GrantsFile, data).grants
         except FileNotFoundError:
             return ()
-        if not isinstance(data, Mapping) or data.get("format") != FORMAT:
-            raise PolicyError(str(self.path), [f"not a grants file ({FORMAT})"])
-        entries = data.get("grants", [])
-        if not isinstance(entries, list):
-            raise PolicyError(str(self.path), ["'grants' must be a list"])
-        return tuple(_grant(e, f"{self.path}: grants[{i}]") for i, e in enumerate(entries))
+        except ConfigFileError as exc:
+            raise PolicyError(str(self.path), [exc.problem]) from None
+        return tuple(_grant(e, f"grants[{i}].args") for i, e in enumerate(entries))
 
     def _refresh(self, *, force: bool = False) -> None:
         """Re-read the file if it may have changed (``force``: whatever its stamp says)."""
