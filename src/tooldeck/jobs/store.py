@@ -203,14 +203,20 @@ def op_take_over(job_id: str, owner: str, reason: str) -> Op[int | None]:
 def op_claim_pending(owner: str, limit: int, skip_locked: bool) -> Op[list[str]]:
     """Claim up to ``limit`` embedded pending jobs, oldest first; their ids."""
     at = now()
+    # The pick is a CTE that PostgreSQL runs once: as ``id IN (SELECT ... LIMIT ? FOR
+    # UPDATE SKIP LOCKED)`` its planner may run the subquery again for each row it
+    # updates, each time past the rows already taken, and claim every pending job.
+    pick = " MATERIALIZED" if skip_locked else ""
     lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
     rows = yield Q(
+        f"WITH picked AS{pick} (SELECT id FROM jobs WHERE state = 'pending' "
+        "AND dispatch = 'embedded' AND cancel_requested = 0 "
+        f"ORDER BY created_at, id LIMIT ?{lock}) "
         "UPDATE jobs SET state = 'running', owner = ?, heartbeat_at = ?, updated_at = ?, "
         "attempts = attempts + 1, started_at = COALESCE(started_at, ?) "
-        "WHERE state = 'pending' AND cancel_requested = 0 AND id IN (SELECT id FROM jobs "
-        "WHERE state = 'pending' AND dispatch = 'embedded' AND cancel_requested = 0 "
-        f"ORDER BY created_at, id LIMIT ?{lock}) RETURNING id",
-        (owner, at, at, at, limit),
+        "WHERE state = 'pending' AND cancel_requested = 0 AND id IN (SELECT id FROM picked) "
+        "RETURNING id",
+        (limit, owner, at, at, at),
     )
     return sorted(str(r[0]) for r in rows.rows)
 
