@@ -219,6 +219,28 @@ def test_the_concurrency_limit_holds_and_queued_jobs_run_when_slots_free(
     run(main())
 
 
+def test_pending_jobs_nobody_holds_are_claimed_only_into_free_slots(
+    make_store: StoreFactory,
+) -> None:
+    """Seven pending jobs (a schedule's, say) and two slots: never more than two at once
+    (on PostgreSQL the claim's ``LIMIT`` in an ``IN`` subquery once took every one)."""
+
+    async def main() -> None:
+        store = make_store()
+        async with store:
+            table = JobManager(store).table
+            for i in range(7):
+                await table.create(NewJob(id=f"job-p{i}", session_id="s", task="t"))
+            model = Gated([reply("done")] * 7)
+            runtime = JobRuntime(model_for=lambda job: model)
+            async with JobManager(store, runtime, concurrency=2, poll=0.02, lease=5) as manager:
+                ended = [await asyncio.wait_for(manager.wait(f"job-p{i}"), 30) for i in range(7)]
+            assert [j.state for j in ended] == ["succeeded"] * 7
+            assert manager.peak == 2
+
+    run(main())
+
+
 # -- headless: what needs a human never runs -------------------------------------------------
 
 

@@ -85,8 +85,8 @@ def test_only_workers_with_a_fresh_heartbeat_count_as_alive(tmp_path: Path) -> N
             await leases.register("gone", "h", 4, lease=3)
             await leases.stop("gone", "stopped")
             ago = (datetime.now(UTC) - timedelta(seconds=12)).isoformat()
-            await store._run(_set_heartbeat("killed", ago))
-            await store._run(_set_heartbeat("old", ago))  # within the 15 s assumed
+            await store._run(lambda: _set_heartbeat("killed", ago))
+            await store._run(lambda: _set_heartbeat("old", ago))  # within the 15 s assumed
             watch = QueueWatch(store, "wf-s", after=5, clock=lambda: now[0])
             assert await watch.check() is None
             now[0] += 6
@@ -97,8 +97,8 @@ def test_only_workers_with_a_fresh_heartbeat_count_as_alive(tmp_path: Path) -> N
                 "no worker has taken a task of wf-s for 6s (workers alive: 2, the last "
                 "heartbeat 0 s ago; 1 worker's heartbeat is 12 s old (killed))"
             )
-            await store._run(_set_heartbeat("live", ago))
-            await store._run(_set_heartbeat("old", "2000-01-01T00:00:00+00:00"))
+            await store._run(lambda: _set_heartbeat("live", ago))
+            await store._run(lambda: _set_heartbeat("old", "2000-01-01T00:00:00+00:00"))
             stall = await watch.check()
             assert stall is not None and stall.alive == 0
             assert stall.message.endswith(
@@ -145,10 +145,10 @@ def test_following_notes_each_restart_once_though_they_commit_out_of_order(
             )
             await store.set_workflow_state("wf-f", "running", expect=("pending",))
             follower = asyncio.create_task(follow_run(store, emit, "wf-f", poll_interval=0.02))
-            await store._run(_restart(1001, "wf-f:b", "b taken over"))
+            await store._run(lambda: _restart(1001, "wf-f:b", "b taken over"))
             await asyncio.sleep(0.2)  # the follower has seen b's restart alone
-            await store._run(_restart(1000, "wf-f:a", "a taken over"))
-            await store._run(_restart(1002, "wf-f:b", "b again"))
+            await store._run(lambda: _restart(1000, "wf-f:a", "a taken over"))
+            await store._run(lambda: _restart(1002, "wf-f:b", "b again"))
             await asyncio.sleep(0.2)
             await store.cancel_workflow("wf-f", "enough")
             await asyncio.wait_for(follower, 10)

@@ -8,17 +8,20 @@ a row in the ``jobs`` table first (:mod:`tooldeck.jobs.store`); a manager runs i
   claimed as slots free up. A job started by a tool keeps its parent's live protection
   (policy, result hooks, tools) in memory (:class:`LiveJob`). A process whose manager
   has a :class:`JobRuntime` also runs the pending jobs nobody holds: jobs made by a
-  schedule, and jobs handed back after their process died;
+  schedule, and jobs handed back after their lease lapsed;
 - **dbos**: the row is written and the job is enqueued on the ``tooldeck_jobs`` DBOS
   queue; a ``tooldeck worker`` runs it with the worker's runtime (see
   :mod:`tooldeck.jobs.durable`).
 
 While a job runs, its manager renews the job's ``heartbeat_at`` every ``heartbeat``
 seconds and reads its cancellation flag; a job whose heartbeat is older than ``lease``
-belongs to a process that died, and the next manager that looks (every ``poll``
-seconds) resumes it (``on_lost='resume'``, attempts left: it starts again from its task)
-or marks it ``lost`` with the reason. A manager that closes normally hands its running
-jobs back as ``pending`` at once.
+belongs to a process that died (or was cut off from the database for that long), and
+the next manager that looks (every ``poll`` seconds) resumes it (``on_lost='resume'``,
+attempts left: it starts again from its task) or marks it ``lost``, saying whose
+heartbeat stopped. A manager that closes normally hands its running jobs back as
+``pending`` at once. Every store call rides out a dropped connection (the store's
+``retry_for``); a job's end is written for as long as its lease, so a job that answered
+across a database blip is recorded as it ended and never run again.
 
 A job is headless (:mod:`tooldeck.jobs.policy`): its policy is its parent's, as for
 ``delegate_task``, with the headless denylist first and every ask denied; its approver
@@ -321,9 +324,7 @@ class JobManager:
         except Exception as exc:  # the job's own failure is in its row; this is a bug
             _log.exception("job %s crashed", job_id)
             with contextlib.suppress(Exception):
-                await self.table.finish(
-                    job_id, self.owner, "failed", error=f"{type(exc).__name__}: {exc}"
-                )
+                await self._finish(job_id, "failed", error=f"{type(exc).__name__}: {exc}")
         finally:
             self._running.pop(job_id, None)
             self._live.pop(job_id, None)
@@ -403,10 +404,12 @@ class JobManager:
     async def _take_up_now(self) -> None:
         if self.serve_pending and self.runtime is not None:
             resumed, lost = await self.table.recover(self.lease, self.owner)
-            for job_id in resumed:
-                _log.warning("job %s was handed back: its process stopped", job_id)
-            for job_id in lost:
-                _log.warning("job %s is lost: its process stopped", job_id)
+            # What is known, not a cause: a lapsed lease may be a process that stopped or
+            # one cut off from the database for longer than the lease.
+            for job_id, why in resumed:
+                _log.warning("job %s was %s", job_id, why)
+            for job_id, why in lost:
+                _log.warning("job %s is lost: %s", job_id, why)
         free = self.concurrency - len(self._running)
         for job_id in list(self._live):
             if free <= 0:
@@ -422,13 +425,18 @@ class JobManager:
                 self._live.pop(job_id, None)  # cancelled, or another process has it
         if free > 0 and self.serve_pending and self.runtime is not None:
             for job_id in await self.table.claim_pending(self.owner, free):
-                self._launch(job_id)
+                if job_id not in self._running:
+                    self._launch(job_id)
 
     async def _release(self, job_id: str, why: str) -> None:
         """Hand a job this process holds back (``pending``), as if its process had died."""
-        from .store import op_release
+        await self.table.release(job_id, self.owner, why)
 
-        await self.store._run(op_release(job_id, self.owner, why))
+    async def _finish(self, job_id: str, state: JobState, **end: Any) -> bool:
+        """Write a job's end. Across dropped connections it is tried for as long as the
+        job's lease (not just the store's window): a job that answered is recorded as it
+        ended, and nobody runs it again, unless the database stays away past the lease."""
+        return await self.table.finish(job_id, self.owner, state, retry_for=self.lease, **end)
 
     # -- cancelling ---------------------------------------------------------------------------
     async def cancel(self, job_id: str, reason: str = "cancelled") -> tuple[str, bool]:
@@ -488,9 +496,8 @@ class JobManager:
         live = self._live.get(job_id)
         session, home, parent_hooks = self._session_for(job, live, signal)
         if session is None:
-            await self.table.finish(
+            await self._finish(
                 job_id,
-                self.owner,
                 "failed",
                 error="this process cannot run jobs it did not start (no job runtime)",
             )
@@ -613,9 +620,8 @@ class JobManager:
         ref = await asyncio.to_thread(
             self._store_result, job, output or summary, home, parent_hooks
         )
-        await self.table.finish(
+        await self._finish(
             job.id,
-            self.owner,
             state,
             summary=summary,
             result=details,
@@ -648,16 +654,14 @@ class JobManager:
         engine = self.runtime.engine if self.runtime is not None else None
         name = job.spec.get("workflow")
         if engine is None or not isinstance(name, str):
-            await self.table.finish(
-                job.id, self.owner, "failed", error="no workflow engine here to start it"
-            )
+            await self._finish(job.id, "failed", error="no workflow engine here to start it")
             return
         from ..workflows.tools import format_workflow
 
         try:
             workflow_id = await engine.start(name, job.spec.get("inputs") or {})
         except ValueError as exc:
-            await self.table.finish(job.id, self.owner, "failed", error=str(exc))
+            await self._finish(job.id, "failed", error=str(exc))
             return
         await self.table.progress(job.id, self.owner, f"workflow {workflow_id}", 0)
         while True:
@@ -673,9 +677,8 @@ class JobManager:
         run = self._running.get(job.id)
         if run is not None and run.cancelled:
             state = "cancelled"
-        await self.table.finish(
+        await self._finish(
             job.id,
-            self.owner,
             state,
             summary=summarise_output(text),
             result={"workflow_id": workflow_id, "output": text},

@@ -11,10 +11,17 @@ The guarantees are in the SQL, not in Python:
   nothing;
 - a running job's owner renews ``heartbeat_at``; a job whose heartbeat is older than the
   lease is either handed back to ``pending`` (``on_lost = 'resume'``, attempts left) or
-  marked ``lost`` with the reason, in one statement each: never silently gone;
+  marked ``lost`` with the reason, in one statement each: never silently gone. The reason
+  says what is known (no heartbeat from that owner for so long), not why: a lapsed lease
+  may be a process that stopped or one cut off from the database;
 - the notification of an ended job is taken once: ``UPDATE ... SET notified_at = ? WHERE
   notified_at IS NULL ... RETURNING`` reads and marks in one statement, so two turns of
   the same session, in two processes, never both get it.
+
+Each operation may be run twice (the store runs it again after a dropped connection, and
+a commit's answer can be lost): the call's time ``at``, fixed when the call is made,
+marks what it writes (``created_at``, ``heartbeat_at`` of a claim, ``finished_at``,
+``notified_at``), so a second run recognises its own first one and answers the same.
 """
 
 from __future__ import annotations
@@ -25,7 +32,15 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias
 
 from ..workflows.store.base import WorkflowStore
-from ..workflows.store.protocol import Json, Op, Q, as_datetime, from_json, now
+from ..workflows.store.protocol import (
+    Json,
+    Op,
+    Q,
+    as_datetime,
+    from_json,
+    now,
+    written_before,
+)
 
 __all__ = [
     "JOB_STATES",
@@ -138,8 +153,17 @@ def _job(r: Sequence[Any]) -> JobRecord:
     )
 
 
-def op_create_job(job: NewJob, claim_for: str | None = None) -> Op[None]:
-    at = now()
+def op_create_job(
+    job: NewJob, claim_for: str | None = None, at: datetime | None = None
+) -> Op[None]:
+    """Write ``job`` at ``at`` (and claim it for ``claim_for``); a job already written at
+    ``at`` is this call's own (a retry); under another call's id,
+    :class:`~tooldeck.workflows.store.StoreError`."""
+    at = at or now()
+    if (yield from written_before("jobs", job.id, at, "job")):
+        if claim_for is not None:
+            yield from op_claim(job.id, claim_for, at)
+        return
     yield Q(
         "INSERT INTO jobs (id, session_id, kind, agent, task, spec, state, dispatch, "
         "attempts, max_attempts, on_lost, origin, created_at, updated_at) "
@@ -160,12 +184,25 @@ def op_create_job(job: NewJob, claim_for: str | None = None) -> Op[None]:
         ),
     )
     if claim_for is not None:
-        yield from op_claim(job.id, claim_for)
+        yield from op_claim(job.id, claim_for, at)
 
 
-def op_claim(job_id: str, owner: str) -> Op[int | None]:
+def _claimed_at(job_id: str, owner: str, at: datetime) -> Op[int | None]:
+    """The attempt of a claim (or takeover) this call made at ``at`` already: its
+    ``heartbeat_at``, which only the owner renews, and it does not know the job yet."""
+    row = (
+        yield Q(
+            "SELECT attempts FROM jobs WHERE id = ? AND state = 'running' AND owner = ? "
+            "AND heartbeat_at = ?",
+            (job_id, owner, at),
+        )
+    ).one()
+    return int(row[0]) if row else None
+
+
+def op_claim(job_id: str, owner: str, at: datetime | None = None) -> Op[int | None]:
     """``pending -> running`` for ``owner``; the attempt number, ``None`` if not pending."""
-    at = now()
+    at = at or now()
     rows = yield Q(
         "UPDATE jobs SET state = 'running', owner = ?, heartbeat_at = ?, updated_at = ?, "
         "attempts = attempts + 1, started_at = COALESCE(started_at, ?) "
@@ -173,17 +210,24 @@ def op_claim(job_id: str, owner: str) -> Op[int | None]:
         (owner, at, at, at, job_id),
     )
     row = rows.one()
-    return int(row[0]) if row else None
+    if row is not None:
+        return int(row[0])
+    return (yield from _claimed_at(job_id, owner, at))
 
 
-def op_take_over(job_id: str, owner: str, reason: str) -> Op[int | None]:
+def op_take_over(
+    job_id: str, owner: str, reason: str, at: datetime | None = None
+) -> Op[int | None]:
     """A ``running`` job whose runner died goes to ``owner`` (attempts left) or ``lost``.
 
     For a durable executor (DBOS) that runs the job's step again after a crash. Returns
     the new attempt number, or ``None`` when the job is not running (or was marked lost
     now: no attempts left).
     """
-    at = now()
+    at = at or now()
+    mine = yield from _claimed_at(job_id, owner, at)  # this call's earlier try took it
+    if mine is not None:
+        return mine
     lost = yield Q(
         "UPDATE jobs SET state = 'lost', finished_at = ?, updated_at = ?, error = ? "
         "WHERE id = ? AND state = 'running' AND attempts >= max_attempts RETURNING id",
@@ -200,19 +244,37 @@ def op_take_over(job_id: str, owner: str, reason: str) -> Op[int | None]:
     return int(row[0]) if row else None
 
 
-def op_claim_pending(owner: str, limit: int, skip_locked: bool) -> Op[list[str]]:
-    """Claim up to ``limit`` embedded pending jobs, oldest first; their ids."""
-    at = now()
+def op_claim_pending(
+    owner: str, limit: int, skip_locked: bool, at: datetime | None = None
+) -> Op[list[str]]:
+    """Claim up to ``limit`` embedded pending jobs, oldest first; their ids (with those
+    this call's earlier try claimed at ``at``)."""
+    at = at or now()
+    earlier = yield Q(
+        "SELECT id FROM jobs WHERE state = 'running' AND owner = ? AND heartbeat_at = ? "
+        "AND dispatch = 'embedded'",
+        (owner, at),
+    )
+    mine = [str(r[0]) for r in earlier.rows]
+    limit -= len(mine)
+    if limit <= 0:
+        return sorted(mine)
+    # The pick is a CTE that PostgreSQL runs once: as ``id IN (SELECT ... LIMIT ? FOR
+    # UPDATE SKIP LOCKED)`` its planner may run the subquery again for each row it
+    # updates, each time past the rows already taken, and claim every pending job.
+    pick = " MATERIALIZED" if skip_locked else ""
     lock = " FOR UPDATE SKIP LOCKED" if skip_locked else ""
     rows = yield Q(
+        f"WITH picked AS{pick} (SELECT id FROM jobs WHERE state = 'pending' "
+        "AND dispatch = 'embedded' AND cancel_requested = 0 "
+        f"ORDER BY created_at, id LIMIT ?{lock}) "
         "UPDATE jobs SET state = 'running', owner = ?, heartbeat_at = ?, updated_at = ?, "
         "attempts = attempts + 1, started_at = COALESCE(started_at, ?) "
-        "WHERE state = 'pending' AND cancel_requested = 0 AND id IN (SELECT id FROM jobs "
-        "WHERE state = 'pending' AND dispatch = 'embedded' AND cancel_requested = 0 "
-        f"ORDER BY created_at, id LIMIT ?{lock}) RETURNING id",
-        (owner, at, at, at, limit),
+        "WHERE state = 'pending' AND cancel_requested = 0 AND id IN (SELECT id FROM picked) "
+        "RETURNING id",
+        (limit, owner, at, at, at),
     )
-    return sorted(str(r[0]) for r in rows.rows)
+    return sorted(mine + [str(r[0]) for r in rows.rows])
 
 
 def op_heartbeat(owner: str, job_ids: Sequence[str]) -> Op[dict[str, bool]]:
@@ -228,32 +290,40 @@ def op_heartbeat(owner: str, job_ids: Sequence[str]) -> Op[dict[str, bool]]:
     return {str(r[0]): bool(r[1]) for r in rows.rows}
 
 
-def op_recover(lease: float, by: str) -> Op[tuple[list[str], list[str]]]:
+Recovered: TypeAlias = list[tuple[str, str]]
+
+
+def op_recover(lease: float, by: str) -> Op[tuple[Recovered, Recovered]]:
     """Embedded jobs whose owner stopped renewing: back to pending, or marked lost.
 
-    Returns ``(resumed, lost)``. DBOS jobs are recovered by DBOS (the workers' takeover)
-    and are left alone here.
+    Returns ``(resumed, lost)``: ``(job id, the reason written)`` each. The reason names
+    the owner and the lease, not a cause: a process that stopped and one cut off from the
+    database look the same from here. DBOS jobs are recovered by DBOS (the workers'
+    takeover) and are left alone here.
     """
     at = now()
     expired = at - timedelta(seconds=lease)
+    silent = f" for {lease:g}s"
+    # SET reads the row as it was: ``owner`` is the one whose lease lapsed.
     lost = yield Q(
-        "UPDATE jobs SET state = 'lost', finished_at = ?, updated_at = ?, error = ? "
+        "UPDATE jobs SET state = 'lost', finished_at = ?, updated_at = ?, "
+        "error = 'no heartbeat from ' || COALESCE(owner, '(nobody)') || ? || "
+        "CASE WHEN on_lost = 'mark_lost' THEN '' ELSE ' and no attempts left' END || ? "
         "WHERE state = 'running' AND dispatch = 'embedded' AND heartbeat_at < ? "
-        "AND (on_lost = 'mark_lost' OR attempts >= max_attempts) RETURNING id",
-        (
-            at,
-            at,
-            f"the process running it stopped (no heartbeat for {lease:g}s); seen by {by}",
-            expired,
-        ),
+        "AND (on_lost = 'mark_lost' OR attempts >= max_attempts) RETURNING id, error",
+        (at, at, silent, f"; seen by {by}", expired),
     )
     resumed = yield Q(
-        "UPDATE jobs SET state = 'pending', owner = NULL, updated_at = ?, error = ? "
+        "UPDATE jobs SET state = 'pending', owner = NULL, updated_at = ?, "
+        "error = 'handed back: no heartbeat from ' || COALESCE(owner, '(nobody)') || ? "
         "WHERE state = 'running' AND dispatch = 'embedded' AND heartbeat_at < ? "
-        "RETURNING id",
-        (at, f"resumed: the process running it stopped; handed back by {by}", expired),
+        "RETURNING id, error",
+        (at, f"{silent}; seen by {by}", expired),
     )
-    return sorted(str(r[0]) for r in resumed.rows), sorted(str(r[0]) for r in lost.rows)
+    return (
+        sorted((str(r[0]), str(r[1])) for r in resumed.rows),
+        sorted((str(r[0]), str(r[1])) for r in lost.rows),
+    )
 
 
 def op_release(job_id: str, owner: str, why: str) -> Op[bool]:
@@ -287,8 +357,11 @@ def op_finish(
     result_ref: str | None,
     error: str | None,
     steps: int,
+    at: datetime | None = None,
 ) -> Op[bool]:
-    at = now()
+    """Write the end of a job ``owner`` holds; ``True`` when written (now, or at ``at`` by
+    this call's earlier try), ``False`` when the job is no longer this owner's."""
+    at = at or now()
     rows = yield Q(
         # a takeover's or a resumption's note stays when the end adds none: the history
         "UPDATE jobs SET state = ?, summary = ?, result = ?, result_ref = ?, "
@@ -308,15 +381,22 @@ def op_finish(
             owner,
         ),
     )
-    return bool(rows.rows)
+    if rows.rows:
+        return True
+    written = yield Q(
+        "SELECT id FROM jobs WHERE id = ? AND owner = ? AND state = ? AND finished_at = ?",
+        (job_id, owner, state, at),
+    )
+    return bool(written.rows)
 
 
-def op_cancel(job_id: str, reason: str) -> Op[tuple[str, bool] | None]:
+def op_cancel(job_id: str, reason: str, at: datetime | None = None) -> Op[tuple[str, bool] | None]:
     """Cancel: a pending job at once, a running one by request (its runner stops it).
 
-    Returns ``(state, changed)``, ``None`` when there is no such job.
+    Returns ``(state, changed)``, ``None`` when there is no such job (``changed`` too
+    when this call's earlier try, at ``at``, made the change).
     """
-    at = now()
+    at = at or now()
     done = yield Q(
         "UPDATE jobs SET state = 'cancelled', cancel_requested = 1, error = ?, "
         "finished_at = ?, updated_at = ? WHERE id = ? AND state = 'pending' RETURNING id",
@@ -331,16 +411,26 @@ def op_cancel(job_id: str, reason: str) -> Op[tuple[str, bool] | None]:
     )
     if asked.rows:
         return "running", True
-    row = (yield Q("SELECT state FROM jobs WHERE id = ?", (job_id,))).one()
-    return (str(row[0]), False) if row else None
+    row = (
+        yield Q(
+            "SELECT state, cancel_requested, error, updated_at FROM jobs WHERE id = ?", (job_id,)
+        )
+    ).one()
+    if row is None:
+        return None
+    mine = bool(row[1]) and row[2] == reason and as_datetime(row[3]) == at
+    return str(row[0]), mine
 
 
-def op_take_notices(session_id: str) -> Op[list[JobRecord]]:
-    """The session's ended jobs not yet announced, marked announced in the same statement."""
+def op_take_notices(session_id: str, at: datetime | None = None) -> Op[list[JobRecord]]:
+    """The session's ended jobs not yet announced, marked announced (at ``at``) in the same
+    statement; with the ones this call's earlier try marked at ``at``."""
+    at = at or now()
     rows = yield Q(
-        f"UPDATE jobs SET notified_at = ? WHERE session_id = ? AND notified_at IS NULL "
+        f"UPDATE jobs SET notified_at = ? WHERE session_id = ? "
+        "AND (notified_at IS NULL OR notified_at = ?) "
         f"AND state IN {_TERMINAL_SQL} RETURNING {_COLUMNS}",
-        (now(), session_id),
+        (at, session_id, at),
     )
     return sorted((_job(r) for r in rows.rows), key=lambda j: (j.finished_at or j.created_at, j.id))
 
@@ -376,7 +466,12 @@ def op_list(session_id: str | None, state: str | None, limit: int) -> Op[list[Jo
 
 
 class JobTable:
-    """The job operations on one (opened) :class:`WorkflowStore`."""
+    """The job operations on one (opened) :class:`WorkflowStore`.
+
+    Each call hands the store a function that makes its operation, with the call's time
+    fixed (``at``), so the store can run it again after a dropped connection and the
+    operation recognises its own earlier write.
+    """
 
     def __init__(self, store: WorkflowStore):
         self.store = store
@@ -387,27 +482,37 @@ class JobTable:
 
     async def create(self, job: NewJob, *, claim_for: str | None = None) -> None:
         """Write ``job``; with ``claim_for``, claimed for that owner in the same transaction."""
-        await self.store._run(op_create_job(job, claim_for))
+        at = now()
+        await self.store._run(lambda: op_create_job(job, claim_for, at))
 
     async def claim(self, job_id: str, owner: str) -> int | None:
-        return await self.store._run(op_claim(job_id, owner))
+        at = now()
+        return await self.store._run(lambda: op_claim(job_id, owner, at))
 
     async def take_over(self, job_id: str, owner: str, reason: str) -> int | None:
-        return await self.store._run(op_take_over(job_id, owner, reason))
+        at = now()
+        return await self.store._run(lambda: op_take_over(job_id, owner, reason, at))
 
     async def claim_pending(self, owner: str, limit: int) -> list[str]:
         if limit <= 0:
             return []
-        return await self.store._run(op_claim_pending(owner, limit, self._skip_locked))
+        at, skip_locked = now(), self._skip_locked
+        return await self.store._run(lambda: op_claim_pending(owner, limit, skip_locked, at))
 
     async def heartbeat(self, owner: str, job_ids: Sequence[str]) -> dict[str, bool]:
-        return await self.store._run(op_heartbeat(owner, tuple(job_ids)))
+        ids = tuple(job_ids)
+        return await self.store._run(lambda: op_heartbeat(owner, ids))
 
-    async def recover(self, lease: float, by: str) -> tuple[list[str], list[str]]:
-        return await self.store._run(op_recover(lease, by))
+    async def recover(self, lease: float, by: str) -> tuple[Recovered, Recovered]:
+        """``(resumed, lost)``: ``(job id, reason)`` of each job whose lease lapsed."""
+        return await self.store._run(lambda: op_recover(lease, by))
+
+    async def release(self, job_id: str, owner: str, why: str) -> bool:
+        """Hand a job ``owner`` holds back to ``pending`` (``why``: its process is stopping)."""
+        return await self.store._run(lambda: op_release(job_id, owner, why))
 
     async def progress(self, job_id: str, owner: str, label: str | None, steps: int) -> bool:
-        return await self.store._run(op_progress(job_id, owner, label, steps))
+        return await self.store._run(lambda: op_progress(job_id, owner, label, steps))
 
     async def finish(
         self,
@@ -420,9 +525,13 @@ class JobTable:
         result_ref: str | None = None,
         error: str | None = None,
         steps: int = 0,
+        retry_for: float | None = None,
     ) -> bool:
+        """Write the job's end (``retry_for``: how long to keep trying across dropped
+        connections, when longer than the store's own window is worth it)."""
+        at = now()
         return await self.store._run(
-            op_finish(
+            lambda: op_finish(
                 job_id,
                 owner,
                 state,
@@ -431,22 +540,26 @@ class JobTable:
                 result_ref=result_ref,
                 error=error,
                 steps=steps,
-            )
+                at=at,
+            ),
+            retry_for=retry_for,
         )
 
     async def cancel(self, job_id: str, reason: str) -> tuple[str, bool] | None:
-        return await self.store._run(op_cancel(job_id, reason))
+        at = now()
+        return await self.store._run(lambda: op_cancel(job_id, reason, at))
 
     async def take_notices(self, session_id: str) -> list[JobRecord]:
-        return await self.store._run(op_take_notices(session_id))
+        at = now()
+        return await self.store._run(lambda: op_take_notices(session_id, at))
 
     async def get(self, job_id: str) -> JobRecord | None:
-        return await self.store._run(op_get(job_id), write=False)
+        return await self.store._run(lambda: op_get(job_id), write=False)
 
     async def find(self, prefix: str) -> list[str]:
-        return await self.store._run(op_find(prefix), write=False)
+        return await self.store._run(lambda: op_find(prefix), write=False)
 
     async def list(
         self, *, session_id: str | None = None, state: str | None = None, limit: int = 50
     ) -> list[JobRecord]:
-        return await self.store._run(op_list(session_id, state, limit), write=False)
+        return await self.store._run(lambda: op_list(session_id, state, limit), write=False)

@@ -29,7 +29,15 @@ from typing import Any, Literal, TypeAlias
 
 from ..jobs.store import NewJob, op_create_job
 from ..workflows.store.base import WorkflowStore
-from ..workflows.store.protocol import Json, Op, Q, as_datetime, from_json, now
+from ..workflows.store.protocol import (
+    Json,
+    Op,
+    Q,
+    as_datetime,
+    from_json,
+    now,
+    written_before,
+)
 from .timing import Timing
 
 __all__ = [
@@ -158,8 +166,10 @@ def slot_job(schedule: ScheduleRecord, slot: datetime, how: str) -> NewJob:
     )
 
 
-def op_create(s: NewSchedule) -> Op[None]:
-    at = now()
+def op_create(s: NewSchedule, at: datetime | None = None) -> Op[None]:
+    at = at or now()
+    if (yield from written_before("schedules", s.id, at, "schedule")):
+        return  # this call's earlier try wrote it (its commit's answer was lost)
     yield Q(
         "INSERT INTO schedules (id, name, session_id, action, timing, tz, missed, "
         "catch_up_limit, state, cursor_at, created_by, created_at, updated_at) "
@@ -325,40 +335,41 @@ def op_fires(schedule_id: str, limit: int) -> Op[list[Fire]]:
 
 
 class ScheduleTable:
-    """The schedule operations on one (opened) :class:`WorkflowStore`."""
+    """The schedule operations on one (opened) :class:`WorkflowStore` (each handed to the
+    store as a function that makes it, so it is run again after a dropped connection)."""
 
     def __init__(self, store: WorkflowStore):
         self.store = store
 
     async def create(self, schedule: NewSchedule) -> None:
-        await self.store._run(op_create(schedule))
+        at = now()
+        await self.store._run(lambda: op_create(schedule, at))
 
     async def tick(
         self, schedule_id: str, at: datetime, by: str, grace: float
     ) -> TickOutcome | None:
-        return await self.store._run(
-            op_tick(schedule_id, at, by, grace, self.store.kind == "postgres")
-        )
+        lock = self.store.kind == "postgres"
+        return await self.store._run(lambda: op_tick(schedule_id, at, by, grace, lock))
 
     async def fire_now(self, schedule_id: str, at: datetime, by: str) -> Fire | None:
-        return await self.store._run(op_fire_now(schedule_id, at, by))
+        return await self.store._run(lambda: op_fire_now(schedule_id, at, by))
 
     async def cancel(self, schedule_id: str) -> str | None:
-        return await self.store._run(op_cancel(schedule_id))
+        return await self.store._run(lambda: op_cancel(schedule_id))
 
     async def get(self, schedule_id: str) -> ScheduleRecord | None:
-        return await self.store._run(op_get(schedule_id), write=False)
+        return await self.store._run(lambda: op_get(schedule_id), write=False)
 
     async def find(self, prefix: str) -> list[str]:
-        return await self.store._run(op_find(prefix), write=False)
+        return await self.store._run(lambda: op_find(prefix), write=False)
 
     async def active_ids(self) -> list[str]:
-        return await self.store._run(op_active_ids(), write=False)
+        return await self.store._run(op_active_ids, write=False)
 
     async def fires(self, schedule_id: str, limit: int = 100) -> list[Fire]:
-        return await self.store._run(op_fires(schedule_id, limit), write=False)
+        return await self.store._run(lambda: op_fires(schedule_id, limit), write=False)
 
     async def list(
         self, *, state: str | None = None, session_id: str | None = None, limit: int = 50
     ) -> list[ScheduleRecord]:
-        return await self.store._run(op_list(state, session_id, limit), write=False)
+        return await self.store._run(lambda: op_list(state, session_id, limit), write=False)

@@ -35,7 +35,7 @@ from .ops import (
     op_transitions,
     op_workflow_state,
 )
-from .protocol import Op, OpSource, T, TaskState, WorkflowState
+from .protocol import OpFactory, T, TaskState, WorkflowState, now
 from .records import (
     Acceptance,
     CancelOutcome,
@@ -72,14 +72,19 @@ class WorkflowStore(ABC):
     async def close(self) -> None: ...
 
     @abstractmethod
-    async def _run(self, op: OpSource[T], *, write: bool = True) -> T:
-        """Run ``op`` in one transaction and return its value (``write=False``: a read,
-        which may run without a transaction when the database's isolation makes one moot).
+    async def _run(
+        self, op: OpFactory[T], *, write: bool = True, retry_for: float | None = None
+    ) -> T:
+        """Make the operation with ``op`` (``lambda: op_x(...)``), run it in one
+        transaction and return its value (``write=False``: a read, which may run without a
+        transaction when the database's isolation makes one moot).
 
-        ``op`` given as a factory (``lambda: op_x(...)``) may be run again after a
-        dropped connection; every factory passed below is idempotent for a retry after
-        a commit whose answer was lost (keyed submissions, conditional updates that
-        recognise their own earlier write)."""
+        Any other shape is a ``TypeError`` (:func:`~.protocol.make_op`). A driver whose
+        connections can drop (PostgreSQL) makes and runs the operation again on a fresh
+        connection, for up to its ``retry_for`` seconds (``retry_for=`` here: this call's
+        own window); every operation is idempotent for a retry after a commit whose
+        answer was lost (keyed submissions, conditional updates that recognise their own
+        earlier write, the call's time fixed in the rows it writes)."""
 
     @property
     @abstractmethod
@@ -105,7 +110,8 @@ class WorkflowStore(ABC):
     async def create_workflow(
         self, workflow_id: str, name: str, inputs: Any, tasks: Sequence[NewTask]
     ) -> None:
-        await self._run(op_create_workflow(workflow_id, name, inputs, tasks))
+        at = now()  # fixed for a retry: the run it finds written at ``at`` is its own
+        await self._run(lambda: op_create_workflow(workflow_id, name, inputs, tasks, at))
 
     async def set_workflow_state(
         self,
@@ -158,13 +164,14 @@ class WorkflowStore(ABC):
         submission_key: str | None = None,
         source: str = "control_plane",
     ) -> RejectionOutcome:
-        """Count one rejected submission; the task fails when its attempts run out."""
+        """Count one rejected submission; the task fails when its attempts run out.
 
-        def op() -> Op[RejectionOutcome]:
-            return op_record_rejection(task_id, value, tuple(reasons), submission_key, source)
-
-        # Counted once per key: only a keyed rejection can be run again safely.
-        return await self._run(op if submission_key is not None else op(), write=True)
+        Counted once per ``submission_key``; one without a key, once per call (its time,
+        fixed for a retry, marks its row)."""
+        at, why = now(), tuple(reasons)
+        return await self._run(
+            lambda: op_record_rejection(task_id, value, why, submission_key, source, at)
+        )
 
     async def cancel_workflow(self, workflow_id: str, reason: str) -> CancelOutcome:
         """Cancel the run and every task not yet finished, in one transaction."""

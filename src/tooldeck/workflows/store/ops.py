@@ -34,6 +34,7 @@ from .protocol import (
     from_json,
     now,
     safe_dumps,
+    written_before,
 )
 from .records import (
     Acceptance,
@@ -161,9 +162,17 @@ def _transition(
 
 
 def op_create_workflow(
-    workflow_id: str, name: str, inputs: Any, tasks: Sequence[NewTask]
+    workflow_id: str,
+    name: str,
+    inputs: Any,
+    tasks: Sequence[NewTask],
+    at: datetime | None = None,
 ) -> Op[None]:
-    at = now()
+    """Write the run and its tasks, created at ``at`` (a run already written at ``at``: this
+    call's own earlier try; written by another call: :class:`StoreError`)."""
+    at = at or now()
+    if (yield from written_before("workflows", workflow_id, at, "workflow")):
+        return
     yield Q(
         "INSERT INTO workflows (id, name, inputs, state, created_at, updated_at) "
         "VALUES (?, ?, ?, 'pending', ?, ?)",
@@ -389,18 +398,26 @@ def op_record_rejection(
     reasons: Sequence[str],
     submission_key: str | None,
     source: str,
+    at: datetime | None = None,
 ) -> Op[RejectionOutcome]:
-    at = now()
+    """Count one rejection, once per ``submission_key`` (without one: once per ``at``, the
+    call's time, which a retry of the same call passes again)."""
+    at = at or now()
     if submission_key is not None:
-        seen = (
-            yield Q(
-                "SELECT attempt FROM rejections WHERE task_id = ? AND submission_key = ?",
-                (task_id, submission_key),
-            )
-        ).one()
-        if seen is not None:
-            state, _attempts, most = yield from _task_state(task_id)
-            return RejectionOutcome("duplicate", seen[0], most, state == "failed", state)
+        same = Q(
+            "SELECT attempt FROM rejections WHERE task_id = ? AND submission_key = ?",
+            (task_id, submission_key),
+        )
+    else:
+        same = Q(
+            "SELECT attempt FROM rejections WHERE task_id = ? AND submission_key IS NULL "
+            "AND at = ?",
+            (task_id, at),
+        )
+    seen = (yield same).one()
+    if seen is not None:
+        state, _attempts, most = yield from _task_state(task_id)
+        return RejectionOutcome("duplicate", seen[0], most, state == "failed", state)
     counted = (
         yield Q(
             "UPDATE tasks SET attempts = attempts + 1, updated_at = ? "

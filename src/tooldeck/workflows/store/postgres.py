@@ -11,9 +11,10 @@ transaction would only cost two round trips.
 
 A connection blip (PostgreSQL restarting, a network cut, a terminated backend) is ridden
 out: a connection that failed is closed, and with it every idle one opened before the
-failure (they went through the same cut and are checked by nobody), and an operation
-passed as a factory is run again on a fresh connection, with backoff, for up to
-``retry_for`` seconds; then :class:`StoreUnavailable` is raised.
+failure (they went through the same cut and are checked by nobody), and the operation
+(every one: a store is only ever handed a function that makes it) is made and run again
+on a fresh connection, with backoff, for up to ``retry_for`` seconds (a call may ask for
+a longer window); then :class:`StoreUnavailable` is raised.
 
 A network that drops packets without a reset (a cable pulled, a firewall or NAT entry
 gone) would leave a query waiting for ever: every connection is opened with TCP
@@ -41,11 +42,12 @@ from .migrations import op_migrate, op_version
 from .protocol import (
     Json,
     Op,
-    OpSource,
+    OpFactory,
     Rollback,
     Rows,
     StoreError,
     StoreUnavailable,
+    check_factory,
     dumps,
     make_op,
 )
@@ -223,7 +225,8 @@ class PostgresStore(WorkflowStore):
             await conn.close()
         self._opened = True
         try:
-            await self._run(op_migrate("postgres", lock_key=f"tooldeck-workflows:{self.schema}"))
+            lock_key = f"tooldeck-workflows:{self.schema}"
+            await self._run(lambda: op_migrate("postgres", lock_key=lock_key))
         except BaseException:
             await self.close()
             raise
@@ -237,7 +240,7 @@ class PostgresStore(WorkflowStore):
                 await conn.close()
 
     async def schema_version(self) -> int:
-        return await self._run(op_version(), write=False)
+        return await self._run(op_version, write=False)
 
     # A task turn's two writes, each as one statement (see .atomic): one round trip each
     # instead of four or five.
@@ -249,36 +252,43 @@ class PostgresStore(WorkflowStore):
             lambda: op_accept_result_atomic(task_id, value, submission_key), atomic=True
         )
 
-    async def _run(self, op: OpSource[T], *, write: bool = True, atomic: bool = False) -> T:
+    async def _run(
+        self,
+        op: OpFactory[T],
+        *,
+        write: bool = True,
+        retry_for: float | None = None,
+        atomic: bool = False,
+    ) -> T:
         """See :meth:`WorkflowStore._run`; ``atomic``: each statement of ``op`` is atomic on
         its own (a write in one statement, then reads), so it needs no transaction."""
+        check_factory(op)
         write = write and not atomic
         if not self._opened:
-            if not callable(op):
-                op.close()
             raise StoreError("the store is not open: use `async with store:` or `await open()`")
-        if not callable(op) or self.retry_for <= 0:
-            try:
-                return await self._once(make_op(op), write)
-            except psycopg.OperationalError as exc:
-                await self._drop_idle()
-                raise StoreUnavailable(f"PostgreSQL dropped the connection: {exc}") from exc
+        window = self.retry_for if retry_for is None else max(0.0, retry_for)
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.retry_for
+        give_up = loop.time() + window
         pause, tries = 0.05, 0
         while True:
             tries += 1
             try:
-                value = await self._once(op(), write)
+                value = await self._once(make_op(op), write)
             except (psycopg.OperationalError, StoreUnavailable) as exc:
-                # The transaction did not commit (or its answer was lost: every factory
-                # passed here recognises its own earlier write), so it is run again.
+                # The transaction did not commit (or its answer was lost: every operation
+                # recognises its own earlier write), so it is made and run again.
                 await self._drop_idle()
                 left = give_up - loop.time()
+                if window <= 0:
+                    if isinstance(exc, StoreUnavailable):
+                        raise
+                    raise StoreUnavailable(
+                        f"PostgreSQL dropped the connection: {_first_line(exc)}"
+                    ) from exc
                 if not self._opened or left <= 0:
                     raise StoreUnavailable(
                         f"PostgreSQL at {redact_dsn(self.dsn)} unreachable for "
-                        f"{self.retry_for:g}s ({tries} tries): {_first_line(exc)}"
+                        f"{window:g}s ({tries} tries): {_first_line(exc)}"
                     ) from exc
                 self.blips += tries == 1
                 _log.debug(

@@ -6,6 +6,14 @@ guarantees, and never touches a connection. A driver runs one generator inside o
 database transaction: the SQLite store in a worker thread (``BEGIN IMMEDIATE``), the
 PostgreSQL store on an async psycopg connection. Raising :class:`Rollback` from an
 operation rolls the transaction back and returns the exception's value.
+
+A store is handed an :data:`OpFactory` (``lambda: op_x(...)``), never the generator
+itself: a driver may make the operation again after a dropped connection, so every
+operation, of every table (runs, jobs, schedules, leases), rides out a blip the same way.
+:func:`make_op` refuses any other shape with a ``TypeError``. Each operation is written to
+be run again after a commit whose answer was lost: it recognises its own earlier write
+(a conditional update that already holds, a key it inserted, or the call's time, fixed
+when the call was made, in the row it wrote).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ __all__ = [
     "WORKFLOW_STATES",
     "Json",
     "Op",
-    "OpSource",
+    "OpFactory",
     "Q",
     "Rollback",
     "Rows",
@@ -32,11 +40,13 @@ __all__ = [
     "TaskState",
     "WorkflowState",
     "as_datetime",
+    "check_factory",
     "dumps",
     "from_json",
     "make_op",
     "now",
     "safe_dumps",
+    "written_before",
 ]
 
 TaskState: TypeAlias = Literal["pending", "running", "submitted", "failed", "cancelled"]
@@ -122,18 +132,46 @@ class Rollback(Exception):
 
 
 Op: TypeAlias = Generator[Q, Rows, T]
-OpSource: TypeAlias = Op[T] | Callable[[], Op[T]]
-"""An operation, or a function that makes it afresh: the store may retry only the latter
-(after a dropped connection), so pass one only for an operation safe to run again."""
+OpFactory: TypeAlias = Callable[[], Op[T]]
+"""A function that makes an operation afresh (``lambda: op_x(...)``): what a store runs,
+and runs again after a dropped connection."""
+
+_SHAPE = (
+    "a store operation is passed as a function that makes it (lambda: op_x(...)), so the "
+    "store can run it again after a dropped connection; got {what}"
+)
 
 
-def make_op(source: OpSource[T]) -> Op[T]:
-    """The operation of ``source`` (a generator is not callable; a factory is)."""
-    return source() if callable(source) else source
+def check_factory(factory: OpFactory[T]) -> None:
+    """``TypeError`` unless ``factory`` is a function (a generator, already made, is not):
+    checked before a store touches the database."""
+    if not callable(factory) or isinstance(factory, Generator):
+        raise TypeError(_SHAPE.format(what=type(factory).__name__))
+
+
+def make_op(factory: OpFactory[T]) -> Op[T]:
+    """A fresh operation from ``factory`` (``TypeError`` for any other shape)."""
+    check_factory(factory)
+    op = factory()
+    if not isinstance(op, Generator):
+        raise TypeError(_SHAPE.format(what=f"a function that returned {type(op).__name__}"))
+    return op
 
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def written_before(table: str, row_id: str, at: datetime, what: str) -> Op[bool]:
+    """Whether the row ``row_id`` of ``table`` was written at ``at`` (its ``created_at``):
+    by an earlier try of the same call, whose commit's answer was lost. ``False`` when
+    there is no such row; :class:`StoreError` when another call wrote it."""
+    row = (yield Q(f"SELECT created_at FROM {table} WHERE id = ?", (row_id,))).one()
+    if row is None:
+        return False
+    if as_datetime(row[0]) == at:
+        return True
+    raise StoreError(f"{what} {row_id!r} exists already")
 
 
 def as_datetime(value: Any) -> datetime | None:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from .base import WorkflowStore
 from .migrations import op_migrate, op_version
-from .protocol import Json, Op, OpSource, Rollback, Rows, StoreError, make_op
+from .protocol import Json, Op, OpFactory, Rollback, Rows, StoreError, check_factory, make_op
 
 __all__ = ["DEFAULT_DB_NAME", "SQLiteStore", "default_db_path"]
 
@@ -73,7 +73,7 @@ class SQLiteStore(WorkflowStore):
         loop = asyncio.get_running_loop()
         try:
             self._conn = await loop.run_in_executor(self._thread, self._connect)
-            await self._run(op_migrate("sqlite"))
+            await self._run(lambda: op_migrate("sqlite"))
         except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise StoreError(f"cannot open the workflow database {self.path}: {exc}") from exc
@@ -87,13 +87,16 @@ class SQLiteStore(WorkflowStore):
             thread.shutdown(wait=True)
 
     async def schema_version(self) -> int:
-        return await self._run(op_version(), write=False)
+        return await self._run(op_version, write=False)
 
-    async def _run(self, op: OpSource[T], *, write: bool = True) -> T:
+    async def _run(
+        self, op: OpFactory[T], *, write: bool = True, retry_for: float | None = None
+    ) -> T:
+        """See :meth:`WorkflowStore._run`: one file has no connection to drop, so an
+        operation runs once (``retry_for`` is not used)."""
+        check_factory(op)
         conn, thread = self._conn, self._thread
         if conn is None or thread is None:
-            if not callable(op):
-                op.close()
             raise StoreError("the store is not open: use `async with store:` or `await open()`")
         loop = asyncio.get_running_loop()
         # Shielded: once started, a transaction finishes even if the caller is cancelled,

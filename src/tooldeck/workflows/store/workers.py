@@ -84,16 +84,21 @@ def op_heartbeat(worker_id: str) -> Op[bool]:
     return bool(renewed.rows)
 
 
-def op_take_over_lost(worker_id: str, lease: float) -> Op[list[str]]:
-    """Mark every worker whose lease ran out as ``lost``; returns the ones this call marked."""
-    at = now()
+def op_take_over_lost(worker_id: str, lease: float, at: datetime | None = None) -> Op[list[str]]:
+    """Mark every worker whose lease ran out as ``lost``; returns the ones this call marked
+    (at ``at``: a retry of the same call also returns the ones its lost commit marked)."""
+    at = at or now()
     expired = at - timedelta(seconds=lease)
-    rows = yield Q(
+    note = f"no heartbeat for {lease:g}s; taken over by {worker_id}"
+    yield Q(
         "UPDATE workers SET state = 'lost', ended_at = ?, note = ? "
-        "WHERE state = 'alive' AND heartbeat_at < ? AND id <> ? RETURNING id",
-        (at, f"no heartbeat for {lease:g}s; taken over by {worker_id}", expired, worker_id),
+        "WHERE state = 'alive' AND heartbeat_at < ? AND id <> ?",
+        (at, note, expired, worker_id),
     )
-    return sorted(str(r[0]) for r in rows.rows)
+    marked = yield Q(  # now, or by this call's earlier try
+        "SELECT id FROM workers WHERE state = 'lost' AND ended_at = ? AND note = ?", (at, note)
+    )
+    return sorted(str(r[0]) for r in marked.rows)
 
 
 def op_stop(worker_id: str, note: str | None) -> Op[None]:
@@ -118,16 +123,17 @@ class WorkerLeases:
     async def register(
         self, worker_id: str, host: str, pid: int, lease: float | None = None
     ) -> None:
-        await self.store._run(op_register(worker_id, host, pid, lease))
+        await self.store._run(lambda: op_register(worker_id, host, pid, lease))
 
     async def heartbeat(self, worker_id: str) -> bool:
-        return await self.store._run(op_heartbeat(worker_id))
+        return await self.store._run(lambda: op_heartbeat(worker_id))
 
     async def take_over_lost(self, worker_id: str, lease: float) -> list[str]:
-        return await self.store._run(op_take_over_lost(worker_id, lease))
+        at = now()
+        return await self.store._run(lambda: op_take_over_lost(worker_id, lease, at))
 
     async def stop(self, worker_id: str, note: str | None = None) -> None:
-        await self.store._run(op_stop(worker_id, note))
+        await self.store._run(lambda: op_stop(worker_id, note))
 
     async def list(self, limit: int = 100) -> list[WorkerRecord]:
-        return await self.store._run(op_list(limit), write=False)
+        return await self.store._run(lambda: op_list(limit), write=False)
