@@ -2,8 +2,9 @@
 
 A job records whose it is (the starting session's id, policy and tools:
 ``tooldeck.jobs.policy.record_creator``); a process that runs it away from that session
-(another manager after its own stopped) rebuilds that policy and keeps to it,
-headless, with at most those tools. The record reads back exactly (a property over random policies),
+(another manager after its own stopped, a ``tooldeck worker --jobs``) rebuilds that
+policy and keeps to it, headless, with at most those tools, and with its own
+``--policy`` as well. The record reads back exactly (a property over random policies),
 and a job never gets an allow its creator would not have had.
 """
 
@@ -18,19 +19,22 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from test_jobs_dbos import JobWorkers
 from test_policy_properties import ALL, args_strategy, config, context
-from test_workflows_support import StoreFactory
+from test_workflows_support import PG_DSN, StoreFactory
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext
 from tooldeck.approvals import PolicyDecision
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli.schedules import load_job_script
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.jobs import JobManager, JobRuntime, JobTable, NewJob, job_tools_creator
+from tooldeck.jobs.durable import DbosJobQueue
 from tooldeck.jobs.policy import creator_policy, job_policy, record_creator
 from tooldeck.jobs.runner import registry_tools
 from tooldeck.policy import Policy, SessionPolicy, approve
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import ToolCall, ToolOutput
+from tooldeck.workflows.store import PostgresStore
 
 pytest_plugins = ["test_workflows_support"]
 
@@ -135,6 +139,61 @@ def test_a_job_resumed_in_another_process_keeps_its_creators_policy(
             assert "secrets stay secret" in job.result["output"]
 
     asyncio.run(main())
+
+
+def test_a_dbos_worker_runs_each_job_under_its_creator_and_its_policy_file(
+    pg_schema: str, tmp_path: Path
+) -> None:
+    """``tooldeck worker --jobs --policy``: a job ``start_job`` queued on DBOS runs in the
+    worker under the policy its session recorded and the worker's organization file."""
+    home = make_home(tmp_path)
+    runner_file = tmp_path / "org.toml"
+    runner_file.write_text(RUNNER_RULES)
+    workers = JobWorkers(pg_schema, tmp_path)
+    try:
+        workers.start(
+            "w1", script=EXFILTRATE, extra=["--home", str(home), "--policy", str(runner_file)]
+        )
+
+        async def main() -> list[Any]:
+            async with PostgresStore(PG_DSN, schema=pg_schema) as store:
+                manager = JobManager(
+                    store,
+                    dispatch="dbos",
+                    queue=DbosJobQueue(PG_DSN, dbos_schema=workers.dbos_schema),
+                )
+                creator = job_tools_creator(manager, model_for=lambda agent: ScriptedModel([]))
+                policy = SessionPolicy(Policy.from_dict(CREATOR_RULES), session_id="chat")
+                ids = []
+                for session_id, path, rules in (
+                    ("chat", "secrets/key", policy),
+                    ("ops", "vault/key", None),  # no policy: the worker's file stops it
+                ):
+                    turn = TurnContext(session_id=session_id, home=home, can_create_jobs=True)
+                    tools = load_builtin_registry().toolset(turn).only(CHAT_TOOLS)
+                    session = Session(
+                        ScriptedModel(
+                            [reply(call("start_job", {"task": f"read {path}"})), reply("ok")]
+                        ),
+                        Toolset([*tools.tools, *creator(turn)]),
+                        session_id=session_id,
+                        turn=turn,
+                        policy=rules,
+                        approver=rules.approver(Human()) if rules is not None else None,
+                    )
+                    (started,) = (await session.run("go")).tool_outputs
+                    ids.append(started.result.details["job_id"])
+                async with asyncio.timeout(120):
+                    done = [await manager.wait(i, poll=0.1) for i in ids]
+                await manager.close()
+                return done
+
+        chat_job, ops_job = asyncio.run(main())
+    finally:
+        workers.stop_all()
+    assert chat_job.state == ops_job.state == "succeeded" and chat_job.owner == "w1"
+    assert SECRET not in chat_job.summary and "secrets stay secret" in chat_job.summary
+    assert VAULT not in ops_job.summary and "the vault is closed" in ops_job.summary
 
 
 def test_a_live_job_of_a_session_with_policy_and_approve_is_headless_in_both(
