@@ -240,6 +240,30 @@ CASES: list[tuple[tuple[str, ...], int, str]] = [
         "Workflow)",
     ),
     (("scheduler", "--script", "{t}/nosuch.py", "--for", "0"), 2, "no script at {t}/nosuch.py"),
+    (
+        ("scheduler", "--policy", "{t}/nosuch.toml", "--for", "0"),
+        2,
+        "{t}/nosuch.toml does not exist; give a policy file (TOML, or JSON for .json)",
+    ),
+    (
+        ("scheduler", "--policy", "{t}/list.json", "--for", "0"),
+        2,
+        "{t}/list.json: 1 problem(s) in the policy, the first: the policy must be a table (a "
+        "JSON object); see them all with tooldeck policy check {t}/list.json",
+    ),
+    (
+        (
+            "worker",
+            "--dsn",
+            "postgresql://postgres@127.0.0.1:1/test",
+            "-m",
+            "openai:x",
+            "-p",
+            "{t}/list.json",
+        ),
+        2,
+        "--policy sets the policy of the background jobs this worker runs: add --jobs N",
+    ),
     # arguments meant for a human
     (
         ("policy", "explain", "write_file", "--args", '{"path": 3}'),

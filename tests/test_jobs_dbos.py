@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,9 @@ class JobWorkers:
         self.log_dir = log_dir
         self.procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
 
-    def start(self, worker_id: str, lease: float = 3.0) -> None:
+    def start(
+        self, worker_id: str, lease: float = 3.0, script: Path = SCRIPT, extra: Sequence[str] = ()
+    ) -> None:
         log = self.log_dir / f"{worker_id}.log"
         command = [
             sys.executable,
@@ -42,7 +44,7 @@ class JobWorkers:
             "--dsn",
             PG_DSN,
             "--script",
-            str(SCRIPT),
+            str(script),
             "--jobs",
             "2",
             "--id",
@@ -55,6 +57,7 @@ class JobWorkers:
             str(lease),
             "--heartbeat",
             str(lease / 6),
+            *extra,
         ]
         env = {**os.environ, "TOOLDECK_WORKER_RETRY_SECONDS": "0.5", "COLUMNS": "200"}
         with log.open("wb") as out:

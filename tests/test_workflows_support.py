@@ -124,6 +124,27 @@ def raw_query(store: WorkflowStore, query: str) -> list[tuple[object, ...]]:
         return list(conn.execute(query.encode()).fetchall())
 
 
+def raw_execute(store: WorkflowStore, *statements: str) -> None:
+    """Run write statements directly on the store's database, bypassing its logic (one
+    transaction; PostgreSQL's ``%s`` placeholders are not used: give literal SQL)."""
+    if isinstance(store, SQLiteStore):
+        import sqlite3
+
+        conn = sqlite3.connect(store.path)
+        try:
+            with conn:
+                for statement in statements:
+                    conn.execute(statement)
+        finally:
+            conn.close()
+        return
+    assert isinstance(store, PostgresStore)
+    with psycopg.connect(PG_DSN) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(store.schema)))
+        for statement in statements:
+            conn.execute(statement.encode())
+
+
 def is_ready(log: str, worker_id: str) -> bool:
     """The worker's ``ready`` line is in ``log`` (text or JSON)."""
     return f" {worker_id} ready: " in log or (

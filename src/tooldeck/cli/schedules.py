@@ -7,7 +7,9 @@
 - ``tooldeck scheduler``: the embedded scheduler: ticks every schedule of the store
   and, with a model (``--model`` or ``--script FILE`` defining ``scripted_job_model(job)``),
   runs the jobs the fired slots made (and any other pending job) in this process. Run
-  any number of them on one database: each slot fires once.
+  any number of them on one database: each slot fires once. Each job runs under the
+  policy its schedule recorded of the session that made it (and ``--policy FILE``'s too:
+  both must allow), headless, with at most that session's tools.
 """
 
 from __future__ import annotations
@@ -71,6 +73,22 @@ def schedules_table(found: list[ScheduleRecord]) -> Table:
     return table
 
 
+def runs_as(s: ScheduleRecord) -> str:
+    """Whose power the schedule's runs have, or why they are refused."""
+    from ..jobs.policy import CreatorPolicyError, creator_policy, creator_tools
+
+    try:
+        creator_policy(s.creator, s.session_id)
+        tools = creator_tools(s.creator)
+    except CreatorPolicyError as exc:
+        return f"runs: refused, none will run: {exc}"
+    limit = "any tools the runner has" if tools is None else f"{len(tools)} tool(s)"
+    return (
+        f"runs as: session {s.session_id}, under its policy as recorded when it was made "
+        f"(and the runner's --policy), headless, with {limit}"
+    )
+
+
 def _run(console: Console, coro: Any) -> Any:
     from ..workflows.store import StoreError
 
@@ -126,7 +144,8 @@ def show_command(
     pg_schema: SchemaOption = None,
     count: Annotated[int, typer.Option("--next", min=1, max=100, help="Run times shown.")] = 5,
 ) -> None:
-    """Show a schedule: what it runs, when next, and its recent fires."""
+    """Show a schedule: what it runs, whose it is, when next, and its recent fires."""
+    from ..jobs.store import JobTable
     from ..schedules.scheduler import ScheduleBook
 
     console = Console()
@@ -140,17 +159,27 @@ def show_command(
             except LookupError as exc:
                 raise _fail(console, str(exc), 1) from exc
             console.print(schedules_table([s]))
+            console.print(runs_as(s), highlight=False)
             if s.state == "active":
                 console.print(f"next {count} run(s) ({s.timing.tz}):")
                 for t in _times(s, count):
                     console.print(f"  {t}")
             fires = await book.table.fires(s.id, 20)
             if fires:
+                jobs = JobTable(store)
                 table = Table(title="recent fires")
-                for column in ("slot (UTC)", "how", "job", "by"):
+                for column in ("slot (UTC)", "how", "job", "by", "job state", "why"):
                     table.add_column(column, overflow="fold")
                 for f in fires:
-                    table.add_row(f.slot.isoformat(timespec="seconds"), f.how, f.job_id, f.fired_by)
+                    job = await jobs.get(f.job_id)
+                    table.add_row(
+                        f.slot.isoformat(timespec="seconds"),
+                        f.how,
+                        f.job_id,
+                        f.fired_by,
+                        job.state if job is not None else "gone",
+                        (job.error or "") if job is not None else "",
+                    )
                 console.print(table)
 
     _run(console, main())
@@ -224,6 +253,17 @@ def load_job_script(path: Path) -> tuple[Callable[[Any], Any] | None, list[Workf
     return model, workflows, scripted
 
 
+def load_runner_policy(paths: list[Path] | None) -> Any:
+    """The ``--policy`` files of a process that runs jobs, as a headless session policy
+    (``None`` without any); a file that cannot be used is one ``error:`` line, exit 2."""
+    if not paths:
+        return None
+    from ..policy import SessionPolicy
+    from .policy import _load
+
+    return SessionPolicy(_load(Console(stderr=True), paths), session_id="runner", headless=True)
+
+
 def scheduler_command(
     db: DbOption = None,
     dsn: DsnOption = None,
@@ -247,6 +287,15 @@ def scheduler_command(
         float, typer.Option("--lease", help="Seconds before a silent job runner is presumed dead.")
     ] = 30.0,
     owner: Annotated[str | None, typer.Option("--id", help="This scheduler's name.")] = None,
+    policy: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--policy",
+            "-p",
+            help="The organization's policy file (TOML or JSON), repeat to merge: the jobs "
+            "run here must pass it as well as their creator's recorded policy.",
+        ),
+    ] = None,
     run_for: Annotated[
         float | None, typer.Option("--for", help="Stop after this many seconds.")
     ] = None,
@@ -257,6 +306,7 @@ def scheduler_command(
     from ..workflows.store import StoreError
 
     console = Console(stderr=True)
+    runner_policy = load_runner_policy(policy)
     store = _store(console, db, dsn, pg_schema)
     job_model: Any = None
     workflows: list[Workflow] = []
@@ -294,6 +344,7 @@ def scheduler_command(
                 runtime = JobRuntime(
                     model_for=job_model,
                     tools_for=registry_tools(load_builtin_registry(), home),
+                    policy=runner_policy,
                     home=home,
                     engine=engine,
                 )

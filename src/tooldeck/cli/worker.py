@@ -10,6 +10,8 @@ tasks' changes (:class:`TaskLines`: claimed, recovered, rejected, submitted, fai
 cancelled), takeovers, database outages (a line when one starts, a line when it ends,
 DBOS's own noise folded in between), a lost lease, and why it exits (``exiting``, the
 last line). Tracebacks and DBOS's info lines only with ``tooldeck -v worker ...``.
+With ``--jobs N`` it also runs background jobs from the DBOS jobs queue, each under the
+policy its starting session recorded and ``--policy FILE``'s (both must allow), headless.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import typer
 from rich.console import Console
 
 from .report import VERBOSE_KEY, existing_file, log_handler
-from .schedules import load_job_script
+from .schedules import load_job_script, load_runner_policy
 from .worker_log import LogFormat, WorkerLog
 from .workflows import _fail, _model_factory
 
@@ -176,6 +178,15 @@ def worker_command(
             "(their model: --model, or the script's scripted_job_model(job)).",
         ),
     ] = 0,
+    policy: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--policy",
+            "-p",
+            help="With --jobs: the organization's policy file (TOML or JSON), repeat to "
+            "merge; the jobs run here must pass it as well as their creator's policy.",
+        ),
+    ] = None,
     log_format: Annotated[
         LogFormat,
         typer.Option(
@@ -208,6 +219,11 @@ def worker_command(
             job_model, _, scripted = load_job_script(script)
         except (WorkflowDefinitionError, ScheduleError) as exc:
             raise _fail(console, str(exc)) from exc
+    if policy and not jobs:
+        raise _fail(
+            console,
+            "--policy sets the policy of the background jobs this worker runs: add --jobs N",
+        )
     if jobs and model is None and job_model is None:
         raise _fail(console, "--jobs needs a model: --model KIND:MODEL or a scripted_job_model")
     if model is None and scripted is None and not jobs:
@@ -235,6 +251,7 @@ def worker_command(
         runtime = JobRuntime(
             model_for=job_model,
             tools_for=registry_tools(load_builtin_registry(), home),
+            policy=load_runner_policy(policy),
             home=home,
             web_provider=web_provider,
         )

@@ -3,12 +3,20 @@
 A job is a row in the workflow store (SQLite by default, PostgreSQL at scale) before it
 runs; a :class:`JobManager` runs it in this process (at most ``concurrency`` at once), or
 a ``tooldeck worker`` runs it from the DBOS queue. A job inherits the policy of the
-session that started it and is headless; when it ends, that session's next turn sees one
+session that started it (recorded in its row, so that another process keeps to it:
+:func:`record_creator`) and is headless; when it ends, that session's next turn sees one
 notice (:class:`JobNotices`). See ``docs/jobs-and-schedules.md``.
 """
 
 from .notices import JobNotices, job_notice
-from .policy import Headless, deny_all, job_policy
+from .policy import (
+    CreatorPolicyError,
+    Headless,
+    creator_policy,
+    deny_all,
+    job_policy,
+    record_creator,
+)
 from .runner import JOB_INSTRUCTIONS, JobManager, JobRuntime, LiveJob, summarise_output
 from .store import JOB_STATES, TERMINAL_JOB_STATES, JobRecord, JobState, JobTable, NewJob
 from .tools import JOB_TOOL_NAMES, NOT_FOR_JOBS, format_job, job_tools, job_tools_creator
@@ -19,6 +27,7 @@ __all__ = [
     "JOB_TOOL_NAMES",
     "NOT_FOR_JOBS",
     "TERMINAL_JOB_STATES",
+    "CreatorPolicyError",
     "Headless",
     "JobManager",
     "JobNotices",
@@ -28,11 +37,13 @@ __all__ = [
     "JobTable",
     "LiveJob",
     "NewJob",
+    "creator_policy",
     "deny_all",
     "format_job",
     "job_notice",
     "job_policy",
     "job_tools",
     "job_tools_creator",
+    "record_creator",
     "summarise_output",
 ]

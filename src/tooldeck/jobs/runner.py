@@ -25,9 +25,13 @@ across a database blip is recorded as it ended and never run again.
 
 A job is headless (:mod:`tooldeck.jobs.policy`): its policy is its parent's, as for
 ``delegate_task``, with the headless denylist first and every ask denied; its approver
-denies everything. When it ends, its full result is stored in the starting session's
-offload store (the recall reference goes in the row) and the session's next turn sees
-one notice (:mod:`tooldeck.jobs.notices`).
+denies everything. A job run away from its session (a schedule's, a DBOS job, one resumed
+elsewhere) rebuilds its parent's policy from the row (``spec['creator']``) and gets no
+more tools than its parent had; a runtime's policy must allow its calls too; a job whose
+record cannot be rebuilt ends ``failed`` ("not run: ...") without its model being called.
+When it ends, its full result is stored in the starting session's offload store (the
+recall reference goes in the row) and the session's next turn sees one notice
+(:mod:`tooldeck.jobs.notices`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import socket
@@ -53,12 +58,13 @@ from ..loop import RunResult, Session
 from ..model import Model
 from ..offload import OffloadStore
 from ..policy import SessionPolicy
+from ..policy.both import BothMustAllow, policy_decision
 from ..registry import ToolRegistry
 from ..result import ToolResult
 from ..result_guard import child_hooks, store_of
-from ..transcript import StopReason
+from ..transcript import StopReason, ToolCall
 from ..workflows.store.base import WorkflowStore
-from .policy import deny_all, job_policy
+from .policy import CreatorPolicyError, creator_policy, creator_tools, deny_all, job_policy
 from .store import JobRecord, JobState, JobTable, NewJob
 
 if TYPE_CHECKING:
@@ -108,9 +114,12 @@ class LiveJob:
 class JobRuntime:
     """How this process runs a job it did not start (queued, scheduled or resumed).
 
-    ``model_for(job)`` makes its model; ``tools_for(job)`` its tools (default: none);
-    ``policy`` is this process's policy, which the job inherits, headless (default: an
-    empty :class:`~tooldeck.policy.SessionPolicy`: tiers decide, WRITE is denied);
+    ``model_for(job)`` makes its model; ``tools_for(job)`` its tools (default: none),
+    limited to those its creator had; ``policy`` is this process's policy (the
+    organization's, say): a job that records its creator's policy runs under both (both
+    must allow), a job made without one (through the Python API) under this one alone
+    (default: an empty :class:`~tooldeck.policy.SessionPolicy`: tiers decide, WRITE is
+    denied); headless either way;
     ``home`` the jobs' home directory (their recall references are stored there);
     ``engine`` starts the workflows of workflow jobs (scheduled workflows).
     """
@@ -453,19 +462,22 @@ class JobManager:
                 await self.queue.cancel(job_id)
         return outcome
 
-    async def get(self, job_id: str) -> JobRecord:
-        """A job by id or unique id prefix; ``LookupError`` when there is none."""
+    async def get(self, job_id: str, session_id: str | None = None) -> JobRecord:
+        """A job by id or unique id prefix; ``LookupError`` when there is none.
+
+        ``session_id``: only that session's jobs are looked at (an ambiguous prefix
+        names none of another session's)."""
         found = await self.table.get(job_id)
-        if found is not None:
+        if found is not None and session_id in (None, found.session_id):
             return found
-        ids = await self.table.find(job_id)
+        ids = await self.table.find(job_id, session_id)
         if len(ids) == 1:
             again = await self.table.get(ids[0])
             if again is not None:
                 return again
         if len(ids) > 1:
             raise LookupError(f"{job_id!r} matches several jobs: {', '.join(ids)}")
-        raise LookupError(f"no job {job_id!r}")
+        raise LookupError(f"no job {job_id!r}" + (" in this session" if session_id else ""))
 
     async def wait(self, job_id: str, *, poll: float = 0.05) -> JobRecord:
         """Wait until the job has ended (bound it with ``asyncio.timeout()``)."""
@@ -494,7 +506,11 @@ class JobManager:
             await self._execute_workflow(job, signal)
             return
         live = self._live.get(job_id)
-        session, home, parent_hooks = self._session_for(job, live, signal)
+        try:
+            session, home, parent_hooks = self._session_for(job, live, signal)
+        except CreatorPolicyError as exc:  # its creator's policy: or it does not run at all
+            await self.table.finish(job_id, self.owner, "failed", error=f"not run: {exc}")
+            return
         if session is None:
             await self._finish(
                 job_id,
@@ -542,17 +558,28 @@ class JobManager:
             instructions, web = live.instructions or JOB_INSTRUCTIONS, live.web_provider
         elif self.runtime is not None:
             rt = self.runtime
-            model = rt.model_for(job)
-            tools = rt.tools_for(job) if rt.tools_for is not None else Toolset()
-            parent_policy = rt.policy if rt.policy is not None else SessionPolicy()
-            hooks, parent_hooks, home = tuple(rt.result_hooks), tuple(rt.result_hooks), rt.home
-            instructions, web = rt.instructions, rt.web_provider
+            home = rt.home
             spec_home = job.spec.get("home")
             if isinstance(spec_home, str) and home is None:
                 home = Path(spec_home)
+            names: list[str] | None = None
+            if "creator" in job.spec:  # its creator's policy, and this process's if any
+                creator = job.spec["creator"]
+                parent_policy = creator_policy(creator, child_id, home)
+                names = creator_tools(creator)
+                if rt.policy is not None:
+                    parent_policy = BothMustAllow(parent_policy, rt.policy)
+            else:  # a job made through the Python API: this process's policy
+                parent_policy = rt.policy if rt.policy is not None else SessionPolicy()
+            model = rt.model_for(job)
+            tools = rt.tools_for(job) if rt.tools_for is not None else Toolset()
+            if names is not None:  # never more tools than its creator had
+                tools = tools.only(names)
+            hooks, parent_hooks = tuple(rt.result_hooks), tuple(rt.result_hooks)
+            instructions, web = rt.instructions, rt.web_provider
         else:
             return None, None, ()
-        policy = job_policy(parent_policy, agent, child_id)
+        policy = job_policy(parent_policy, agent, child_id, home)
         visible = [t for t in tools.tools if policy.visible(t)]
         turn = TurnContext(
             session_id=child_id,
@@ -650,6 +677,34 @@ class JobManager:
             return None
         return ref.ref_id
 
+    async def _creator_refuses(
+        self, job: JobRecord, engine: WorkflowEngine, name: str
+    ) -> str | None:
+        """Why the session that made ``job`` may not start workflow ``name`` (``None``: it
+        may). Its recorded policy, and this process's, judge the ``workflow`` call it
+        stands for: a deny refuses it; an ask does not (the human approved the schedule,
+        which showed the workflow and its inputs)."""
+        if "creator" not in job.spec:
+            return None  # made through the Python API: the operator's
+        from ..workflows.tools import workflow_tools
+
+        rt = self.runtime
+        try:
+            policy = creator_policy(job.spec["creator"], f"{job.session_id}.job.{job.id}")
+        except CreatorPolicyError as exc:
+            return str(exc)
+        if rt is not None and rt.policy is not None:
+            policy = BothMustAllow(policy, rt.policy)
+        params = {"name": name, "inputs": job.spec.get("inputs") or {}}
+        start = next((t for t in workflow_tools(engine) if t.name == "workflow"), None)
+        if start is None:
+            return None  # no catalog: engine.start says the workflow is unknown
+        call = ToolCall(job.id, "workflow", json.dumps(params))
+        decided = await policy_decision(policy, start, params, call)
+        if decided.action == "deny":
+            return f"the policy of the session that made it denies starting it: {decided.reason}"
+        return None
+
     async def _execute_workflow(self, job: JobRecord, signal: AbortSignal) -> None:
         engine = self.runtime.engine if self.runtime is not None else None
         name = job.spec.get("workflow")
@@ -658,6 +713,10 @@ class JobManager:
             return
         from ..workflows.tools import format_workflow
 
+        refused = await self._creator_refuses(job, engine, name)
+        if refused is not None:
+            await self.table.finish(job.id, self.owner, "failed", error=f"not run: {refused}")
+            return
         try:
             workflow_id = await engine.start(name, job.spec.get("inputs") or {})
         except ValueError as exc:

@@ -440,11 +440,12 @@ def op_get(job_id: str) -> Op[JobRecord | None]:
     return _job(row) if row else None
 
 
-def op_find(prefix: str) -> Op[list[str]]:
+def op_find(prefix: str, session_id: str | None = None) -> Op[list[str]]:
     pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    mine = "" if session_id is None else " AND session_id = ?"  # a session sees its own
     rows = yield Q(
-        "SELECT id FROM jobs WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at DESC LIMIT 10",
-        (pattern,),
+        f"SELECT id FROM jobs WHERE id LIKE ? ESCAPE '\\'{mine} ORDER BY created_at DESC LIMIT 10",
+        (pattern,) if session_id is None else (pattern, session_id),
     )
     return [str(r[0]) for r in rows.rows]
 
@@ -556,8 +557,8 @@ class JobTable:
     async def get(self, job_id: str) -> JobRecord | None:
         return await self.store._run(lambda: op_get(job_id), write=False)
 
-    async def find(self, prefix: str) -> list[str]:
-        return await self.store._run(lambda: op_find(prefix), write=False)
+    async def find(self, prefix: str, session_id: str | None = None) -> list[str]:
+        return await self.store._run(lambda: op_find(prefix, session_id), write=False)
 
     async def list(
         self, *, session_id: str | None = None, state: str | None = None, limit: int = 50

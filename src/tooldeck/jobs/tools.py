@@ -28,6 +28,7 @@ from ..model import Model
 from ..result import ToolResult
 from ..tool import Tool
 from ..toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
+from .policy import record_creator
 from .runner import JobManager, LiveJob
 from .store import JobRecord, NewJob
 
@@ -151,19 +152,27 @@ def job_tools(
             instructions=(agent.instructions if agent and agent.instructions else None),
             web_provider=turn.web_provider if turn is not None else None,
         )
+        session_id = ctx.session_id or "session"
+        creator = record_creator(protection.policy, session_id, names)
+        if creator.get("refused") and manager.dispatch == "dbos":
+            return ToolResult.error(
+                f"no job was started: a worker runs it, under this session's policy, and "
+                f"{creator['refused']}"
+            )
         job_id = manager.new_id()
         spec: dict[str, Any] = {
             "toolkit": params.toolkit,
             "max_steps": params.max_steps or max_steps,
             "time_budget": float(params.time_budget_seconds or time_budget),
             "tools": names,
+            "creator": creator,  # if it runs elsewhere (resumed), under this policy
         }
         if home is not None:
             spec["home"] = str(home)
         await manager.start(
             NewJob(
                 id=job_id,
-                session_id=ctx.session_id or "session",
+                session_id=session_id,
                 task=params.task,
                 agent=agent.name if agent else None,
                 spec=spec,
@@ -182,10 +191,7 @@ def job_tools(
 
     async def own(job_id: str, ctx: ToolContext) -> JobRecord:
         """The calling session's job ``job_id``: another session's jobs are not its to see."""
-        job = await manager.get(job_id)
-        if job.session_id != (ctx.session_id or "session"):
-            raise LookupError(f"no job {job_id!r} in this session")
-        return job
+        return await manager.get(job_id, ctx.session_id or "session")
 
     async def status(params: _IdParams, ctx: ToolContext) -> ToolResult:
         try:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..jobs.policy import record_creator
 from ..jobs.store import JobTable
 from ..workflows.store.base import WorkflowStore
 from .store import (
@@ -252,7 +253,11 @@ class ScheduleBook:
         missed: str = "skip",
         catch_up_limit: int = 10,
         created_by: str | None = None,
+        creator: dict[str, Any] | None = None,
     ) -> ScheduleRecord:
+        """A new schedule of session ``session_id``; ``creator``: whose it is, as
+        :func:`tooldeck.jobs.policy.record_creator` records it (default: that session
+        with the empty policy, the tiers decide, and no limit on its tools)."""
         if missed not in MISSED_POLICIES:
             raise ScheduleError(f"missed must be one of {', '.join(MISSED_POLICIES)}")
         if not 1 <= catch_up_limit <= 1000:
@@ -272,32 +277,43 @@ class ScheduleBook:
                 catch_up_limit,
                 created_by,
                 start=now,
+                creator=creator if creator is not None else record_creator(None, session_id),
             )
         )
         made = await self.table.get(schedule_id)
         assert made is not None
         return made
 
-    async def get(self, schedule_id: str) -> ScheduleRecord:
+    async def get(self, schedule_id: str, session_id: str | None = None) -> ScheduleRecord:
+        """A schedule by id or unique id prefix; ``LookupError`` when there is none.
+
+        ``session_id``: only that session's schedules are looked at (an ambiguous prefix
+        names none of another session's)."""
         found = await self.table.get(schedule_id)
-        if found is not None:
+        if found is not None and session_id in (None, found.session_id):
             return found
-        ids = await self.table.find(schedule_id)
+        ids = await self.table.find(schedule_id, session_id)
         if len(ids) == 1:
             again = await self.table.get(ids[0])
             if again is not None:
                 return again
         if len(ids) > 1:
             raise LookupError(f"{schedule_id!r} matches several schedules: {', '.join(ids)}")
-        raise LookupError(f"no schedule {schedule_id!r}")
+        raise LookupError(
+            f"no schedule {schedule_id!r}" + (" in this session" if session_id else "")
+        )
 
-    async def cancel(self, schedule_id: str) -> tuple[ScheduleRecord, bool]:
-        found = await self.get(schedule_id)
+    async def cancel(
+        self, schedule_id: str, session_id: str | None = None
+    ) -> tuple[ScheduleRecord, bool]:
+        found = await self.get(schedule_id, session_id)
         state = await self.table.cancel(found.id)
         return found, state == "cancelled" and found.state == "active"
 
-    async def run_now(self, schedule_id: str, by: str = "cli") -> Fire:
-        found = await self.get(schedule_id)
+    async def run_now(
+        self, schedule_id: str, by: str = "cli", session_id: str | None = None
+    ) -> Fire:
+        found = await self.get(schedule_id, session_id)
         fire = await self.table.fire_now(found.id, self.clock().astimezone(UTC), by)
         if fire is None:
             raise ScheduleError(f"schedule {found.id} fired at this very instant already")

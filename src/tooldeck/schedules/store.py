@@ -66,6 +66,7 @@ class NewSchedule:
     catch_up_limit: int = 10
     created_by: str | None = None
     start: datetime | None = None  # the cursor: slots after it are due (default: now)
+    creator: dict[str, Any] | None = None  # whose it is (tooldeck.jobs.policy.record_creator)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,7 @@ class ScheduleRecord:
     created_by: str | None
     created_at: datetime
     updated_at: datetime
+    creator: dict[str, Any] | None = None  # None: made before migration 5, its runs refused
 
     def next_times(self, count: int = 3, after: datetime | None = None) -> list[datetime]:
         return self.timing.next_times(max(self.cursor_at, after or self.cursor_at), count)
@@ -114,7 +116,8 @@ class TickOutcome:
 
 _COLUMNS = (
     "id, name, session_id, CAST(action AS TEXT), CAST(timing AS TEXT), tz, missed, "
-    "catch_up_limit, state, cursor_at, fired, skipped, created_by, created_at, updated_at"
+    "catch_up_limit, state, cursor_at, fired, skipped, created_by, created_at, updated_at, "
+    "CAST(creator AS TEXT)"
 )
 
 
@@ -134,6 +137,7 @@ def _schedule(r: Any) -> ScheduleRecord:
         created_by=r[12],
         created_at=as_datetime(r[13]) or now(),
         updated_at=as_datetime(r[14]) or now(),
+        creator=from_json(r[15]),
     )
 
 
@@ -154,6 +158,10 @@ def slot_job(schedule: ScheduleRecord, slot: datetime, how: str) -> NewJob:
         task = f"Run workflow {action.get('workflow')} (schedule {schedule.name})"
     else:
         kind, task = "agent", str(action.get("prompt", ""))
+    # whose it is, always: a job without it (a schedule made before migration 5) is refused
+    spec["creator"] = schedule.creator
+    if isinstance(schedule.creator, dict) and isinstance(schedule.creator.get("tools"), list):
+        spec["tools"] = schedule.creator["tools"]
     return NewJob(
         id=slot_job_id(schedule.id, slot),
         session_id=schedule.session_id,
@@ -172,8 +180,8 @@ def op_create(s: NewSchedule, at: datetime | None = None) -> Op[None]:
         return  # this call's earlier try wrote it (its commit's answer was lost)
     yield Q(
         "INSERT INTO schedules (id, name, session_id, action, timing, tz, missed, "
-        "catch_up_limit, state, cursor_at, created_by, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)",
+        "catch_up_limit, state, cursor_at, created_by, created_at, updated_at, creator) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)",
         (
             s.id,
             s.name,
@@ -187,6 +195,7 @@ def op_create(s: NewSchedule, at: datetime | None = None) -> Op[None]:
             s.created_by,
             at,
             at,
+            Json(s.creator) if s.creator is not None else None,
         ),
     )
 
@@ -285,11 +294,13 @@ def op_get(schedule_id: str) -> Op[ScheduleRecord | None]:
     return _schedule(row) if row else None
 
 
-def op_find(prefix: str) -> Op[list[str]]:
+def op_find(prefix: str, session_id: str | None = None) -> Op[list[str]]:
     pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    mine = "" if session_id is None else " AND session_id = ?"  # a session sees its own
     rows = yield Q(
-        "SELECT id FROM schedules WHERE id LIKE ? ESCAPE '\\' ORDER BY created_at DESC LIMIT 10",
-        (pattern,),
+        f"SELECT id FROM schedules WHERE id LIKE ? ESCAPE '\\'{mine} "
+        "ORDER BY created_at DESC LIMIT 10",
+        (pattern,) if session_id is None else (pattern, session_id),
     )
     return [str(r[0]) for r in rows.rows]
 
@@ -360,8 +371,8 @@ class ScheduleTable:
     async def get(self, schedule_id: str) -> ScheduleRecord | None:
         return await self.store._run(lambda: op_get(schedule_id), write=False)
 
-    async def find(self, prefix: str) -> list[str]:
-        return await self.store._run(lambda: op_find(prefix), write=False)
+    async def find(self, prefix: str, session_id: str | None = None) -> list[str]:
+        return await self.store._run(lambda: op_find(prefix, session_id), write=False)
 
     async def active_ids(self) -> list[str]:
         return await self.store._run(op_active_ids, write=False)

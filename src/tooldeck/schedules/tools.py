@@ -9,7 +9,13 @@ these, and ``create_schedule`` is WRITE, which headless denies).
 
 ``create_schedule`` is WRITE: a human approves it, and the approval shows what will run,
 when (the next three run times in the schedule's zone) and what happens to missed runs
-(:meth:`CreateScheduleTool.describe_approval`).
+(:meth:`CreateScheduleTool.describe_approval`). The schedule records whose it is: the
+calling session's id, its policy and its tools (:func:`tooldeck.jobs.policy.record_creator`);
+every run is a job under that policy, headless, with at most those tools. A session whose
+policy cannot be written down (a plain function) gets an error and no schedule.
+
+``list_schedules`` and ``cancel_schedule`` see only the calling session's schedules (an
+id prefix is looked up among them alone), as the job tools see only its jobs.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..assembly import TurnContext
+from ..assembly import Toolset, TurnContext
 from ..context import ToolContext
+from ..jobs.policy import record_creator
+from ..jobs.tools import NOT_FOR_JOBS
 from ..result import ToolResult
 from ..tool import Tool
 from .scheduler import ScheduleBook, ScheduleError, parse_timing
@@ -132,16 +140,34 @@ def schedule_tools(book: ScheduleBook, *, workflows: Sequence[str] | None = None
     """The three schedule tools on ``book`` (``workflows``: the names that may be scheduled)."""
 
     async def create(params: _CreateParams, ctx: ToolContext) -> ToolResult:
+        session_id = ctx.session_id or "session"
+        if ctx.protection is None:
+            return ToolResult.error(
+                "create_schedule can only run through tooldeck's dispatcher (a Session), "
+                "which tells it the calling session's policy; no schedule was made."
+            )
+        toolset = ctx.toolset if isinstance(ctx.toolset, Toolset) else Toolset()
+        names = [n for n in toolset.names if n not in NOT_FOR_JOBS]
+        creator = record_creator(ctx.protection.policy, session_id, names)
+        if creator.get("refused"):
+            return ToolResult.error(
+                f"No schedule was made: its runs must keep this session's policy, and "
+                f"{creator['refused']}."
+            )
+        turn = ctx.turn if isinstance(ctx.turn, TurnContext) else None
         try:
             action, timing = tool.plan(params)
+            if turn is not None:
+                action["home"] = str(turn.home)  # its runs work (and are judged) there
             made = await book.create(
                 name=params.name,
-                session_id=ctx.session_id or "session",
+                session_id=session_id,
                 action=action,
                 timing=timing,
                 missed=params.missed,
                 catch_up_limit=params.catch_up_limit,
                 created_by=ctx.session_id or None,
+                creator=creator,
             )
         except ScheduleError as exc:
             return ToolResult.error(str(exc))
@@ -151,7 +177,9 @@ def schedule_tools(book: ScheduleBook, *, workflows: Sequence[str] | None = None
         )
 
     async def list_all(params: _ListParams, ctx: ToolContext) -> ToolResult:
-        found = await book.table.list(state=params.state, limit=params.limit)
+        found = await book.table.list(
+            state=params.state, session_id=ctx.session_id or "session", limit=params.limit
+        )
         if not found:
             return ToolResult("No schedules" + (f" are {params.state}." if params.state else "."))
         return ToolResult(
@@ -161,7 +189,7 @@ def schedule_tools(book: ScheduleBook, *, workflows: Sequence[str] | None = None
 
     async def cancel(params: _CancelParams, ctx: ToolContext) -> ToolResult:
         try:
-            found, changed = await book.cancel(params.schedule_id)
+            found, changed = await book.cancel(params.schedule_id, ctx.session_id or "session")
         except LookupError as exc:
             return ToolResult.error(str(exc))
         if not changed:
@@ -187,7 +215,7 @@ def schedule_tools(book: ScheduleBook, *, workflows: Sequence[str] | None = None
         tool,
         Tool(
             name="list_schedules",
-            description="List schedules with their next run times.",
+            description="List this session's schedules with their next run times.",
             params=_ListParams,
             execute=list_all,
             read_only=True,

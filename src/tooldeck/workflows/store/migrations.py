@@ -173,18 +173,27 @@ def _v4(real: str) -> list[str]:
     return [f"ALTER TABLE workers ADD COLUMN lease {real}"]
 
 
+def _v5(json: str) -> list[str]:
+    """Whose a schedule is: the creating session's id, policy and tools
+    (:func:`tooldeck.jobs.policy.record_creator`). NULL for schedules made before it:
+    their runs are refused (they say why), never run under a default policy."""
+    return [f"ALTER TABLE schedules ADD COLUMN creator {json}"]
+
+
 MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
     "sqlite": [
         (1, _v1("TEXT", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT")),
         (2, _v2("TEXT")),
         (3, _v3("TEXT", "TEXT")),
         (4, _v4("REAL")),
+        (5, _v5("TEXT")),
     ],
     "postgres": [
         (1, _v1("JSONB", "TIMESTAMPTZ", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
         (2, _v2("TIMESTAMPTZ")),
         (3, _v3("JSONB", "TIMESTAMPTZ")),
         (4, _v4("DOUBLE PRECISION")),
+        (5, _v5("JSONB")),
     ],
 }
 
