@@ -11,7 +11,9 @@ encoding, validation) runs out of memory. Here one reader does what every loader
 
 - read at most :data:`MAX_BYTES` (a larger file is refused before it is parsed);
 - decode strictly as UTF-8, naming the line and column of the first bad byte;
-- parse TOML (``tomllib``), JSON, or YAML (``yaml.SafeLoader``, so no Python objects);
+- parse TOML (``tomllib``), JSON, JSONC (JSON with ``//`` and ``/* */`` comments and
+  trailing commas, as VS Code and Zed write their settings), or YAML (``yaml.SafeLoader``,
+  so no Python objects);
 - refuse nesting deeper than :data:`MAX_DEPTH`, and a YAML document that refers to itself
   or expands to more than :data:`MAX_YAML_NODES` values once aliases are counted every
   time they are used (checked on the composed node graph, before anything is built).
@@ -23,6 +25,7 @@ what to do; each loader turns it into its own documented error type, naming the 
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -35,8 +38,10 @@ __all__ = [
     "MAX_YAML_NODES",
     "ConfigFileError",
     "load_json",
+    "load_jsonc",
     "load_toml",
     "parse_json",
+    "parse_jsonc",
     "parse_toml",
     "parse_yaml",
     "read_text",
@@ -104,6 +109,38 @@ def parse_json(text: str) -> Any:
     return value
 
 
+# JSONC: a string is kept as it is; a comment goes (a block comment leaves its line breaks,
+# so that line numbers in errors stay the file's); then a comma right before a closing
+# bracket goes. Every alternative is possessive or can only end one way, so a scan never
+# backtracks: linear in the text, whatever it holds (an unclosed comment or string too).
+_STRING = r'"(?:[^"\\\n]++|\\.)*+"?'
+_COMMENTS = re.compile(rf"{_STRING}|//[^\n]*+|/\*(?:[^*]++|\*(?!/))*+(?:\*/)?")
+_TRAILING_COMMA = re.compile(rf"{_STRING}|,(\s*+)(?=[}}\]])")
+
+
+def _uncommented(match: re.Match[str]) -> str:
+    found = match.group()
+    if found.startswith('"'):
+        return found
+    if found.startswith("/*") and (len(found) < 4 or not found.endswith("*/")):
+        line = match.string.count("\n", 0, match.start()) + 1
+        raise ConfigFileError(f"a /* comment opened on line {line} is never closed (*/)")
+    return " " + "\n" * found.count("\n")
+
+
+def _no_trailing_comma(match: re.Match[str]) -> str:
+    return match.group() if match.group(1) is None else match.group(1)
+
+
+def parse_jsonc(text: str) -> Any:
+    """JSON with comments and trailing commas (JSONC), checked as :func:`parse_json`."""
+    if "/" in text:
+        text = _COMMENTS.sub(_uncommented, text)
+    if "," in text:
+        text = _TRAILING_COMMA.sub(_no_trailing_comma, text)
+    return parse_json(text)
+
+
 def parse_yaml(text: str) -> Any:
     """One YAML document (``None`` if empty), with the safe loader and the checks above."""
     loader: yaml.SafeLoader | None = None
@@ -129,6 +166,10 @@ def load_toml(path: str | Path, *, max_bytes: int = MAX_BYTES) -> dict[str, Any]
 
 def load_json(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
     return parse_json(read_text(path, max_bytes=max_bytes))
+
+
+def load_jsonc(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
+    return parse_jsonc(read_text(path, max_bytes=max_bytes))
 
 
 # -- checks ------------------------------------------------------------------------------

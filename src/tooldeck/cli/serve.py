@@ -25,6 +25,8 @@ __all__ = ["serve_command"]
 # ``tooldeck.gateway.approval.MODES``, here so that typer builds ``--approvals`` without
 # importing the gateway (tests/test_gateway_out_of_band.py checks they agree)
 Approvals = Literal["auto", "elicit", "out-of-band", "deny"]
+# ``tooldeck.gateway.importer.CLIENTS`` (tests/test_gateway_import.py checks they agree)
+Clients = Literal["claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "zed"]
 
 
 def serve_command(
@@ -183,8 +185,37 @@ def serve_command(
         ),
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="With --check: print JSON.")] = False,
+    import_client: Annotated[
+        Clients | None,
+        typer.Option(
+            "--import",
+            metavar="CLIENT",
+            help="Write the gateway's config (--mcp, default ~/.config/tooldeck/mcp.json) from "
+            "the MCP servers this client has (claude-desktop, claude-code, cursor, vscode, "
+            "windsurf, zed) and print the entry that puts the gateway in their place; do "
+            "not serve.",
+        ),
+    ] = None,
+    import_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--import-from",
+            metavar="FILE",
+            help="With --import: the client's config file, where it is not in its usual place.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --import: replace the --mcp file if it exists.")
+    ] = False,
 ) -> None:
     """Serve the servers of an MCP config over stdio (or HTTP), behind tooldeck's policy."""
+    if import_client is not None:
+        from .serve_import import import_client_servers
+
+        import_client_servers(import_client, import_from, mcp, force)
+        return
+    if import_from is not None or force:
+        raise user_error("--import-from and --force go with --import CLIENT")
     import anyio
 
     from ..errors import ToolDefinitionError
