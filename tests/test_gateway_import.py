@@ -278,7 +278,16 @@ def test_claude_code_scopes_win_as_in_claude_code(where: tuple[Path, Path]) -> N
     assert result.exit_code == 0, result.output
     servers = json.loads((home / "out.json").read_text())["mcpServers"]
     assert servers == {"time": {"command": "local-time"}, "only-user": {"command": "u"}}
-    assert "time: the one in" in result.stderr
+    assert "time: the one of" in result.stderr and "(local scope) wins" in result.stderr
+
+
+def test_a_claude_json_past_10_mb_of_history_is_still_read(where: tuple[Path, Path]) -> None:
+    home, _ = where
+    history = [{"display": "x" * 1000}] * 11_000  # Claude Code keeps each project's prompts
+    _write(home / ".claude.json", {"mcpServers": {"time": TIME}, "history": history})
+    assert (home / ".claude.json").stat().st_size > 10 * 1024 * 1024
+    result = _import(home, "claude-code", "--mcp", str(home / "out.json"))
+    assert result.exit_code == 0, result.output
 
 
 def test_the_gateway_itself_is_not_imported(where: tuple[Path, Path]) -> None:

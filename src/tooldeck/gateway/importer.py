@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._config_files import ConfigFileError, load_jsonc
+from .._config_files import MAX_BYTES, ConfigFileError, load_jsonc
 from ..mcp.config import McpConfigError, ServerConfig
 
 __all__ = [
@@ -82,6 +82,7 @@ class Client:
     files: Callable[[Path, Path, Mapping[str, str]], list[tuple[Path, str]]]
     variables: str  # "none", "claude-code", "editor"
     servers_key: str = "mcpServers"
+    max_bytes: int = MAX_BYTES
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Imported:
     read: list[Path] = field(default_factory=list)
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     origin: dict[str, Path] = field(default_factory=dict)
+    scope: dict[str, str] = field(default_factory=dict)  # Claude Code's: user, project, local
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     needs: dict[str, str] = field(default_factory=dict)  # variable -> the client's value
@@ -152,7 +154,8 @@ CLIENTS: dict[str, Client] = {
     c.key: c
     for c in (
         Client("claude-desktop", "Claude Desktop", _claude_desktop, "none"),
-        Client("claude-code", "Claude Code", _claude_code, "claude-code"),
+        # ~/.claude.json also keeps each project's history: it grows past 10 MB
+        Client("claude-code", "Claude Code", _claude_code, "claude-code", max_bytes=64 << 20),
         Client("cursor", "Cursor", _cursor, "editor"),
         Client("vscode", "VS Code", _vscode, "editor", servers_key="servers"),
         Client("windsurf", "Windsurf", _windsurf, "editor"),
@@ -195,7 +198,7 @@ def read_client(
             if not path.is_file():
                 continue
             try:
-                documents[path] = load_jsonc(path)
+                documents[path] = load_jsonc(path, max_bytes=client.max_bytes)
             except OSError as exc:
                 raise ClientConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
             except ConfigFileError as exc:
@@ -204,7 +207,7 @@ def read_client(
                 raise ClientConfigError(f"{path}: not a JSON object; is it {client.name}'s file?")
             out.read.append(path)
         for name, entry in _entries(client, documents[path], part, path, cwd):
-            _add(out, name, entry, path, _workspace(part, path, cwd), documents[path])
+            _add(out, name, entry, path, part, _workspace(part, path, cwd), documents[path])
     if not out.read:
         looked = ", ".join(
             str(p) for p in ([only] if only else where_to_look(client, home, cwd, environ))
@@ -254,6 +257,7 @@ def _add(
     name: str,
     entry: Any,
     path: Path,
+    part: str,
     workspace: Path | None,
     document: Mapping[str, Any],
 ) -> None:
@@ -271,9 +275,13 @@ def _add(
             out.skipped.append(f"{where}: {'; '.join(problems)}")
             return
     if name in out.servers:
-        out.notes.append(f"{name}: the one in {path} wins over the one in {out.origin[name]}")
+        out.notes.append(
+            f"{name}: the one of {_label(path, part)} wins over the one of "
+            f"{_label(out.origin[name], out.scope[name])}"
+        )
     out.servers[name] = converted
     out.origin[name] = path
+    out.scope[name] = part
     if dropped:
         keys = ", ".join(dropped)
         out.notes.append(f"{name}: {keys} ({out.client.name}'s own) not carried over")
@@ -282,6 +290,10 @@ def _add(
             out.needs[variable] = value
         if described is not None and described not in out.inputs:
             out.inputs.append(described)
+
+
+def _label(path: Path, part: str) -> str:
+    return f"{path} ({part} scope)" if part in ("user", "local") else str(path)
 
 
 class _LeftOut(Exception):
