@@ -20,6 +20,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from typer.testing import CliRunner
@@ -28,7 +30,7 @@ from gateway_client import APPROVE, PY, SERVERS, Answers, text_of
 from test_config_files import NOT_UTF8, hostile_file
 from tooldeck.cli import app
 from tooldeck.cli.serve import Clients
-from tooldeck.gateway.importer import CLIENTS
+from tooldeck.gateway.importer import CLIENTS, NAME
 from tooldeck.mcp import McpConfig
 
 TIME = {"command": "uvx", "args": ["mcp-server-time", "--local-timezone", "UTC"]}
@@ -378,6 +380,39 @@ def test_no_config_and_wrong_options_are_one_line(where: tuple[Path, Path]) -> N
     _write(home / ".cursor" / "mcp.json", {"mcpServers": {"time": TIME}})
     folder = _one_line(_import(home, "cursor", "--mcp", str(home / "folder.json")))
     assert "is a folder" in folder
+
+
+LITERAL = st.text(max_size=12).filter(lambda t: "${" not in t)
+VARIABLE = st.from_regex(NAME, fullmatch=True).filter(lambda n: n != "HOME")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.tuples(LITERAL, st.none() | VARIABLE), min_size=1, max_size=4),
+    st.text(max_size=8),
+)
+def test_an_argument_means_through_the_gateway_what_it_meant_in_the_client(
+    parts: list[tuple[str, str | None]], value: str
+) -> None:
+    """A Cursor argument of literal text (``$`` included) and ``${env:NAME}`` variables is,
+    once imported and loaded by tooldeck (the variables set to ``value``), exactly what
+    Cursor would have run; and the entry passes each variable to the gateway."""
+    import tempfile
+
+    arg = "".join(text + (f"${{env:{name}}}" if name else "") for text, name in parts)
+    want = "".join(text + (value if name else "") for text, name in parts)
+    names = {name for _, name in parts if name}
+    with tempfile.TemporaryDirectory() as folder:
+        home = Path(folder)
+        _write(
+            home / ".cursor" / "mcp.json", {"mcpServers": {"s": {"command": "x", "args": [arg]}}}
+        )
+        result = _import(home, "cursor", "--mcp", str(home / "out.json"))
+        assert result.exit_code == 0, result.output
+        config = McpConfig.load(home / "out.json", environ=dict.fromkeys(names, value))
+        assert config["s"].args == (want,)
+        env = json.loads(result.stdout)["mcpServers"]["tooldeck"].get("env", {})
+        assert env == {name: f"${{env:{name}}}" for name in names}
 
 
 def test_the_cli_choices_are_the_importers_clients() -> None:
