@@ -317,6 +317,19 @@ def test_an_existing_config_is_never_overwritten_without_force(where: tuple[Path
     assert forced.exit_code == 0 and "keep-me" not in default.read_text()
 
 
+def test_the_macos_and_xdg_places(where: tuple[Path, Path]) -> None:
+    home, _ = where
+    _write(home / MAC / "Code" / "User" / "mcp.json", {"servers": {"time": TIME}})
+    assert _import(home, "vscode", "--mcp", str(home / "a.json")).exit_code == 0
+    assert list(json.loads((home / "a.json").read_text())["mcpServers"]) == ["time"]
+    xdg = home / "xdg"
+    _write(xdg / "zed" / "settings.json", {"context_servers": {"time": TIME}})
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(xdg)}
+    result = CliRunner().invoke(app, ["serve", "--import", "zed"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "time" in json.loads((xdg / "tooldeck" / "mcp.json").read_text())["mcpServers"]
+
+
 def test_import_from_a_file_elsewhere(where: tuple[Path, Path]) -> None:
     home, _ = where
     odd = home / "Code - Insiders" / "settings.json"  # VS Code's older home: settings "mcp"
