@@ -113,21 +113,25 @@ class Notes:
 
 @asynccontextmanager
 async def gateway(
-    config: Path,
+    config: Path | None,
     state: Path,
     *args: str,
     elicit: Elicit | None = None,
     notes: Notes | None = None,
     errlog: TextIO | None = None,
     env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> AsyncIterator[ClientSession]:
     """``tooldeck serve`` as a stdio subprocess, reached by an SDK client; ``errlog``
-    gets its stderr, ``env`` is added to the SDK's default environment."""
-    serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
+    gets its stderr, ``env`` is added to the SDK's default environment, ``cwd`` is its
+    folder. Without ``config`` it serves no upstream server (give ``--tools``)."""
+    upstream = ["--mcp", str(config)] if config is not None else []
+    serve = ["-m", "tooldeck.cli", "serve", *upstream, "--state", str(state)]
     params = StdioServerParameters(
         command=PY,
         args=[*serve, "--lexical", *args],
         env={**get_default_environment(), **env} if env else None,
+        cwd=cwd,
     )
     async with (
         stdio_client(params, errlog=errlog or sys.stderr) as (read, write),

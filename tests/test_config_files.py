@@ -27,6 +27,7 @@ from tooldeck._config_files import (
     MAX_DEPTH,
     ConfigFileError,
     parse_json,
+    parse_jsonc,
     parse_toml,
     parse_yaml,
 )
@@ -67,6 +68,7 @@ def front_matter(yaml_text: str) -> str:
 def test_the_reader_refuses_deep_nesting_in_every_format() -> None:
     for parse, text in (
         (parse_json, ARRAYS),
+        (parse_jsonc, "// deep\n" + ARRAYS),
         (parse_toml, f"a = {ARRAYS}"),
         (parse_toml, "a = " + "{b = " * 5_000 + "1" + "}" * 5_000),
         (parse_yaml, f"a: {ARRAYS}"),
@@ -140,13 +142,59 @@ def test_a_value_the_parser_cannot_build_is_a_config_file_error(
 
 @given(st.text(max_size=200))
 def test_every_parser_fails_only_with_config_file_error(text: str) -> None:
-    for parse in (parse_json, parse_toml, parse_yaml):
+    for parse in (parse_json, parse_jsonc, parse_toml, parse_yaml):
         try:
             parse(text)
         except ConfigFileError as exc:
             assert "\n" not in exc.problem or parse is parse_toml
         except Exception:  # pragma: no cover - the point of the test
             pytest.fail(f"{parse.__name__}({text!r}) raised:\n{traceback.format_exc()}")
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.sampled_from('a/*,"\\\n} x]'), max_size=12)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+FILLER = st.sampled_from(
+    ["", " ", "\n", "// a note, with } and ]\n", "/* c */", "/* two\nlines */"]
+)
+
+
+def _jsonc(data: st.DataObject, value: Any) -> str:
+    """``value`` written as JSONC: comments and blank space between tokens, and maybe a
+    trailing comma in each non-empty array and object."""
+    gap = data.draw(FILLER)
+    if isinstance(value, list | dict):
+        items = (
+            [_jsonc(data, v) for v in value]
+            if isinstance(value, list)
+            else [f"{json.dumps(k)}{data.draw(FILLER)}:{_jsonc(data, v)}" for k, v in value.items()]
+        )
+        trailing = "," if items and data.draw(st.booleans()) else ""
+        body = ",".join(f"{data.draw(FILLER)}{item}" for item in items) + trailing
+        open_, close = "[]" if isinstance(value, list) else "{}"
+        return f"{gap}{open_}{body}{data.draw(FILLER)}{close}{gap}"
+    return f"{gap}{json.dumps(value)}{gap}"
+
+
+@given(JSON_VALUES, st.data())
+def test_jsonc_is_json_with_comments_and_trailing_commas(value: Any, data: st.DataObject) -> None:
+    assert parse_jsonc(_jsonc(data, value)) == value
+
+
+def test_jsonc_problems_are_one_line_with_the_line() -> None:
+    with pytest.raises(ConfigFileError, match="a /\\* comment opened on line 3 is never closed"):
+        parse_jsonc('{\n "a": 1, // fine\n /* never closed\n}')
+    with pytest.raises(ConfigFileError, match="line 4 column 1"):
+        parse_jsonc('{\n /* a\n b */ "a": 1\n]')  # the comment's lines still count
 
 
 # -- every loader --------------------------------------------------------------------

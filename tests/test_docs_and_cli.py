@@ -66,6 +66,22 @@ def test_demo_runs_offline_and_shows_decisions_and_repairs() -> None:
     # the demo's folder is deleted at the end: never shown as where things are stored
     assert "stored in a temporary folder, removed when the demo ends" in out
     assert "tooldeck-demo-" not in out
+    # the first line says what tooldeck is (both halves); then a scripted MCP client talks
+    # to a real `tooldeck serve` process: it lists, searches, calls the tool the search
+    # named, is denied by the policy, and is asked before a WRITE tool runs
+    assert out.splitlines()[0].startswith("tooldeck is the tool runtime for LLM agents: a library")
+    gateway = out.split("The MCP gateway: tooldeck serve", 1)[1]
+    for expected in (
+        "tool_search, call_tool, recall_tool_result",
+        "- get_weather: Get the current weather for a city.",
+        "tool_search, call_tool, recall_tool_result, get_weather",  # after list_changed
+        '{"city":"Paris","temp":18,"sky":"clear"}',
+        "error: Denied by policy: no client drops tables through this gateway",
+        "(asked, approved) q3.csv is labelled 'final'",
+        "asked the client's user (elicitation): Allow the tool call label_file",
+        "drop_table: deny; label_file: ask; label_file: approve",
+    ):
+        assert expected in gateway, expected
 
 
 def test_demo_attaches_an_mcp_server_from_a_config_file(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def test_the_wheel_installs_into_a_clean_venv_and_runs(
     # the demo reads the built-in definitions, the demo catalog, the definitions schema
     # and the toolkit manifest from the installed package
     demo = _run(venv / "bin" / "tooldeck", "demo", cwd=tmp_path)
-    for expected in ("openai-responses", "Deferred loading", "submitted"):
+    for expected in ("openai-responses", "Deferred loading", "submitted", "(asked, approved)"):
         assert expected in demo, expected
     # the toolkit manifest shipped in the package
     kits = _run(venv / "bin" / "tooldeck", "toolkits", "list", cwd=tmp_path)

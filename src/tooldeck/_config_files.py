@@ -14,7 +14,9 @@ reader does what every loader needs:
 
 - read at most :data:`MAX_BYTES` (a larger file is refused before it is parsed);
 - decode strictly as UTF-8, naming the line and column of the first bad byte;
-- parse TOML (``tomllib``), JSON, or YAML (``yaml.SafeLoader``, so no Python objects);
+- parse TOML (``tomllib``), JSON, JSONC (JSON with ``//`` and ``/* */`` comments and
+  trailing commas, as VS Code and Zed write their settings), or YAML (``yaml.SafeLoader``,
+  so no Python objects);
 - refuse nesting deeper than :data:`MAX_DEPTH`, and a YAML document that refers to itself
   or expands to more than :data:`MAX_YAML_NODES` values once aliases are counted every
   time they are used (checked on the composed node graph, before anything is built).
@@ -32,6 +34,7 @@ what to do; each loader turns it into its own documented error type, naming the 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -50,8 +53,10 @@ __all__ = [
     "check_model",
     "decode_text",
     "load_json",
+    "load_jsonc",
     "load_toml",
     "parse_json",
+    "parse_jsonc",
     "parse_toml",
     "parse_yaml",
     "read_bytes",
@@ -142,6 +147,38 @@ def parse_json(text: str) -> Any:
     return value
 
 
+# JSONC: a string is kept as it is; a comment goes (a block comment leaves its line breaks,
+# so that line numbers in errors stay the file's); then a comma right before a closing
+# bracket goes. Every alternative is possessive or can only end one way, so a scan never
+# backtracks: linear in the text, whatever it holds (an unclosed comment or string too).
+_STRING = r'"(?:[^"\\\n]++|\\.)*+"?'
+_COMMENTS = re.compile(rf"{_STRING}|//[^\n]*+|/\*(?:[^*]++|\*(?!/))*+(?:\*/)?")
+_TRAILING_COMMA = re.compile(rf"{_STRING}|,(\s*+)(?=[}}\]])")
+
+
+def _uncommented(match: re.Match[str]) -> str:
+    found = match.group()
+    if found.startswith('"'):
+        return found
+    if found.startswith("/*") and (len(found) < 4 or not found.endswith("*/")):
+        line = match.string.count("\n", 0, match.start()) + 1
+        raise ConfigFileError(f"a /* comment opened on line {line} is never closed (*/)")
+    return " " + "\n" * found.count("\n")
+
+
+def _no_trailing_comma(match: re.Match[str]) -> str:
+    return match.group() if match.group(1) is None else match.group(1)
+
+
+def parse_jsonc(text: str) -> Any:
+    """JSON with comments and trailing commas (JSONC), checked as :func:`parse_json`."""
+    if "/" in text:
+        text = _COMMENTS.sub(_uncommented, text)
+    if "," in text:
+        text = _TRAILING_COMMA.sub(_no_trailing_comma, text)
+    return parse_json(text)
+
+
 def parse_yaml(text: str) -> Any:
     """One YAML document (``None`` if empty), with the safe loader and the checks above."""
     loader: yaml.SafeLoader | None = None
@@ -194,6 +231,10 @@ def check_model(model: type[_Model], value: Any) -> _Model:
         return model.model_validate(value)
     except ValidationError as exc:
         raise ConfigFileError(_model_problem(exc, value)) from None
+
+
+def load_jsonc(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
+    return parse_jsonc(read_text(path, max_bytes=max_bytes))
 
 
 # -- checks ------------------------------------------------------------------------------

@@ -1,8 +1,12 @@
-"""``tooldeck demo``: an offline tour of the tool contract.
+"""``tooldeck demo``: an offline tour of both halves of tooldeck (its first line says what
+tooldeck is).
 
 Shows a few tools projected for each provider with the strict decision and its reason,
 then feeds malformed argument strings (the kind models really produce) through
-``validate_arguments`` and prints which repair rungs fixed each and which were refused.
+``validate_arguments`` and prints which repair rungs fixed each and which were refused;
+then a scripted agent turn, a workflow, and the MCP gateway: ``tooldeck serve`` started
+as a client starts it, and a scripted MCP client that searches, calls, is denied and is
+asked (:mod:`tooldeck.cli.demo_gateway`).
 
 ``tooldeck demo --model KIND:MODEL`` runs one live turn instead of the offline tour. The
 model is built first, so a bad model string or a missing key fails at once with one line

@@ -32,6 +32,7 @@ from ..timeline import Timeline, TimelineRecorder, render
 from ..tool import Tool, tool
 from ..transcript import AssistantMessage, ToolOutput
 from ..workflows.demo import run_demo_workflow
+from .demo_gateway import gateway_tour
 from .progress import TurnProgress
 from .report import existing_file
 
@@ -313,11 +314,20 @@ def _token_saving(console: Console) -> None:
     console.print(table)
 
 
+WHAT = (
+    "tooldeck is the tool runtime for LLM agents: a library (a tool defined once for every "
+    "provider, the model's arguments validated and repaired, one dispatcher with policy and "
+    "approvals) and an MCP gateway, tooldeck serve (tool search, the policy, approvals and an "
+    "audit log in front of any MCP client's servers)."
+)
+
+
 def run_demo(model: str | None, mcp: Path | None, keep: bool) -> None:
     """The offline tour, or with ``model`` one live turn (see :mod:`tooldeck.cli.demo`)."""
     console = Console()
     if mcp is not None:
         existing_file(mcp, 'an MCP config file ({"mcpServers": {...}})')
+    console.print(WHAT, highlight=False)
     _export_telemetry(console)
     if model is not None:
         live = model_from_string(model)  # a bad spec or a missing key: one line, now
@@ -342,6 +352,8 @@ def run_demo(model: str | None, mcp: Path | None, keep: bool) -> None:
         else:
             asyncio.run(_agent_turn(console, Path(home), timelines=timelines))
         asyncio.run(run_demo_workflow(console, Path(home), kept=keep))
+        console.rule("The MCP gateway: tooldeck serve, and a scripted MCP client")
+        gateway_tour(console, Path(home) / "gateway-demo")
     console.rule("The agent turn as a timeline (tooldeck timeline FILE shows a saved one)")
     for timeline in timelines:
         console.print(render(timeline))

@@ -25,12 +25,18 @@ __all__ = ["serve_command"]
 # ``tooldeck.gateway.approval.MODES``, here so that typer builds ``--approvals`` without
 # importing the gateway (tests/test_gateway_out_of_band.py checks they agree)
 Approvals = Literal["auto", "elicit", "out-of-band", "deny"]
+# ``tooldeck.gateway.importer.CLIENTS`` (tests/test_gateway_import.py checks they agree)
+Clients = Literal["claude-desktop", "claude-code", "cursor", "vscode", "windsurf", "zed"]
 
 
 def serve_command(
     mcp: Annotated[
-        Path, typer.Option("--mcp", help='The MCP config file ({"mcpServers": {...}}).')
-    ],
+        Path | None,
+        typer.Option(
+            "--mcp",
+            help='The MCP config file ({"mcpServers": {...}}); with --import, where to write it.',
+        ),
+    ] = None,
     policy: Annotated[
         list[Path] | None,
         typer.Option("--policy", "-p", help="A policy file (TOML or JSON); repeat to merge."),
@@ -142,6 +148,15 @@ def serve_command(
             help="Seconds a call waits for tooldeck approve before it is denied.",
         ),
     ] = 120.0,
+    tools: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tools",
+            metavar="MODULE:ATTR",
+            help="Also serve your own tools: a tool, a list of tools, a Toolset or a "
+            "ToolRegistry of a module (importable from here); repeat.",
+        ),
+    ] = None,
     definitions: Annotated[
         str | None,
         typer.Option(
@@ -170,8 +185,37 @@ def serve_command(
         ),
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="With --check: print JSON.")] = False,
+    import_client: Annotated[
+        Clients | None,
+        typer.Option(
+            "--import",
+            metavar="CLIENT",
+            help="Write the gateway's config (--mcp, default ~/.config/tooldeck/mcp.json) from "
+            "the MCP servers this client has (claude-desktop, claude-code, cursor, vscode, "
+            "windsurf, zed) and print the entry that puts the gateway in their place; do "
+            "not serve.",
+        ),
+    ] = None,
+    import_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--import-from",
+            metavar="FILE",
+            help="With --import: the client's config file, where it is not in its usual place.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --import: replace the --mcp file if it exists.")
+    ] = False,
 ) -> None:
     """Serve the servers of an MCP config over stdio (or HTTP), behind tooldeck's policy."""
+    if import_client is not None:
+        from .serve_import import import_client_servers
+
+        import_client_servers(import_client, import_from, mcp, force)
+        return
+    if import_from is not None or force:
+        raise user_error("--import-from and --force go with --import CLIENT")
     import anyio
 
     from ..gateway import Catalog, Gateway
@@ -179,8 +223,13 @@ def serve_command(
     from ..mcp import McpConfig, McpConfigError, McpSource
     from ..policy import Policy, PolicyError
 
+    if mcp is None and not tools and not definitions:
+        raise user_error(
+            "give --mcp CONFIG (the MCP servers to serve), --tools MODULE:ATTR (your own "
+            "tools) or both; see tooldeck serve --help"
+        )
     try:
-        config = McpConfig.load(mcp)
+        config = McpConfig.load(mcp) if mcp is not None else McpConfig((), "(no --mcp)")
         rules = Policy.load(*(policy or []))
     except (McpConfigError, PolicyError) as exc:
         problems = "; ".join(exc.problems)
@@ -198,9 +247,9 @@ def serve_command(
             "604800 (a week)"
         )
     tools_home = _home(home)
-    native = _native(definitions, category, tools_home) if definitions else None
     if category and not definitions:
         raise user_error("--category binds handlers of --definitions; give --definitions FILE")
+    native = _native(definitions, category, tools or [], tools_home)
     state_dir = state.expanduser()
     if approvals == "out-of-band" and not check_only:
         _private_approvals(state_dir)
@@ -330,24 +379,57 @@ def _home(home: Path | None) -> Path | None:
     return path.resolve()
 
 
-def _native(definitions: str, categories: list[str] | None, home: Path | None) -> NativeTools:
-    """tooldeck's own tools to serve (``gateway.native``); a bad file is one line."""
+def _native(
+    definitions: str | None, categories: list[str] | None, specs: list[str], home: Path | None
+) -> NativeTools | None:
+    """tooldeck's own tools to serve (``gateway.native``), from ``--definitions`` and
+    ``--tools``; a bad file, module or name is one line."""
+    import os
+    import sys
+
     from ..builtin import DEFINITIONS_PATH
-    from ..gateway.native import BUILTIN, load_native
+    from ..gateway.native import BUILTIN, ToolsSpecError, bind_definitions, resolve, serve_native
     from ..registry import RegistryError
     from .tools import definitions_document
 
-    path = DEFINITIONS_PATH if definitions == BUILTIN else Path(definitions).expanduser()
-    document, _ = definitions_document(path)
+    if not definitions and not specs:
+        return None
+    if categories or specs:  # the user's modules: importable from where they run the gateway
+        sys.path.insert(0, os.getcwd())
+    creators: list[Any] = []
+    defined: list[Any] = []
+    hint = ""
+    if definitions:
+        path = DEFINITIONS_PATH if definitions == BUILTIN else Path(definitions).expanduser()
+        document, _ = definitions_document(path)
+        hint = f"; see them all with tooldeck tools check {path}" + "".join(
+            f" -c {c}" for c in categories or []
+        )
+        try:
+            registry = bind_definitions(document, categories or [], source=str(path))
+        except RegistryError as exc:
+            raise _problems(exc, "in the definitions", hint) from exc
+        creators += registry.creators()
+        defined += registry.definitions
+    for spec in specs:
+        try:
+            made, more = resolve(spec)
+        except ToolsSpecError as exc:
+            raise user_error(f"--tools {spec}: {exc}") from exc
+        creators += made
+        defined += more
+    given = [*([definitions] if definitions else []), *specs]
     try:
-        return load_native(document, categories or [], source=str(path), home=home)
+        return serve_native(creators, source=", ".join(given), home=home, defined=defined)
     except RegistryError as exc:
-        first = " ".join(exc.problems[0].split())[:200]
-        raise user_error(
-            f"{exc.source}: {len(exc.problems)} problem(s) in the definitions, the first: "
-            f"{first}; see them all with tooldeck tools check {exc.source}"
-            + "".join(f" -c {c}" for c in categories or [])
-        ) from exc
+        raise _problems(exc, "in the tools to serve", "" if specs else hint) from exc
+
+
+def _problems(exc: Any, where: str, hint: str) -> typer.Exit:
+    first = " ".join(exc.problems[0].split())[:200]
+    return user_error(
+        f"{exc.source}: {len(exc.problems)} problem(s) {where}, the first: {first}{hint}"
+    )
 
 
 def _private_approvals(state: Path) -> None:

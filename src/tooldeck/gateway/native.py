@@ -1,42 +1,61 @@
-"""tooldeck's own tools at the gateway (``tooldeck serve --definitions FILE``).
+"""tooldeck's own tools at the gateway (``tooldeck serve --tools MODULE:ATTR``,
+``--definitions FILE``).
 
-A definitions file (the format of ``docs/registry.md``) is bound to handlers the way
-:meth:`~tooldeck.registry.ToolRegistry.from_document` binds any (every problem at once,
-a broken file never half-loads), from:
+Two ways in, one way on:
 
-- the category modules given (``-c MODULE``, as for ``tooldeck tools check``), and
-- for each of tooldeck's built-in categories (``files``, ``shell``, ``web``, ``session``,
-  ``memory``) that the file uses and no given module supplies: tooldeck's own handlers
+- ``--tools MODULE:ATTR`` names a Python object (:func:`resolve`): a
+  :class:`~tooldeck.tool.Tool` (an ``@tool`` function), a list of them, a
+  :class:`~tooldeck.assembly.Toolset` or a :class:`~tooldeck.registry.ToolRegistry`. No
+  definitions file is needed;
+- a definitions file (the format of ``docs/registry.md``) is bound to handlers the way
+  :meth:`~tooldeck.registry.ToolRegistry.from_document` binds any (every problem at
+  once, a broken file never half-loads; :func:`bind_definitions`), from the category
+  modules given (``-c MODULE``, as for ``tooldeck tools check``) and, for each of
+  tooldeck's built-in categories (``files``, ``shell``, ``web``, ``session``,
+  ``memory``) that the file uses and no given module supplies, tooldeck's own handlers
   of the tools the file defines (so a copy of the built-in definitions with some tools
   left out serves just those). ``--definitions builtin`` is the built-in file itself.
 
-The tools are served next to the upstream ones, under their own names, which can never
-collide with an upstream tool's: upstream tools are ``<server>__<tool>``, and a served
-definition may not contain ``__`` nor take a gateway tool's name (``tool_search``,
-``call_tool``, ``recall_tool_result``). Their calls go the same way as every call:
-validation, the policy chain and approvals, the audit log, the evidence record, offload
-and the guard.
+Either way the tools come as creators, assembled once for the gateway's turn by
+:func:`serve_native`. They are served next to the upstream ones, under their own names,
+which can never collide with an upstream tool's: upstream tools are
+``<server>__<tool>``, and a served tool may not have ``__`` in its name nor take a
+gateway tool's name (``tool_search``, ``call_tool``, ``recall_tool_result``). Their
+calls go the same way as every call: validation, the policy chain and approvals, the
+audit log, the evidence record, offload and the guard.
 
 They run with the gateway's turn facts (:func:`gateway_turn`): the home directory is
 ``--home`` (file tools cannot leave it; without one they refuse every call, and so do
 ``run_bash``, ``notes`` and ``todo``: less power, never more), no web provider (the web
-tools are not served), no background jobs. A tool whose ``requires`` the gateway cannot
-meet is left out, with a note that ``tooldeck serve --check`` shows.
+tools are not served), no background jobs. A definition whose ``requires`` the gateway
+cannot meet is left out, with a note that ``tooldeck serve --check`` shows.
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..assembly import TurnContext, assemble
+from ..assembly import AssemblyError, CreatorFn, Toolset, TurnContext, assemble
 from ..offload import RECALL_TOOL_NAME
-from ..registry import Handlers, RegistryError, ToolRegistry
+from ..registry import Definition, Handlers, RegistryError, ToolRegistry
 from ..tool import Tool
 
-__all__ = ["BUILTIN", "NativeTools", "gateway_turn", "load_native"]
+__all__ = [
+    "BUILTIN",
+    "NativeTools",
+    "ToolsSpecError",
+    "bind_definitions",
+    "gateway_turn",
+    "resolve",
+    "serve_native",
+]
+
+_log = logging.getLogger("tooldeck.gateway")
 
 BUILTIN = "builtin"
 """``--definitions builtin``: tooldeck's own definitions file."""
@@ -85,15 +104,32 @@ def _builtin_tables(document: Any, given: Sequence[Any]) -> list[Handlers]:
     return tables
 
 
-def load_native(
-    document: Any, categories: Sequence[str], *, source: str, home: Path | None
-) -> NativeTools:
-    """Bind ``document`` (a definitions document) for the gateway; raises
+def bind_definitions(document: Any, categories: Sequence[str], *, source: str) -> ToolRegistry:
+    """Bind ``document`` (a definitions document) to the modules ``categories`` and
+    tooldeck's own handlers (see the module docstring); raises
     :class:`~tooldeck.registry.RegistryError` listing every problem."""
     builtin = _builtin_tables(document, categories)
-    registry = ToolRegistry.from_document(document, [*categories, *builtin], source=source)
+    return ToolRegistry.from_document(document, [*categories, *builtin], source=source)
+
+
+def serve_native(
+    creators: Sequence[CreatorFn],
+    *,
+    source: str,
+    home: Path | None,
+    defined: Sequence[Definition] = (),
+) -> NativeTools:
+    """The tools ``creators`` make for the gateway's turn (``home``): the one path of
+    ``--definitions`` and ``--tools``. A name the gateway cannot serve (``__`` in it, a
+    gateway tool's name) or made twice is a :class:`~tooldeck.registry.RegistryError`
+    listing every problem; a definition (of ``defined``) whose ``requires`` the gateway
+    cannot meet is left out, with a note."""
+    try:
+        served = assemble(gateway_turn("gateway", home), creators)
+    except AssemblyError as exc:
+        raise RegistryError(source, [str(exc)]) from exc
     problems = []
-    for name in registry.tools:
+    for name in dict.fromkeys([*(d.name for d in defined), *served.names]):
         if "__" in name:
             problems.append(
                 f"{name}: a tool served by the gateway cannot have '__' in its name "
@@ -103,11 +139,71 @@ def load_native(
             problems.append(f"{name}: the name of one of the gateway's own tools; rename it")
     if problems:
         raise RegistryError(source, problems)
-    served = assemble(gateway_turn("gateway", home), registry.creators())
     left_out = tuple(
         f"{d.name}: not served (it needs {', '.join(d.requires)}, which the gateway "
         "does not provide)"
-        for d in registry.definitions
+        for d in defined
         if d.name not in served
     )
     return NativeTools(tuple(served.tools), left_out, source)
+
+
+class ToolsSpecError(ValueError):
+    """``--tools MODULE:ATTR`` names nothing the gateway can serve; the message is one
+    line saying what to give instead."""
+
+
+KINDS = "a tool (@tool), a list of tools, a Toolset or a ToolRegistry"
+
+
+def resolve(spec: str) -> tuple[list[CreatorFn], tuple[Definition, ...]]:
+    """The creators (and, for a registry, its definitions) of ``MODULE:ATTR``: the module
+    is imported and ``ATTR`` (dotted for nested attributes) read from it; it must be
+    :data:`KINDS`. Anything else is a :class:`ToolsSpecError`."""
+    module_name, colon, attr = spec.partition(":")
+    if not colon or not module_name.strip() or not attr.strip():
+        raise ToolsSpecError(f"{spec!r} is not MODULE:ATTR; give e.g. mytools:tools")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # a module that raises at import time, or none at all
+        _log.debug("importing %s failed", module_name, exc_info=True)
+        if isinstance(exc, ModuleNotFoundError) and exc.name == module_name.split(".")[0]:
+            raise ToolsSpecError(
+                f"no module named {module_name!r} (looked in the current folder and the "
+                "Python path); run the gateway where the module is, or install it"
+            ) from exc
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        raise ToolsSpecError(f"importing {module_name} failed: {what}") from exc
+    value: Any = module
+    for i, part in enumerate(attr.split(".")):
+        if not hasattr(value, part):
+            where = module_name + "".join(f".{p}" for p in attr.split(".")[:i])
+            raise ToolsSpecError(f"{where} has no attribute {part!r}; give one that is {KINDS}")
+        value = getattr(value, part)
+    return _creators(value, f"{module_name}:{attr}")
+
+
+def _creators(value: Any, where: str) -> tuple[list[CreatorFn], tuple[Definition, ...]]:
+    if isinstance(value, ToolRegistry):
+        return value.creators(), value.definitions
+    if isinstance(value, Tool):
+        tools: list[Tool] = [value]
+    elif isinstance(value, Toolset):
+        tools = list(value.tools)
+    elif isinstance(value, list | tuple) and value:
+        wrong = [i for i, item in enumerate(value) if not isinstance(item, Tool)]
+        if wrong:
+            raise ToolsSpecError(
+                f"{where}[{wrong[0]}] is {type(value[wrong[0]]).__name__}, not a tool; "
+                "give a list of tools (@tool functions or Tool objects)"
+            )
+        tools = list(value)
+    else:
+        kind = "an empty list" if isinstance(value, list | tuple) else type(value).__name__
+        raise ToolsSpecError(f"{where} is {kind}; give {KINDS}")
+
+    def create(ctx: TurnContext) -> list[Tool]:
+        return tools
+
+    create.creator_name = where  # type: ignore[attr-defined]
+    return [create], ()
