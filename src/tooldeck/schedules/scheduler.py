@@ -98,7 +98,7 @@ class Scheduler:
         at = (at or self.clock()).astimezone(UTC)
         outcomes: list[TickOutcome] = []
         for schedule_id in await self.table.active_ids():
-            outcome = await self.table.tick(schedule_id, at, self.owner, self.grace)
+            outcome = await self._tick_one(schedule_id, at)
             if outcome is not None:
                 outcomes.append(outcome)
         fired = [f for o in outcomes for f in o.fired]
@@ -111,6 +111,27 @@ class Scheduler:
         if fired:
             await self._hand_over(fired)
         return outcomes
+
+    async def _tick_one(self, schedule_id: str, at: datetime) -> TickOutcome | None:
+        """One schedule at ``at``: one transaction, or several when more on-time slots
+        are due than one fires (:data:`~tooldeck.schedules.store.FIRE_LIMIT`)."""
+        parts: list[TickOutcome] = []
+        while True:
+            outcome = await self.table.tick(schedule_id, at, self.owner, self.grace)
+            if outcome is None:
+                break
+            parts.append(outcome)
+            if not outcome.more:
+                break
+        if not parts:
+            return None
+        return TickOutcome(
+            schedule_id,
+            tuple(f for p in parts for f in p.fired),
+            sum(p.skipped for p in parts),
+            parts[-1].finished,
+            tuple(j for p in parts for j in p.dbos_jobs),
+        )
 
     async def _hand_over(self, fired: Sequence[Fire]) -> None:
         if self.queue is not None:
@@ -140,11 +161,12 @@ class Scheduler:
         self._stop.set()
 
     async def _pause(self) -> None:
-        """Sleep until the soonest next slot, at most ``poll`` seconds."""
+        """Sleep until the soonest slot not yet ticked, at most ``poll`` seconds: none at
+        all when a slot came due while the tick ran (it is after its schedule's cursor)."""
         wait = self.poll
         now = self.clock()
         for schedule in await self.table.list(state="active", limit=1000):
-            upcoming = next(schedule.timing.after(max(schedule.cursor_at, now)), None)
+            upcoming = next(schedule.timing.after(schedule.cursor_at), None)
             if upcoming is not None:
                 wait = min(wait, max(0.0, (upcoming - now).total_seconds()))
         with contextlib.suppress(TimeoutError):
