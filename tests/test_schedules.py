@@ -751,3 +751,11 @@ def test_a_scheduled_workflow_runs_as_a_job_and_ends_with_the_run(
             assert "succeeded" in note and "nightly" in note
 
     run(main())
+
+
+def test_every_scheduler_log_event_is_documented() -> None:
+    from tooldeck.cli.schedules import EVENTS
+
+    doc = (Path(__file__).parent.parent / "docs" / "jobs-and-schedules.md").read_text()
+    for event in EVENTS:
+        assert f"| `{event}` |" in doc, event
