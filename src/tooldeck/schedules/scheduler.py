@@ -1,11 +1,12 @@
 """The scheduler loop, and :class:`ScheduleBook`: making, reading and cancelling schedules.
 
 A :class:`Scheduler` ticks every active schedule of a store (each tick one transaction,
-:func:`tooldeck.schedules.store.op_tick`), then sleeps until the soonest next slot (at
-most ``poll`` seconds). A fired slot becomes a job row in the same transaction; the job
-is run by a job manager (this process's, if it serves pending jobs; ``tooldeck
-scheduler`` runs one) or, for DBOS schedules, is enqueued on the jobs queue right after
-the commit (and again at every start: DBOS deduplicates by the job's id, so a crash
+:func:`tooldeck.schedules.store.op_tick`), then sleeps until the soonest slot after any
+schedule's cursor (at most ``poll`` seconds; not at all when one came due during the
+tick). A fired slot becomes a job row in the same transaction; the job is run by a job
+manager (this process's, if it serves pending jobs; ``tooldeck scheduler`` runs one) or,
+for DBOS schedules, is enqueued on the jobs queue right after the commit (and again at
+every start and after a failed hand-over: DBOS deduplicates by the job's id, so a crash
 between the commit and the enqueue loses nothing). Any number of schedulers can run
 against one database: the database decides who fires each slot.
 
