@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,12 +16,15 @@ from typing import Any
 
 import pytest
 
+from test_jobs_processes import Processes, _text_lines, processes
 from test_workflows_support import PG_DSN, is_ready
 from tooldeck.jobs import JobManager, JobNotices, NewJob
 from tooldeck.jobs.durable import DbosJobQueue
 from tooldeck.workflows.store import PostgresStore
 
 pytest_plugins = ["test_workflows_support"]
+
+__all__ = ["processes"]  # a fixture, defined with the scheduler process tests
 
 SCRIPT = Path(__file__).parent / "job_scripts" / "jobs.py"
 
@@ -203,3 +207,72 @@ def test_a_schedule_on_postgresql_hands_its_slots_to_dbos_workers(workers: JobWo
             await queue.close()
 
     asyncio.run(main())
+
+
+def test_tooldeck_scheduler_hands_dbos_schedules_to_a_worker_started_after_it(
+    workers: JobWorkers, processes: Processes
+) -> None:
+    """The real ``tooldeck scheduler`` (no jobs of its own) and a real ``tooldeck worker
+    --jobs``: the scheduler starts first, when DBOS has no tables yet, so its first
+    hand-overs fail (said once); once the worker is up, every fired job is handed to DBOS
+    and run there."""
+    from datetime import UTC, datetime
+
+    from tooldeck.schedules import ScheduleBook, parse_timing
+
+    store = PostgresStore(PG_DSN, schema=workers.schema)
+
+    async def create() -> str:
+        async with store:
+            book = ScheduleBook(store)
+            made = await book.create(
+                name="every second",
+                session_id="chat",
+                action=book.action(prompt="tick", dispatch="dbos"),
+                timing=parse_timing(every_seconds=1, now=datetime.now(UTC)),
+                missed="catch_up",
+            )
+            return made.id
+
+    schedule_id = asyncio.run(create())
+    options = ["--jobs", "0", "--poll", "0.2", "--dbos-schema", workers.dbos_schema]
+    proc, log = processes.scheduler(store, "sch", *options)
+    processes.wait_for_line(proc, log, " not_queued: ")
+    workers.start("w1")
+    processes.wait_for_line(proc, log, " queued: ")
+
+    async def ended() -> list[Any]:
+        async with store:
+            manager = JobManager(store)
+            deadline = time.monotonic() + 90
+            while True:
+                jobs = [j for j in await manager.table.list(limit=1000) if j.terminal]
+                if len(jobs) >= 4 or time.monotonic() > deadline:
+                    return jobs
+                await asyncio.sleep(0.2)
+
+    done = asyncio.run(ended())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0, log.read_text()
+
+    async def everything() -> tuple[list[Any], int]:
+        async with store:
+            manager = JobManager(store)
+            fired = (await ScheduleBook(store).get(schedule_id)).fired
+            for job in await manager.table.list(limit=1000):  # every job fired runs
+                await wait_ended(manager, job.id)
+            return await manager.table.list(limit=1000), fired
+
+    jobs, fired = asyncio.run(everything())
+    assert len(done) >= 4 and len(jobs) == fired
+    assert {j.state for j in jobs} == {"succeeded"}
+    assert {j.dispatch for j in jobs} == {"dbos"} and {j.owner for j in jobs} == {"w1"}
+    assert {j.origin for j in jobs} == {f"schedule:{schedule_id}"}
+    said = _text_lines(log)
+    events = [x["event"] for x in said]
+    assert events.count("not_queued") == 1, events  # said once, not at every tick
+    (refused,) = [x["message"] for x in said if x["event"] == "not_queued"]
+    assert "no DBOS system tables" in refused, refused
+    exiting = said[-1]["message"]
+    handed = re.search(r"(\d+) job\(s\) handed to DBOS", exiting)
+    assert handed is not None and int(handed[1]) == fired, exiting

@@ -569,30 +569,9 @@ def test_a_scheduled_workflow_runs_as_a_job_and_ends_with_the_run(
     run(main())
 
 
-@given(
-    offsets=st.lists(st.integers(min_value=0, max_value=10_000), unique=True, max_size=40),
-    grace=st.floats(min_value=0, max_value=5_000),
-    policy=st.sampled_from(["skip", "once", "catch_up"]),
-    limit=st.integers(min_value=1, max_value=20),
-)
-def test_missed_slot_choice_properties(
-    offsets: list[int], grace: float, policy: str, limit: int
-) -> None:
-    """What a tick fires is always due, at most the bound, once each, in order; skip fires
-    only on-time slots, once fires exactly one when anything is due."""
-    from tooldeck.schedules.store import _choose
+def test_every_scheduler_log_event_is_documented() -> None:
+    from tooldeck.cli.schedules import EVENTS
 
-    at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=10_000)
-    due = sorted(at - timedelta(seconds=o) for o in offsets)
-    chosen = _choose(due, len(due), at, grace, policy, limit)
-    slots = [s for s, _ in chosen]
-    assert set(slots) <= set(due) and slots == sorted(set(slots))
-    assert len(slots) <= (1 if policy == "once" else limit if policy == "catch_up" else len(due))
-    on_time = {s for s in due if s >= at - timedelta(seconds=grace)}
-    if policy == "skip":
-        assert set(slots) == on_time and all(how == "due" for _, how in chosen)
-    if policy == "once":
-        assert len(slots) == (1 if due else 0)
-    if policy == "catch_up":
-        assert slots == due[-limit:]
-    assert all(how == "late" for s, how in chosen if s not in on_time)
+    doc = (Path(__file__).parent.parent / "docs" / "jobs-and-schedules.md").read_text()
+    for event in EVENTS:
+        assert f"| `{event}` |" in doc, event

@@ -604,3 +604,53 @@ def test_a_retried_call_that_met_the_database_down_is_part_of_the_outage(
             "advancing after wf-1:b failed (try 1 of 3), again in 0.01s: ValueError: a bug",
         ),
     ]
+
+
+def test_a_scheduler_log_folds_tooldecks_own_database_warnings_and_names_its_role() -> None:
+    """The same handler for ``tooldeck scheduler``: its id under ``scheduler`` in JSON, its
+    own retry phrase, and a warning of tooldeck's whose message says the database is away
+    (a job manager's round; the driver's message spans lines) folded into the outage;
+    another warning stays one line."""
+    out, clock = io.StringIO(), Clock()
+    log = WorkerLog(
+        "sch1",
+        role="scheduler",
+        fmt="json",
+        lease=3,
+        retry="ticking again every 1s",
+        stream=out,
+        clock=clock,
+    )
+    dropped = (
+        "job manager sch1: PostgreSQL dropped the connection: consuming input failed: server "
+        "closed the connection unexpectedly\n\tThis probably means the server terminated "
+        "abnormally\n\tbefore or while processing the request."
+    )
+    log.handle(_record("tooldeck.jobs", logging.WARNING, dropped))
+    clock.now += 0.5
+    log.handle(_record("tooldeck.jobs", logging.WARNING, dropped))
+    log.handle(_record("tooldeck.jobs", logging.WARNING, "job job-1 is lost: its process stopped"))
+    clock.now += 0.5
+    log.handle(_record("tooldeck.schedules", logging.DEBUG, "tick done", event="db_ok"))
+    clock.now += 1.5
+    log.handle(_record("tooldeck.schedules", logging.DEBUG, "tick done", event="db_ok"))
+    said = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(x["scheduler"], x["level"], x["event"], x["message"]) for x in said] == [
+        (
+            "sch1",
+            "WARNING",
+            "db_retrying",
+            "database unreachable (tooldeck.jobs: job manager sch1: PostgreSQL dropped the "
+            "connection: consuming input failed: server closed the connection unexpectedly "
+            "This probably means the server terminated abnormally before or while "
+            "processin...); ticking again every 1s",
+        ),
+        ("sch1", "WARNING", "log", "job job-1 is lost: its process stopped"),
+        (
+            "sch1",
+            "INFO",
+            "db_back",
+            "database back after 1.0s; 2 call(s) of this scheduler retried",
+        ),
+    ]
+    assert all("worker" not in x for x in said)

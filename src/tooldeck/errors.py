@@ -36,7 +36,15 @@ __all__ = [
     "ToolDefinitionError",
     "TooldeckError",
     "UnknownModel",
+    "exception_line",
 ]
+
+
+def exception_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` on one line (whitespace folded), at most ``limit`` characters:
+    how a log line of a long-running process (worker, scheduler) names an exception."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:limit] if text else type(exc).__name__
 
 
 class TooldeckError(Exception):

@@ -6,10 +6,13 @@
 - ``tooldeck schedules run-now ID``: fire it once, now (a job is made at once);
 - ``tooldeck scheduler``: the embedded scheduler: ticks every schedule of the store
   and, with a model (``--model`` or ``--script FILE`` defining ``scripted_job_model(job)``),
-  runs the jobs the fired slots made (and any other pending job) in this process. Run
-  any number of them on one database: each slot fires once. Each job runs under the
+  runs the jobs the fired slots made (and any other pending job) in this process; on
+  PostgreSQL it hands the jobs of schedules with ``dispatch: "dbos"`` to the DBOS queue
+  of the ``tooldeck worker --jobs`` processes (their ``--dbos-schema``). Run any number
+  of them on one database: each slot fires once. Each job runs under the
   policy its schedule recorded of the session that made it (and ``--policy FILE``'s too:
-  both must allow), headless, with at most that session's tools.
+  both must allow), headless, with at most that session's tools. Its log is the worker's
+  (:mod:`tooldeck.cli.worker_log`): one line per event (:data:`EVENTS`), text or JSON.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from rich.console import Console
 from rich.table import Table
 
 from .jobs import open_existing
+from .report import VERBOSE_KEY, log_handler
+from .worker_log import LogFormat, WorkerLog, routed
 from .workflows import DbOption, DsnOption, SchemaOption, _fail, _store
 
 if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the stores
@@ -36,7 +41,29 @@ if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the s
     from ..workflows.definition import Workflow
     from ..workflows.store import WorkflowStore
 
-__all__ = ["scheduler_command", "schedules_app"]
+__all__ = ["EVENTS", "scheduler_command", "schedules_app"]
+
+EVENTS: dict[str, str] = {
+    "ready": "the scheduler ticks the store's schedules (where, jobs at once, DBOS or not)",
+    "fired": "a slot fired: the schedule, the slot (UTC), on time or late, the job it made",
+    "skipped": "a tick skipped missed slots of a schedule (its missed-slot policy)",
+    "finished": "a one-time schedule fired its slot and is finished",
+    "not_queued": "a job for DBOS workers could not be handed to DBOS (why): tried again "
+    "every poll, or never when there is no DBOS queue (a SQLite store)",
+    "queued": "pending DBOS jobs handed to DBOS after a failed try, or at start",
+    "tick_failed": "a tick failed for another reason than the database (why); tried again",
+    "db_retrying": "the database stopped answering: ticks are tried again every poll",
+    "db_back": "the database answers again: the outage's length and what was folded",
+    "db_still_down": "the scheduler exits during an outage: its length and what was folded",
+    "exiting": "the last line: why the scheduler exits, its exit status and its counts",
+    "dbos": "a line of DBOS's own, outside an outage",
+    "log": "any other log line, e.g. of the jobs run here (its logger in fields)",
+}
+
+_log = logging.getLogger("tooldeck.cli.scheduler")
+# The loggers whose debug records carry the database's ups and downs (``db_ok``,
+# ``db_retrying``): the log handler needs them even without ``-v``.
+_SIGNAL_LOGGERS = ("tooldeck.schedules", "tooldeck.workflows.store", "tooldeck.cli.scheduler")
 
 schedules_app = typer.Typer(
     help="Inspect, cancel and fire schedules (cron, interval, once).", no_args_is_help=True
@@ -265,6 +292,7 @@ def load_runner_policy(paths: list[Path] | None) -> Any:
 
 
 def scheduler_command(
+    ctx: typer.Context,
     db: DbOption = None,
     dsn: DsnOption = None,
     pg_schema: SchemaOption = None,
@@ -299,11 +327,27 @@ def scheduler_command(
     run_for: Annotated[
         float | None, typer.Option("--for", help="Stop after this many seconds.")
     ] = None,
+    dbos_schema: Annotated[
+        str,
+        typer.Option(
+            "--dbos-schema",
+            help="With --dsn: the schema of DBOS's tables, as the workers' --dbos-schema; "
+            "jobs of schedules with dispatch 'dbos' go to the DBOS queue there.",
+        ),
+    ] = "dbos",
+    log_format: Annotated[
+        LogFormat,
+        typer.Option(
+            "--log-format",
+            help="Log lines as plain text, or one JSON object per line (ts, level, scheduler, "
+            "event, task, run, message, fields).",
+        ),
+    ] = "text",
 ) -> None:
     """Fire due schedules (and run the jobs they make) until interrupted."""
     from ..jobs.runner import JobManager, JobRuntime
-    from ..schedules.scheduler import ScheduleError, Scheduler
-    from ..workflows.store import StoreError
+    from ..schedules.scheduler import ScheduleError, Scheduler, default_owner
+    from ..workflows.store import PostgresStore, StoreError
 
     console = Console(stderr=True)
     runner_policy = load_runner_policy(policy)
@@ -327,10 +371,25 @@ def scheduler_command(
         def job_model(job: Any) -> Any:
             return model_from_string(model)
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    name = owner or default_owner()
+    log = WorkerLog(
+        name,
+        role="scheduler",
+        fmt=log_format,
+        verbose=bool(ctx.meta.get(VERBOSE_KEY)),
+        lease=lease,
+        retry=f"ticking again every {poll:g}s",
+    )
+    started = False
+    stopped_by: list[str] = []
 
     async def main() -> None:
         async with store:
+            queue = None
+            if isinstance(store, PostgresStore):
+                from ..jobs.durable import DbosJobQueue
+
+                queue = DbosJobQueue(store.dsn, dbos_schema=dbos_schema)
             manager: JobManager | None = None
             if jobs and job_model is not None:
                 engine = None
@@ -349,27 +408,48 @@ def scheduler_command(
                     engine=engine,
                 )
                 manager = JobManager(
-                    store, runtime, concurrency=jobs, owner=owner, lease=lease, poll=poll
+                    store, runtime, concurrency=jobs, owner=name, lease=lease, poll=poll
                 )
                 await manager.open()
             scheduler = Scheduler(
                 store,
-                owner=owner,
+                owner=name,
                 poll=poll,
                 grace=grace,
+                queue=queue,
                 on_fire=(lambda fired: manager._wake.set()) if manager is not None else None,
             )
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, scheduler.stop)
+                loop.add_signal_handler(
+                    sig, _stopper(scheduler, stopped_by, f"stopped by {sig.name}")
+                )
             if run_for is not None:
-                loop.call_later(run_for, scheduler.stop)
+                loop.call_later(run_for, _stopper(scheduler, stopped_by, f"ran for {run_for:g}s"))
 
             def ready(s: Scheduler) -> None:
-                console.print(
-                    f"scheduler {s.owner} ready: {store.location}"
-                    + (f", running up to {jobs} job(s)" if manager is not None else ", no jobs"),
-                    highlight=False,
+                nonlocal started
+                started = True
+                runs = (
+                    f"running up to {jobs} job(s) here" if manager is not None else "no jobs here"
+                )
+                to_dbos = f"DBOS jobs to schema {dbos_schema}" if queue is not None else "no DBOS"
+                _log.info(
+                    "serving %s, %s, %s, poll %gs, grace %gs",
+                    store.location,
+                    runs,
+                    to_dbos,
+                    poll,
+                    grace,
+                    extra={
+                        "event": "ready",
+                        "fields": {
+                            "jobs": jobs if manager is not None else 0,
+                            "dbos_schema": dbos_schema if queue is not None else None,
+                            "poll": poll,
+                            "grace": grace,
+                        },
+                    },
                 )
 
             try:
@@ -377,13 +457,48 @@ def scheduler_command(
             finally:
                 if manager is not None:
                     await manager.close()
-            console.print(
-                f"scheduler {scheduler.owner} stopped: {stats.fired} slot(s) fired, "
-                f"{stats.skipped} skipped, {stats.ticks} tick(s)",
-                highlight=False,
+                if queue is not None:
+                    await queue.close()
+            log.finish()
+            why = stopped_by[0] if stopped_by else "stopped"
+            _log.info(
+                "%s (status 0): %d slot(s) fired, %d skipped, %d job(s) handed to DBOS, %d tick(s)",
+                why,
+                stats.fired,
+                stats.skipped,
+                stats.queued,
+                stats.ticks,
+                extra={
+                    "event": "exiting",
+                    "fields": {
+                        "status": 0,
+                        "why": why,
+                        "fired": stats.fired,
+                        "skipped": stats.skipped,
+                        "queued": stats.queued,
+                        "ticks": stats.ticks,
+                    },
+                },
             )
 
-    try:
-        asyncio.run(main())
-    except StoreError as exc:
-        raise _fail(console, str(exc)) from exc
+    with routed(log, log_handler(ctx), _SIGNAL_LOGGERS):
+        try:
+            asyncio.run(main())
+        except StoreError as exc:
+            if not started:  # it never served: a command line that cannot work
+                raise _fail(console, str(exc)) from exc
+            log.finish()
+            _log.error(
+                "%s (status 1)",
+                exc,
+                extra={"event": "exiting", "fields": {"status": 1, "why": str(exc)}},
+            )
+            raise typer.Exit(1) from exc
+
+
+def _stopper(scheduler: Scheduler, stopped_by: list[str], why: str) -> Callable[[], None]:
+    def stop() -> None:
+        stopped_by.append(why)
+        scheduler.stop()
+
+    return stop

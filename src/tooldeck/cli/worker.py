@@ -22,8 +22,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -33,7 +32,7 @@ from rich.console import Console
 
 from .report import VERBOSE_KEY, existing_file, log_handler
 from .schedules import load_job_script, load_runner_policy
-from .worker_log import LogFormat, WorkerLog
+from .worker_log import LogFormat, WorkerLog, routed
 from .workflows import _fail, _model_factory
 
 if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the engine
@@ -318,7 +317,7 @@ def worker_command(
             },
         )
 
-    with _worker_logging(ctx, log, verbose):
+    with routed(log, log_handler(ctx), _SIGNAL_LOGGERS):
         _export_telemetry()
         try:
             asyncio.run(main())
@@ -336,39 +335,6 @@ def _stopper(worker: Any, stopped_by: list[str], sig: signal.Signals) -> Callabl
         worker.stop()
 
     return stop
-
-
-@contextmanager
-def _worker_logging(ctx: typer.Context, log: WorkerLog, verbose: bool) -> Iterator[None]:
-    """Route every log record (tooldeck's, DBOS's, the libraries') through ``log`` while
-    the worker runs, and put things back after (the command may run inside a test)."""
-    root = logging.getLogger()
-    cli_handler = log_handler(ctx)
-    dbos = logging.getLogger("dbos")
-    # With a handler of its own, DBOS adds none (its console handler would print its
-    # lines in its own format); its records reach the root logger, and ``log``.
-    quiet = logging.NullHandler()
-    signal_loggers = [logging.getLogger(name) for name in _SIGNAL_LOGGERS]
-    saved = root.level, [x.level for x in signal_loggers], dbos.propagate
-    if cli_handler is not None:
-        root.removeHandler(cli_handler)
-    root.addHandler(log)
-    root.setLevel(logging.INFO)
-    for logger in signal_loggers:
-        logger.setLevel(logging.DEBUG)
-    dbos.addHandler(quiet)
-    dbos.propagate = True
-    try:
-        yield
-    finally:
-        root.removeHandler(log)
-        dbos.removeHandler(quiet)
-        root.setLevel(saved[0])
-        for logger, level in zip(signal_loggers, saved[1], strict=True):
-            logger.setLevel(level)
-        dbos.propagate = saved[2]
-        if cli_handler is not None:
-            root.addHandler(cli_handler)
 
 
 def _exit(log: WorkerLog, why: str, status: int) -> NoReturn:

@@ -1,15 +1,17 @@
-"""``tooldeck worker``'s log: one line per state change, as text or JSON, outages folded.
+"""The log of ``tooldeck worker`` and ``tooldeck scheduler``: one line per state change, as
+text or JSON, outages folded.
 
-Every line the worker prints while it runs has the same shape. Text (the default)::
+Every line such a process prints while it runs has the same shape. Text (the default)::
 
     2026-12-01 21:18:39.123 INFO w1 claimed item_02 (run wf-26898d46d0c6)
     2026-12-01 21:18:41.959 WARNING w1 db_retrying: database unreachable (lease renewal: ...)
 
-that is ``<local time> <LEVEL> <worker> <event>[ <task> (run <run>)][: <message>]``; with
+that is ``<local time> <LEVEL> <id> <event>[ <task> (run <run>)][: <message>]``; with
 ``--log-format json`` one JSON object per line with the keys ``ts`` (ISO 8601 with the
-offset), ``level``, ``worker``, ``event``, ``task``, ``run`` (``null`` when no task is
-concerned), ``message`` and ``fields`` (the event's values), plus ``traceback`` with
-``-v``. The events are listed in :data:`EVENTS`.
+offset), ``level``, ``worker`` (``scheduler`` in a scheduler's log: the process's id),
+``event``, ``task``, ``run`` (``null`` when no task is concerned), ``message`` and
+``fields`` (the event's values), plus ``traceback`` with ``-v``. The worker's events are
+listed in :data:`EVENTS`, the scheduler's in :data:`tooldeck.cli.schedules.EVENTS`.
 
 A record names its event in its ``extra`` (``event``, ``task``, ``run``, ``fields``: see
 :mod:`tooldeck.workflows.worker`); DBOS's own records become ``dbos`` lines and any other
@@ -17,15 +19,18 @@ record a ``log`` line. No line is wrapped (nothing here knows a terminal's width
 message is one line: an exception is summarised as ``(Type: message)`` at the end, its
 traceback only with ``-v``.
 
-**Outages.** The first sign that the database is away (a store call or a lease renewal
-that failed on a dropped connection, or DBOS saying so) prints one ``db_retrying`` line;
-from then on DBOS's warnings and the worker's own failed calls are counted, not printed,
+**Outages.** The first sign that the database is away (a store call, a lease renewal or
+a tick that failed on a dropped connection, a warning of tooldeck's that says so, or
+DBOS saying so) prints one ``db_retrying`` line; from then on DBOS's warnings and the
+process's own failed calls are counted, not printed,
 until the database answers again (a lease renewal or a retried store call succeeds, with
 no new failure for ``settle`` seconds: a third of the lease by default, the time a call
 caught in the outage takes to fail), which prints one ``db_back`` line with the outage's
-length and the counts (the first and the last DBOS message kept). A worker that
+length and the counts (the first and the last DBOS message kept). A process that
 exits during an outage prints ``db_still_down`` instead. With ``-v`` every folded line is
 printed as well.
+
+:func:`routed` sends every log record of the process through the handler while it runs.
 """
 
 from __future__ import annotations
@@ -37,14 +42,15 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TextIO
 
 from ..errors import ProviderError
 
-__all__ = ["EVENTS", "LogFormat", "WorkerLog", "dbos_line"]
+__all__ = ["EVENTS", "LogFormat", "WorkerLog", "dbos_line", "routed"]
 
 LogFormat = Literal["text", "json"]
 
@@ -80,7 +86,14 @@ _DB_FAILURE = re.compile(
     re.IGNORECASE,
 )
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*: ")  # "psycopg.OperationalError: ..."
-_COLOURS = {"ERROR": "31", "WARNING": "33", "claimed": "36", "submitted": "32", "db_back": "32"}
+_COLOURS = {
+    "ERROR": "31",
+    "WARNING": "33",
+    "claimed": "36",
+    "fired": "36",
+    "submitted": "32",
+    "db_back": "32",
+}
 
 
 def dbos_line(text: str) -> str:
@@ -97,6 +110,15 @@ def dbos_line(text: str) -> str:
     return " ".join((head or lines[0]).split())
 
 
+def _record_text(record: logging.LogRecord) -> str:
+    """A record's message and its exception's, on one line."""
+    text = record.getMessage()
+    exc = record.exc_info[1] if record.exc_info else None
+    if exc is not None:
+        text += f" ({type(exc).__name__}: {exc})"
+    return " ".join(text.split())
+
+
 def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -111,8 +133,8 @@ class _Outage:
     first: str = ""
     last: str = ""
 
-    def summary(self) -> str:
-        parts = [f"{self.calls} call(s) of this worker retried"] if self.calls else []
+    def summary(self, role: str) -> str:
+        parts = [f"{self.calls} call(s) of this {role} retried"] if self.calls else []
         if self.dbos == 1:
             parts.append(f"1 DBOS error folded ({self.first})")
         elif self.dbos:
@@ -130,11 +152,14 @@ class _Outage:
 
 
 class WorkerLog(logging.Handler):
-    """The handler of ``tooldeck worker``'s log (see the module docstring).
+    """The handler of ``tooldeck worker``'s and ``tooldeck scheduler``'s log (see the
+    module docstring).
 
-    ``worker``: the id on every line; ``lease``: said in the ``db_retrying`` line;
-    ``settle``: seconds without a new failure before an outage is over (default: a
-    third of the lease, at least 1: the worker's connect timeout and
+    ``worker``: the id on every line; ``role``: what the process is (``worker``,
+    ``scheduler``: the id's key in JSON lines, and said in ``db_back``); ``lease``: said
+    in the ``db_retrying`` line, which ends with ``retry`` (default: retrying for up to
+    the lease); ``settle``: seconds without a new failure before an outage is over
+    (default: a third of the lease, at least 1: the worker's connect timeout and
     ``tcp_user_timeout``, so that a call caught in the outage has failed by then);
     ``stream``: where lines go (default: whatever ``sys.stderr`` is at the time);
     ``colour``: colour the event on a terminal (default: when ``stream`` is one, text
@@ -145,9 +170,11 @@ class WorkerLog(logging.Handler):
         self,
         worker: str,
         *,
+        role: str = "worker",
         fmt: LogFormat = "text",
         verbose: bool = False,
         lease: float = 15.0,
+        retry: str | None = None,
         settle: float | None = None,
         stream: TextIO | None = None,
         colour: bool | None = None,
@@ -155,9 +182,11 @@ class WorkerLog(logging.Handler):
     ):
         super().__init__(logging.DEBUG)
         self.worker = worker
+        self.role = role
         self.fmt = fmt
         self.verbose = verbose
         self.lease = lease
+        self.retry = retry or f"retrying for up to the lease ({lease:g}s)"
         self.settle = settle if settle is not None else max(1.0, lease / 3)
         self.stream = stream
         self.colour = colour
@@ -198,6 +227,16 @@ class WorkerLog(logging.Handler):
             return
         if record.levelno < logging.INFO and not self.verbose:
             return
+        if (
+            event is None
+            and record.levelno >= logging.WARNING
+            and record.name.startswith("tooldeck.")
+        ):
+            text = _record_text(record)
+            if _DB_FAILURE.search(text):  # e.g. a job manager's round that met it down
+                self._failed(now, record.name, text, dbos=False)
+                if not self.verbose:
+                    return
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, ProviderError) and not self.verbose:
             return  # said once, as the task's failure
@@ -212,8 +251,7 @@ class WorkerLog(logging.Handler):
             self._line(
                 logging.WARNING,
                 "db_retrying",
-                f"database unreachable ({source}: {error}); retrying for up to the lease "
-                f"({self.lease:g}s)",
+                f"database unreachable ({source}: {error}); {self.retry}",
                 {"source": source, "error": error, "lease": self.lease},
             )
         outage.last_failure, outage.back_at = now, None
@@ -239,7 +277,7 @@ class WorkerLog(logging.Handler):
         self._line(
             logging.INFO,
             "db_back",
-            f"database back after {seconds:.1f}s; {outage.summary()}",
+            f"database back after {seconds:.1f}s; {outage.summary(self.role)}",
             outage.fields(seconds),
         )
 
@@ -257,7 +295,7 @@ class WorkerLog(logging.Handler):
             self._line(
                 logging.WARNING,
                 "db_still_down",
-                f"database unreachable for {seconds:.1f}s at exit; {outage.summary()}",
+                f"database unreachable for {seconds:.1f}s at exit; {outage.summary(self.role)}",
                 outage.fields(seconds),
             )
         finally:
@@ -293,7 +331,7 @@ class WorkerLog(logging.Handler):
                 {
                     "ts": when.isoformat(timespec="milliseconds"),
                     "level": record.levelname,
-                    "worker": self.worker,
+                    self.role: self.worker,
                     "event": event,
                     "task": task,
                     "run": run,
@@ -327,3 +365,40 @@ class WorkerLog(logging.Handler):
             )
         code = _COLOURS.get(event) or _COLOURS.get(level)
         return f"\x1b[{code}m{event}\x1b[0m" if colour and code else event
+
+
+@contextmanager
+def routed(
+    log: WorkerLog, cli_handler: logging.Handler | None, signal_loggers: Sequence[str]
+) -> Iterator[None]:
+    """Route every log record (tooldeck's, DBOS's, the libraries') through ``log`` while
+    the process runs, in place of the CLI's own handler ``cli_handler``, with INFO shown
+    and ``signal_loggers`` at DEBUG (their debug records carry the database's ups and
+    downs, ``db_ok`` and ``db_retrying``); put things back after (the command may run
+    inside a test)."""
+    root = logging.getLogger()
+    dbos = logging.getLogger("dbos")
+    # With a handler of its own, DBOS adds none (its console handler would print its
+    # lines in its own format); its records reach the root logger, and ``log``.
+    quiet = logging.NullHandler()
+    loggers = [logging.getLogger(name) for name in signal_loggers]
+    saved = root.level, [x.level for x in loggers], dbos.propagate
+    if cli_handler is not None:
+        root.removeHandler(cli_handler)
+    root.addHandler(log)
+    root.setLevel(logging.INFO)
+    for logger in loggers:
+        logger.setLevel(logging.DEBUG)
+    dbos.addHandler(quiet)
+    dbos.propagate = True
+    try:
+        yield
+    finally:
+        root.removeHandler(log)
+        dbos.removeHandler(quiet)
+        root.setLevel(saved[0])
+        for logger, level in zip(loggers, saved[1], strict=True):
+            logger.setLevel(level)
+        dbos.propagate = saved[2]
+        if cli_handler is not None:
+            root.addHandler(cli_handler)

@@ -1,11 +1,12 @@
 """The scheduler loop, and :class:`ScheduleBook`: making, reading and cancelling schedules.
 
 A :class:`Scheduler` ticks every active schedule of a store (each tick one transaction,
-:func:`tooldeck.schedules.store.op_tick`), then sleeps until the soonest next slot (at
-most ``poll`` seconds). A fired slot becomes a job row in the same transaction; the job
-is run by a job manager (this process's, if it serves pending jobs; ``tooldeck
-scheduler`` runs one) or, for DBOS schedules, is enqueued on the jobs queue right after
-the commit (and again at every start: DBOS deduplicates by the job's id, so a crash
+:func:`tooldeck.schedules.store.op_tick`), then sleeps until the soonest slot after any
+schedule's cursor (at most ``poll`` seconds; not at all when one came due during the
+tick). A fired slot becomes a job row in the same transaction; the job is run by a job
+manager (this process's, if it serves pending jobs; ``tooldeck scheduler`` runs one) or,
+for DBOS schedules, is enqueued on the jobs queue right after the commit (and again at
+every start and after a failed hand-over: DBOS deduplicates by the job's id, so a crash
 between the commit and the enqueue loses nothing). Any number of schedulers can run
 against one database: the database decides who fires each slot.
 
@@ -27,9 +28,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..errors import exception_line
 from ..jobs.policy import record_creator
 from ..jobs.store import JobTable
 from ..workflows.store.base import WorkflowStore
+from ..workflows.store.protocol import StoreUnavailable
 from .store import (
     MISSED_POLICIES,
     Fire,
@@ -40,7 +43,14 @@ from .store import (
 )
 from .timing import Timing, TimingError
 
-__all__ = ["ScheduleBook", "ScheduleError", "Scheduler", "SchedulerStats", "utc_now"]
+__all__ = [
+    "ScheduleBook",
+    "ScheduleError",
+    "Scheduler",
+    "SchedulerStats",
+    "default_owner",
+    "utc_now",
+]
 
 _log = logging.getLogger("tooldeck.schedules")
 
@@ -58,7 +68,23 @@ class SchedulerStats:
     ticks: int = 0
     fired: int = 0
     skipped: int = 0
+    queued: int = 0  # jobs handed to DBOS
     fires: list[Fire] = field(default_factory=list)
+
+
+def default_owner() -> str:
+    """A scheduler's name when none is given: host, process id and a random suffix."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+
+
+def _extra(event: str, **fields: Any) -> dict[str, Any]:
+    """The ``extra`` of a log record: what happened, with what values (the shape of
+    ``tooldeck scheduler``'s log, :mod:`tooldeck.cli.worker_log`)."""
+    return {"event": event, "fields": fields}
+
+
+def _iso(slot: datetime) -> str:
+    return slot.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 class Scheduler:
@@ -69,6 +95,12 @@ class Scheduler:
     :class:`~tooldeck.jobs.durable.DbosJobQueue` for schedules whose jobs run on DBOS;
     ``on_fire(fires)``: told after each tick that fired something (e.g. to wake a job
     manager).
+
+    It logs (logger ``tooldeck.schedules``) one record per fired slot (``fired``), per
+    schedule that skipped missed slots (``skipped``) or finished (``finished``), per
+    hand-over to DBOS that failed (``not_queued``) or succeeded late (``queued``), and per
+    failed tick (``db_retrying`` when the database did not answer, else ``tick_failed``);
+    each record's ``extra`` names its event and values.
     """
 
     def __init__(
@@ -86,22 +118,24 @@ class Scheduler:
         self.table = ScheduleTable(store)
         self.jobs = JobTable(store)
         self.clock = clock
-        self.owner = owner or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        self.owner = owner or default_owner()
         self.poll = poll
         self.grace = grace
         self.queue = queue
         self.on_fire = on_fire
         self.stats = SchedulerStats()
         self._stop = asyncio.Event()
+        self._unsent: str | None = None  # why pending DBOS jobs are not handed over yet
 
     async def tick(self, at: datetime | None = None) -> list[TickOutcome]:
         """One pass over the active schedules at ``at`` (default: the clock)."""
         at = (at or self.clock()).astimezone(UTC)
         outcomes: list[TickOutcome] = []
         for schedule_id in await self.table.active_ids():
-            outcome = await self.table.tick(schedule_id, at, self.owner, self.grace)
+            outcome = await self._tick_one(schedule_id, at)
             if outcome is not None:
                 outcomes.append(outcome)
+                self._say(outcome)
         fired = [f for o in outcomes for f in o.fired]
         self.stats.ticks += 1
         self.stats.fired += len(fired)
@@ -110,19 +144,98 @@ class Scheduler:
         if len(self.stats.fires) > 10_000:
             del self.stats.fires[:5_000]
         if fired:
-            await self._hand_over(fired)
+            await self._hand_over(outcomes, fired)
         return outcomes
 
-    async def _hand_over(self, fired: Sequence[Fire]) -> None:
-        if self.queue is not None:
-            for fire in fired:
-                job = await self.jobs.get(fire.job_id)
-                if job is not None and job.dispatch == "dbos":
-                    await self.queue.submit(job.id)
+    async def _tick_one(self, schedule_id: str, at: datetime) -> TickOutcome | None:
+        """One schedule at ``at``: one transaction, or several when more on-time slots
+        are due than one fires (:data:`~tooldeck.schedules.store.FIRE_LIMIT`)."""
+        parts: list[TickOutcome] = []
+        while True:
+            outcome = await self.table.tick(schedule_id, at, self.owner, self.grace)
+            if outcome is None:
+                break
+            parts.append(outcome)
+            if not outcome.more:
+                break
+        if not parts:
+            return None
+        return TickOutcome(
+            schedule_id,
+            tuple(f for p in parts for f in p.fired),
+            sum(p.skipped for p in parts),
+            parts[-1].finished,
+            tuple(j for p in parts for j in p.dbos_jobs),
+        )
+
+    @staticmethod
+    def _say(outcome: TickOutcome) -> None:
+        if outcome.skipped:
+            _log.warning(
+                "%s: %d missed slot(s) skipped",
+                outcome.schedule_id,
+                outcome.skipped,
+                extra=_extra("skipped", schedule=outcome.schedule_id, skipped=outcome.skipped),
+            )
+        for fire in outcome.fired:
+            dispatch = "dbos" if fire.job_id in outcome.dbos_jobs else "embedded"
+            when = "on time" if fire.how == "due" else fire.how
+            _log.info(
+                "%s slot %s (%s): job %s%s",
+                fire.schedule_id,
+                _iso(fire.slot),
+                when,
+                fire.job_id,
+                " for DBOS" if dispatch == "dbos" else "",
+                extra=_extra(
+                    "fired",
+                    schedule=fire.schedule_id,
+                    slot=_iso(fire.slot),
+                    how=fire.how,
+                    job=fire.job_id,
+                    dispatch=dispatch,
+                ),
+            )
+        if outcome.finished:
+            _log.info(
+                "%s: its one time has fired; finished",
+                outcome.schedule_id,
+                extra=_extra("finished", schedule=outcome.schedule_id),
+            )
+
+    async def _hand_over(self, outcomes: Sequence[TickOutcome], fired: Sequence[Fire]) -> None:
+        for job_id in (j for o in outcomes for j in o.dbos_jobs):
+            if self.queue is None:
+                _log.warning(
+                    "job %s runs on DBOS workers, but this scheduler hands no job to DBOS "
+                    "(that needs PostgreSQL and a DBOS queue): it stays pending",
+                    job_id,
+                    extra=_extra("not_queued", job=job_id, error="no DBOS queue"),
+                )
+            elif self._unsent is None:  # else the next round hands every pending one over
+                try:
+                    await self.queue.submit(job_id)
+                except Exception as exc:
+                    self._not_sent(exc)
+                else:
+                    self.stats.queued += 1
         if self.on_fire is not None:
             maybe = self.on_fire(fired)
             if asyncio.iscoroutine(maybe):
                 await maybe
+
+    def _not_sent(self, exc: BaseException) -> None:
+        """A hand-over to DBOS failed: said once (again when the reason changes), and
+        every pending DBOS job is handed over at the next round (:meth:`requeue`)."""
+        why = exception_line(exc)
+        if why != self._unsent:
+            _log.warning(
+                "pending DBOS jobs not handed to DBOS yet, again in %gs: %s",
+                self.poll,
+                why,
+                extra=_extra("not_queued", error=why),
+            )
+        self._unsent = why
 
     async def requeue(self) -> int:
         """Enqueue every pending DBOS job again (DBOS deduplicates by the job's id), so a
@@ -137,35 +250,65 @@ class Scheduler:
                 count += 1
         return count
 
+    async def _requeue_unsent(self) -> None:
+        try:
+            count = await self.requeue()
+        except StoreUnavailable:
+            raise  # the database is away: the tick's failure says so
+        except Exception as exc:
+            self._not_sent(exc)
+            return
+        self._unsent = None
+        self.stats.queued += count
+        if count:
+            _log.info(
+                "%d pending DBOS job(s) handed to DBOS",
+                count,
+                extra=_extra("queued", jobs=count),
+            )
+
     def stop(self) -> None:
         self._stop.set()
 
     async def _pause(self) -> None:
-        """Sleep until the soonest next slot, at most ``poll`` seconds."""
+        """Sleep until the soonest slot not yet ticked, at most ``poll`` seconds: none at
+        all when a slot came due while the tick ran (it is after its schedule's cursor)."""
         wait = self.poll
         now = self.clock()
         for schedule in await self.table.list(state="active", limit=1000):
-            upcoming = next(schedule.timing.after(max(schedule.cursor_at, now)), None)
+            upcoming = next(schedule.timing.after(schedule.cursor_at), None)
             if upcoming is not None:
                 wait = min(wait, max(0.0, (upcoming - now).total_seconds()))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), max(wait, 0.001))
 
     async def run(self, ready: Callable[[Scheduler], None] | None = None) -> SchedulerStats:
-        """Tick until :meth:`stop`; a tick that fails (database away) is retried."""
+        """Tick until :meth:`stop`; a tick that fails (database away) is retried. With a
+        queue, every pending DBOS job is handed to DBOS first (and again after a hand-over
+        failed: DBOS deduplicates)."""
         self._stop.clear()
-        with contextlib.suppress(Exception):
-            await self.requeue()
+        if self.queue is not None:
+            self._unsent = "not yet tried"
         if ready is not None:
             ready(self)
         while not self._stop.is_set():
             try:
+                if self._unsent is not None:
+                    await self._requeue_unsent()
                 await self.tick()
+                _log.debug("tick done", extra=_extra("db_ok"))
                 await self._pause()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                _log.warning("scheduler %s: tick failed (will retry): %s", self.owner, exc)
+                why = exception_line(exc)
+                event = "db_retrying" if isinstance(exc, StoreUnavailable) else "tick_failed"
+                _log.warning(
+                    "tick failed, again in %gs: %s",
+                    self.poll,
+                    why,
+                    extra=_extra(event, source="tick", error=why),
+                )
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), self.poll)
         return self.stats

@@ -10,15 +10,17 @@ when the insert made a row, in the same transaction, under a job id derived from
 slot (a second primary key on the same fact). Any number of schedulers may tick the same
 schedules at once.
 
-Missed-slot policies (``missed``), for slots older than ``grace`` seconds when a tick
-first sees them (nothing was running then):
+A slot is *on time* when a tick first sees it at most ``grace`` seconds after its time;
+every on-time slot fires (``how`` = ``due``), whatever the policy and however many are due
+at once (a tick fires at most :data:`FIRE_LIMIT` of them per transaction and goes on in
+the next one, at the same instant). Older slots were *missed* (nothing was running
+then), and only they follow the missed-slot policy (``missed``):
 
-- ``skip``: they are skipped (counted in ``skipped``); only slots still within the grace
-  fire;
-- ``once``: one run stands for all of them: the newest due slot fires, the rest are
-  skipped;
-- ``catch_up``: the newest ``catch_up_limit`` due slots fire, oldest first; older ones
-  are skipped.
+- ``skip``: they are skipped (counted in ``skipped``);
+- ``once``: one run stands for all of them: the newest missed slot fires (``late``), the
+  rest are skipped;
+- ``catch_up``: the newest ``catch_up_limit`` missed slots fire (``late``), oldest first;
+  older ones are skipped.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ..workflows.store.protocol import (
 from .timing import Timing
 
 __all__ = [
+    "FIRE_LIMIT",
     "MISSED_POLICIES",
     "Fire",
     "MissedPolicy",
@@ -53,6 +56,10 @@ __all__ = [
 
 MissedPolicy: TypeAlias = Literal["skip", "once", "catch_up"]
 MISSED_POLICIES: tuple[MissedPolicy, ...] = ("skip", "once", "catch_up")
+
+FIRE_LIMIT = 1000
+"""On-time slots one transaction of a tick fires at most; the tick goes on with the rest
+in another transaction (see the module docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +115,16 @@ class Fire:
 
 @dataclass(frozen=True, slots=True)
 class TickOutcome:
+    """What a tick did to one schedule: the slots it fired, the missed slots it skipped,
+    whether the schedule is finished, the fired jobs that run on DBOS (``dbos_jobs``), and
+    whether on-time slots are left for another transaction of the tick (``more``)."""
+
     schedule_id: str
     fired: tuple[Fire, ...] = ()
     skipped: int = 0
     finished: bool = False
+    dbos_jobs: tuple[str, ...] = ()
+    more: bool = False
 
 
 _COLUMNS = (
@@ -200,20 +213,29 @@ def op_create(s: NewSchedule, at: datetime | None = None) -> Op[None]:
     )
 
 
-def _choose(
-    due: list[datetime], total: int, at: datetime, grace: float, policy: str, limit: int
-) -> list[tuple[datetime, str]]:
-    """Which of the due slots fire, and how ('due' on time, 'late' standing for missed)."""
-    if not due:
-        return []
-    late_before = at - timedelta(seconds=grace)
-    on_time = [s for s in due if s >= late_before]
-    if policy == "skip":
-        return [(s, "due") for s in on_time]
-    if policy == "once":
-        newest = due[-1]
-        return [(newest, "due" if newest >= late_before and total == 1 else "late")]
-    return [(s, "due" if s >= late_before else "late") for s in due[-limit:]]
+def _plan(
+    schedule: ScheduleRecord, at: datetime, grace: float
+) -> tuple[list[tuple[datetime, str]], int, bool]:
+    """The slots in ``(cursor, at]`` this transaction fires, oldest first, and how
+    (``late``: standing for missed ones, ``due``: on time), how many missed slots it
+    skips, and whether on-time slots are left over (past :data:`FIRE_LIMIT`)."""
+    timing, cursor = schedule.timing, schedule.cursor_at
+    try:
+        # the newest instant a missed slot can have (slots are whole microseconds)
+        edge = at - timedelta(seconds=max(grace, 0.0)) - timedelta(microseconds=1)
+    except OverflowError:  # a grace longer than the calendar: nothing is ever missed
+        edge = cursor
+    chosen: list[tuple[datetime, str]] = []
+    skipped = 0
+    if edge > cursor:
+        keep = max(schedule.catch_up_limit, 1) if schedule.missed == "catch_up" else 1
+        missed, total = timing.due(cursor, edge, keep)
+        fire = missed if schedule.missed != "skip" else []
+        chosen = [(slot, "late") for slot in fire]
+        skipped = total - len(fire)
+    on_time = timing.between(max(cursor, edge), at, FIRE_LIMIT + 1)
+    chosen += [(slot, "due") for slot in on_time[:FIRE_LIMIT]]
+    return chosen, skipped, len(on_time) > FIRE_LIMIT
 
 
 def op_tick(
@@ -232,10 +254,10 @@ def op_tick(
     schedule = _schedule(row)
     if at <= schedule.cursor_at:
         return TickOutcome(schedule_id)
-    keep = max(schedule.catch_up_limit, 1)
-    due, total = schedule.timing.due(schedule.cursor_at, at, keep)
+    chosen, skipped, more = _plan(schedule, at, grace)
     fired: list[Fire] = []
-    for slot, how in _choose(due, total, at, grace, schedule.missed, keep):
+    dbos: list[str] = []
+    for slot, how in chosen:
         job = slot_job(schedule, slot, how)
         made = yield Q(
             "INSERT INTO schedule_fires (schedule_id, slot, how, job_id, fired_by, fired_at) "
@@ -246,14 +268,21 @@ def op_tick(
         if made.rows:
             yield from op_create_job(job)
             fired.append(Fire(schedule.id, slot, how, job.id, by, now()))
-    skipped = max(0, total - len(fired))
-    finished = schedule.timing.kind == "once" and next(schedule.timing.after(at), None) is None
+            if job.dispatch == "dbos":
+                dbos.append(job.id)
+    # with on-time slots left, the cursor stops at the last one fired (the tick goes on)
+    cursor = chosen[-1][0] if more else at
+    finished = (
+        not more
+        and schedule.timing.kind == "once"
+        and next(schedule.timing.after(at), None) is None
+    )
     yield Q(
         "UPDATE schedules SET cursor_at = ?, fired = fired + ?, skipped = skipped + ?, "
         "state = ?, updated_at = ? WHERE id = ?",
-        (at, len(fired), skipped, "finished" if finished else "active", now(), schedule.id),
+        (cursor, len(fired), skipped, "finished" if finished else "active", now(), schedule.id),
     )
-    return TickOutcome(schedule.id, tuple(fired), skipped, finished)
+    return TickOutcome(schedule.id, tuple(fired), skipped, finished, tuple(dbos), more)
 
 
 def op_fire_now(schedule_id: str, at: datetime, by: str) -> Op[Fire | None]:

@@ -180,6 +180,13 @@ class Timing:
         where = zone(self.tz)
         return [s.astimezone(where) for s in itertools.islice(self.after(instant), count)]
 
+    def between(self, start: datetime, end: datetime, limit: int) -> list[datetime]:
+        """The first ``limit`` slots in ``(start, end]``, oldest first."""
+        end = _utc(end)
+        return list(
+            itertools.islice(itertools.takewhile(lambda s: s <= end, self.after(start)), limit)
+        )
+
     def due(self, cursor: datetime, now: datetime, keep: int) -> tuple[list[datetime], int]:
         """Slots in ``(cursor, now]``: the last ``keep`` of them (oldest first) and how many
         there are (at least :data:`WALK_LIMIT` when there were too many to count)."""

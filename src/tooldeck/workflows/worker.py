@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 from dbos import DBOS
 
 from ..context import AbortSignal
+from ..errors import exception_line as _one_line
 from ..jobs.durable import JOB_QUEUE, JOB_WORKFLOW
 from ..jobs.runner import JobManager, JobRuntime
 from ..telemetry.propagation import joined
@@ -76,11 +77,6 @@ def _extra(event: str, task_id: str | None = None, **fields: Any) -> dict[str, A
     """The ``extra`` of a log record: what happened, to which task, with what values."""
     run, _, task = (task_id or "").rpartition(":")
     return {"event": event, "task": task or None, "run": run or None, "fields": fields}
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
 
 _current: Worker | None = None
