@@ -6,8 +6,10 @@ included, unless a user allows a host or range (``TurnContext.web_access``, else
 ``TOOLDECK_WEB_ALLOW``). Every redirect hop is also judged by the session's policy as a
 ``web_fetch`` of that URL, so a rule on ``url`` (``domain = [...]``) holds for the host
 the page finally comes from, not only for the URL the model wrote. The body is streamed
-and reading stops at :data:`MAX_BYTES` (:data:`MAX_PDF_BYTES` for a PDF); the whole call
-(connect, redirects, body, conversion) has one deadline.
+and decoded as it arrives (:func:`tooldeck.netbody.read_capped`), and reading stops at
+:data:`MAX_BYTES` decoded bytes (:data:`MAX_PDF_BYTES` for a PDF), however many
+compression layers it came in. The whole call (connect, redirects, body, conversion) has
+one deadline.
 
 What comes back: the title, the final URL, the status and the content type on top, then
 the page as Markdown (:mod:`.markdown`: main content, headings, lists, tables, code and
@@ -30,6 +32,7 @@ import anyio
 import httpx
 
 from ...context import ToolContext
+from ...netbody import read_capped
 from ...netguard import NetPolicy, Refused, guarded_client
 from ...result import ToolResult
 from ...transcript import ToolCall
@@ -114,22 +117,14 @@ async def _fetch(
     async with client, client.stream("GET", url) as response:
         media, _ = content_type(response.headers.get("content-type", ""))
         limit = MAX_PDF_BYTES if media == "application/pdf" else MAX_BYTES
-        body = bytearray()
-        capped = False
-        async for chunk in response.aiter_bytes():
-            room = limit - len(body)
-            if len(chunk) > room:
-                body += chunk[:room]
-                capped = True
-                break
-            body += chunk
+        body, capped = await read_capped(response, limit)
         # Leaving the block closes the connection: the rest is never read.
         return Fetched(
             str(response.url),
             response.status_code,
             response.reason_phrase,
             response.headers.get("content-type", ""),
-            bytes(body),
+            body,
             capped,
         )
 
