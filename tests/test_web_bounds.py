@@ -1,7 +1,8 @@
-"""web_fetch under hostile pages: bounded in memory.
+"""web_fetch under hostile pages: bounded in memory and in CPU.
 
-A compression bomb (``Content-Encoding: gzip, gzip``) is served by a real local server.
-The fetch runs in a fresh interpreter (the probe below), which reports its peak memory
+A compression bomb (``Content-Encoding: gzip, gzip``) and a page that declares
+``charset=punycode`` (a quadratic decoder) are served by a real local server. Each fetch
+runs in a fresh interpreter (the probe below), which reports its peak memory
 (``ru_maxrss``) and, one second after the tool answered, which of its threads are still
 inside conversion code and which child processes are still alive.
 """
@@ -149,6 +150,7 @@ def hostile() -> Iterator[RecordingServer]:
             [("Content-Type", "text/plain"), ("Content-Encoding", "gzip, gzip")],
             gzip_bomb(),
         ),
+        "/punycode": ([("Content-Type", "text/html; charset=punycode")], b"x" * 1_900_000),
         "/stacked": (
             [("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip, deflate")],
             zlib.compress(gzip.compress(STACKED_PAGE)),
@@ -171,6 +173,17 @@ def test_a_stacked_gzip_bomb_adds_less_than_64_mib_of_peak_memory(
     assert not bomb["is_error"], bomb["text"]
     assert bomb["details"]["bytes_read"] == 2_000_000 and bomb["details"]["capped"]
     assert "[Download stopped at the byte limit" in bomb["text"]
+
+
+def test_a_page_in_a_quadratic_charset_is_refused_and_leaves_nothing_running(
+    hostile: RecordingServer,
+) -> None:
+    (page,) = probe((f"{hostile.url}/punycode", 10, None))
+    assert not page["is_error"], page["text"]
+    assert (
+        "[The page declares the charset 'punycode', which is not a text encoding" in (page["text"])
+    )
+    assert page["threads"] == [] and page["children"] == {}
 
 
 # -- decoding: every layer inflated in bounded steps -------------------------------------------

@@ -38,7 +38,7 @@ from ...result import ToolResult
 from ...transcript import ToolCall
 from .._common import looks_binary
 from ._handlers import handlers
-from .documents import content_type, decode, is_html, is_text, pdf_to_text
+from .documents import RefusedCharset, content_type, decode, is_html, is_text, pdf_to_text
 from .markdown import extract_title, html_to_markdown
 
 __all__ = ["MAX_BYTES", "MAX_PDF_BYTES", "MAX_REDIRECTS", "Fetched", "web_fetch"]
@@ -169,7 +169,15 @@ def _convert(fetched: Fetched, raw: bool) -> _Page:
             "shown; web_fetch returns text only.]",
             {**details, "format": "binary"},
         )
-    text, used = decode(body, charset, html)
+    try:
+        text, used = decode(body, charset, html)
+    except RefusedCharset as refused:
+        return _Page(
+            "",
+            f"[The page declares the charset {refused.declared!r}, which is not a text "
+            "encoding; web_fetch does not decode it.]",
+            {**details, "format": "refused", "charset": refused.declared},
+        )
     details["charset"] = used
     if not html:
         return _Page("", text, {**details, "format": "text"})
