@@ -1,10 +1,11 @@
 """web_fetch under hostile pages: bounded in memory and in CPU.
 
-A compression bomb (``Content-Encoding: gzip, gzip``) and a page that declares
-``charset=punycode`` (a quadratic decoder) are served by a real local server. Each fetch
-runs in a fresh interpreter (the probe below), which reports its peak memory
-(``ru_maxrss``) and, one second after the tool answered, which of its threads are still
-inside conversion code and which child processes are still alive.
+A compression bomb (``Content-Encoding: gzip, gzip``), a PDF whose pages share one huge
+content stream and a page that declares ``charset=punycode`` (a quadratic decoder) are
+served by a real local server. Each fetch runs in a fresh interpreter (the probe below),
+which reports its peak memory (``ru_maxrss``) and, one second after the tool answered,
+which of its threads are still inside conversion code and which child processes are
+still alive.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import itertools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -32,7 +36,11 @@ from _local_http import RecordingServer, gzip_bomb, serving
 from tooldeck import ToolContext, ToolResult, validate_arguments
 from tooldeck.assembly import TurnContext
 from tooldeck.builtin import load_builtin_registry
+from tooldeck.builtin.web import worker
 from tooldeck.netbody import MAX_LAYERS, read_capped
+
+sys.path.insert(0, str(Path(__file__).parent / "web_pages"))
+import make_pdf
 
 PROBE = r"""
 import asyncio, json, os, resource, sys, threading, time
@@ -131,6 +139,7 @@ def probe(*fetches: tuple[str, int, float | None]) -> list[dict[str, Any]]:
 
 
 def _environ() -> dict[str, str]:
+    import os
 
     return {k: v for k, v in os.environ.items() if "PROXY" not in k.upper()}
 
@@ -150,12 +159,17 @@ def hostile() -> Iterator[RecordingServer]:
             [("Content-Type", "text/plain"), ("Content-Encoding", "gzip, gzip")],
             gzip_bomb(),
         ),
+        "/pdf-bomb": ([("Content-Type", "application/pdf")], make_pdf.bomb()),
         "/punycode": ([("Content-Type", "text/html; charset=punycode")], b"x" * 1_900_000),
         "/stacked": (
             [("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip, deflate")],
             zlib.compress(gzip.compress(STACKED_PAGE)),
         ),
         "/br": ([("Content-Type", "text/html"), ("Content-Encoding", "br")], b"\x8b\x03\x80"),
+        "/report.pdf": (
+            [("Content-Type", "application/pdf")],
+            (Path(__file__).parent / "web_pages" / "report.pdf").read_bytes(),
+        ),
     }
     with serving("127.0.0.1", "hostile", routes=routes) as server:
         yield server
@@ -175,15 +189,46 @@ def test_a_stacked_gzip_bomb_adds_less_than_64_mib_of_peak_memory(
     assert "[Download stopped at the byte limit" in bomb["text"]
 
 
-def test_a_page_in_a_quadratic_charset_is_refused_and_leaves_nothing_running(
-    hostile: RecordingServer,
+@pytest.fixture(scope="module")
+def slow_pages(hostile: RecordingServer) -> dict[str, dict[str, Any]]:
+    """What each slow page left behind, one after another in one fresh interpreter."""
+    names = ("pdf bomb", "pdf bomb, aborted", "punycode", "pdf after them")
+    reports = probe(
+        (f"{hostile.url}/pdf-bomb", 2, None),
+        (f"{hostile.url}/pdf-bomb", 30, 1.0),
+        (f"{hostile.url}/punycode", 10, None),
+        (f"{hostile.url}/report.pdf", 30, None),
+    )
+    return dict(zip(names, reports, strict=True))
+
+
+@pytest.mark.parametrize("case", ["pdf bomb", "pdf bomb, aborted"])
+def test_a_pdf_bomb_is_stopped_when_the_call_ends_and_leaves_nothing_running(
+    hostile: RecordingServer, slow_pages: dict[str, dict[str, Any]], case: str
 ) -> None:
-    (page,) = probe((f"{hostile.url}/punycode", 10, None))
+    bomb = slow_pages[case]
+    if case == "pdf bomb":
+        assert bomb["text"] == f"Timed out after 2 s fetching {hostile.url}/pdf-bomb."
+    else:
+        assert bomb["text"] == f"Fetching {hostile.url}/pdf-bomb was aborted (user stop)."
+    assert bomb["threads"] == [], "a thread is still converting the page"
+    assert bomb["children"] == {}, "the process that converted the page is still there"
+    # the next fetch is served as usual (by a fresh converter)
+    after = slow_pages["pdf after them"]
+    assert not after["is_error"] and "Harbor Street Traffic Study" in after["text"]
+
+
+def test_a_page_in_a_quadratic_charset_is_refused_and_leaves_nothing_running(
+    slow_pages: dict[str, dict[str, Any]],
+) -> None:
+    page = slow_pages["punycode"]
     assert not page["is_error"], page["text"]
     assert (
         "[The page declares the charset 'punycode', which is not a text encoding" in (page["text"])
     )
-    assert page["threads"] == [] and page["children"] == {}
+    assert page["threads"] == []
+    # the worker that answered waits for the next page (idle: no CPU)
+    assert all(used <= 1 for used in page["children"].values()), page["children"]
 
 
 # -- decoding: every layer inflated in bounded steps -------------------------------------------
@@ -306,3 +351,103 @@ def test_a_coding_that_was_not_asked_for_is_refused(
         "which is not decoded (only gzip, deflate are, and only those are asked for)"
     )
     assert hostile.hits[-1].startswith("GET /br ")
+
+
+# -- the conversion worker ----------------------------------------------------------------------
+
+
+def workers_of_this_process() -> list[int]:
+    """The conversion workers this process started (live ones)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid() and stat[0] != "Z" and b"web.worker" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def fresh_workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A pool of its own for the test (so module settings changed by it apply)."""
+    pool = worker._Pool()
+    monkeypatch.setattr(worker, "_pool", pool)
+    yield
+    pool.close()
+
+
+def test_a_worker_killed_from_outside_is_a_note_and_is_replaced(
+    hostile: RecordingServer, allow_local: None, fresh_workers: None
+) -> None:
+    # What the system's OOM killer does: the worker converting the page dies.
+    def kill_the_worker() -> None:
+        time.sleep(1.0)  # the page has long arrived: its worker is converting it
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            before = {pid: cpu_ticks(pid) for pid in workers_of_this_process()}
+            time.sleep(0.25)
+            busy = [pid for pid, ticks in before.items() if cpu_ticks(pid) - ticks >= 5]
+            for pid in busy:
+                os.kill(pid, signal.SIGKILL)
+            if busy:
+                return
+
+    killer = threading.Thread(target=kill_the_worker)
+    killer.start()
+    result = web_fetch(f"{hostile.url}/pdf-bomb", timeout=60)
+    killer.join()
+    assert not result.is_error
+    assert "[The page could not be converted: the converter stopped (exit status -9).]" in (
+        result.text()
+    )
+    assert result.details["format"] == "error"
+    after = web_fetch(f"{hostile.url}/report.pdf")
+    assert "Harbor Street Traffic Study" in after.text()
+
+
+def cpu_ticks(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(stat[11]) + int(stat[12])
+
+
+def test_a_page_that_needs_more_memory_than_allowed_is_a_note(
+    hostile: RecordingServer,
+    allow_local: None,
+    fresh_workers: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(worker, "MEMORY_LIMIT", 150 * 2**20)
+    result = web_fetch(f"{hostile.url}/pdf-bomb", timeout=60)
+    assert not result.is_error, result.text()
+    assert result.text().endswith(
+        "[The page could not be converted: reading it needs more than the 150 MiB allowed.]"
+    )
+
+
+def test_without_an_interpreter_to_start_pages_are_converted_in_a_thread(
+    hostile: RecordingServer,
+    allow_local: None,
+    fresh_workers: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(sys, "frozen", True, raising=False)  # as a frozen application is
+    before = workers_of_this_process()
+    first = web_fetch(f"{hostile.url}/report.pdf")
+    second = web_fetch(f"{hostile.url}/small")
+    assert "Harbor Street Traffic Study" in first.text() and "a small page" in second.text()
+    assert workers_of_this_process() == before
+    warnings = [r.getMessage() for r in caplog.records if "in a thread" in r.getMessage()]
+    assert warnings == [
+        "web_fetch converts pages in a thread: no worker process (this is a frozen "
+        "application or has no Python interpreter); the deadline then bounds the wait for "
+        "a conversion, not the conversion"
+    ]
