@@ -3,9 +3,9 @@
 A compression bomb (``Content-Encoding: gzip, gzip``), a PDF whose pages share one huge
 content stream and a page that declares ``charset=punycode`` (a quadratic decoder) are
 served by a real local server. Each fetch runs in a fresh interpreter (the probe below),
-which reports its peak memory (``ru_maxrss``) and, one second after the tool answered,
-which of its threads are still inside conversion code and which child processes are
-still alive.
+which reports its peak memory (``ru_maxrss``) and, one second after the call ended (its
+answer, or its deadline or abort when the answer came later), which of its threads are
+still inside conversion code and which child processes are still alive.
 """
 
 from __future__ import annotations
@@ -113,7 +113,10 @@ for url, timeout, abort_after in json.loads(sys.argv[1]):
     answered = time.monotonic() - started
     text = result.text()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    time.sleep(1.0)
+    # look one second after the call ended: its answer, or its deadline (or abort) if the
+    # answer came later than that
+    ended = min(answered, abort_after or timeout)
+    time.sleep(max(0.0, started + ended + 1.0 - time.monotonic()))
     report.append({
         "text": text if len(text) < 600 else f"{text[:300]} ... {text[-300:]}",
         "is_error": result.is_error, "details": result.details, "seconds": round(answered, 2),
