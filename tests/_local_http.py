@@ -1,8 +1,10 @@
 """Real HTTP servers on local addresses for the web tests, each recording what reached it.
 
-A server answers ``/redirect?to=URL`` with a 302 to URL, a request in absolute form
-(``GET http://host/path``, what a client sends to a proxy) with ``proxied <url>``, and
-anything else with ``served by <name>: <path>``. ``hits`` lists every request line that
+A server answers a path given in ``routes`` with that route's headers and body as they are
+(no ``Content-Length`` unless the route gives one: the body then ends with the connection),
+``/redirect?to=URL`` with a 302 to URL, a request in absolute form (``GET http://host/path``,
+what a client sends to a proxy) with ``proxied <url>``, and anything else with
+``served by <name>: <path>``. ``hits`` lists every request line that
 arrived, so a test can prove that nothing reached a server it must not reach.
 """
 
@@ -12,18 +14,23 @@ import contextlib
 import socket
 import ssl
 import threading
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import parse_qs, urlsplit
+
+Routes: TypeAlias = dict[str, tuple[list[tuple[str, str]], bytes]]
+"""``path -> (headers, body)``: what a server answers (status 200) for a path."""
 
 
 class RecordingServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, host: str, port: int, name: str) -> None:
+    def __init__(self, host: str, port: int, name: str, routes: Routes | None = None) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.name = name
+        self.routes = routes or {}
         self.hits: list[str] = []
         self.sni: list[str | None] = []
         super().__init__((host, port), RecordingHandler)
@@ -47,6 +54,17 @@ class RecordingHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.server.hits.append(f"{self.command} {self.path} Host={self.headers.get('Host')}")
         parts = urlsplit(self.path)
+        if self.path in self.server.routes:
+            headers, content = self.server.routes[self.path]
+            self.send_response(200)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            with contextlib.suppress(OSError):  # the client stopped reading (a cap)
+                self.wfile.write(content)
+            return
         if parts.scheme:
             body = f"proxied {self.path}".encode()
         elif parts.path == "/redirect":
@@ -66,10 +84,14 @@ class RecordingHandler(BaseHTTPRequestHandler):
 
 @contextlib.contextmanager
 def serving(
-    host: str, name: str, port: int = 0, tls: ssl.SSLContext | None = None
+    host: str,
+    name: str,
+    port: int = 0,
+    tls: ssl.SSLContext | None = None,
+    routes: Routes | None = None,
 ) -> Iterator[RecordingServer]:
     """A recording server on ``host:port`` (port 0: any free one), in a thread."""
-    httpd = RecordingServer(host, port, name)
+    httpd = RecordingServer(host, port, name, routes)
     if tls is not None:
         tls.sni_callback = lambda sock, sni, ctx: httpd.sni.append(sni)  # type: ignore[assignment,misc,return-value]
         httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)
@@ -99,3 +121,17 @@ def two_on_one_port(first: str, second: str) -> Iterator[tuple[RecordingServer, 
                 cm.__exit__(None, None, None)
             return
     raise RuntimeError(f"no port free on both {first} and {second}")
+
+
+def gzip_bomb(mib: int = 384, layers: int = 2) -> bytes:
+    """``mib`` MiB of zeros gzipped ``layers`` times: about 800 bytes for 384 MiB in two layers
+    (send it with ``Content-Encoding: gzip, gzip``)."""
+    packed = b""
+    for layer in range(layers):
+        squeeze = zlib.compressobj(6, zlib.DEFLATED, 31)
+        if layer == 0:
+            zeros = bytes(1 << 20)
+            packed = b"".join(squeeze.compress(zeros) for _ in range(mib)) + squeeze.flush()
+        else:
+            packed = squeeze.compress(packed) + squeeze.flush()
+    return packed

@@ -24,7 +24,7 @@ import pytest
 from tooldeck import AbortSignal, ToolContext, ToolResult, validate_arguments
 from tooldeck.assembly import Toolset, TurnContext
 from tooldeck.builtin import load_builtin_registry
-from tooldeck.builtin.web import Fetched, fetch, markdown
+from tooldeck.builtin.web import Fetched, fetch, markdown, worker
 from tooldeck.context import Protection
 from tooldeck.policy import Policy, SessionPolicy
 
@@ -88,10 +88,31 @@ def allow_local(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLDECK_WEB_ALLOW", "127.0.0.1")
 
 
+def without(monkeypatch: pytest.MonkeyPatch, where: Path, pool: worker._Pool, *names: str) -> None:
+    """Convert pages as if ``names`` were not installed: with workers (``pool``) that
+    start with a folder on their path where importing each of them fails."""
+    for name in names:
+        (where / f"{name}.py").write_text(f"raise ImportError('{name}: not installed here')\n")
+    monkeypatch.syspath_prepend(str(where))  # workers start with the caller's sys.path
+    monkeypatch.setattr(worker, "_pool", pool)
+
+
+@pytest.fixture(scope="module")
+def plain_workers() -> Iterator[worker._Pool]:
+    pool = worker._Pool()
+    yield pool
+    pool.close()
+
+
 @pytest.fixture(params=["trafilatura", "html.parser"])
-def converter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "html.parser":
-        monkeypatch.setattr(markdown, "library", lambda: None)  # the web extra not installed
+def converter(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
+    if request.param == "html.parser":  # the web extra's trafilatura is not installed
+        pool = request.getfixturevalue("plain_workers")
+        without(monkeypatch, tmp_path_factory.mktemp("no-trafilatura"), pool, "trafilatura")
     return str(request.param)
 
 
@@ -169,10 +190,14 @@ def test_a_pdf_comes_back_as_text_page_by_page(site: str, turn: TurnContext) -> 
 
 
 def test_without_the_extra_a_pdf_says_what_to_install(
-    site: str, turn: TurnContext, monkeypatch: pytest.MonkeyPatch
+    site: str, turn: TurnContext, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(fetch, "pdf_to_text", lambda data: None)
-    text = invoke(turn, {"url": site + PDF.path}).text()
+    pool = worker._Pool()
+    try:
+        without(monkeypatch, tmp_path, pool, "pypdf")
+        text = invoke(turn, {"url": site + PDF.path}).text()
+    finally:
+        pool.close()
     assert "reading PDFs needs the web extra: pip install 'tooldeck[web]'" in text
 
 

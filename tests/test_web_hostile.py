@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tooldeck.builtin.web import markdown
-from tooldeck.builtin.web.documents import decode
+from tooldeck.builtin.web.documents import RefusedCharset, decode
 from tooldeck.policy.rules import parse_args
 from tooldeck.web._base import SearchResult, clean_text, tidy_results
 
@@ -83,13 +84,84 @@ def test_deeply_nested_and_huge_markup_is_handled() -> None:
     assert "x" in markdown.html_to_markdown(unclosed, "https://x.example/").markdown
 
 
+NOT_CHARSETS = [
+    "punycode",  # quadratic: 1.9 MB of it decodes for many minutes
+    "idna",
+    "rot13",
+    "rot_13",
+    "base64",
+    "base64_codec",
+    "hex",
+    "zlib",
+    "bz2",
+    "uu",
+    "quopri",
+    "quotedprintable",
+    "unicode_escape",
+    "raw_unicode_escape",
+    "undefined",
+    "charmap",
+    "PUNYCODE",
+]
+
+
 @given(
     st.binary(max_size=2000),
-    st.one_of(st.none(), st.sampled_from(["utf-8", "bogus", "latin-1", "utf-16"])),
+    st.one_of(
+        st.none(),
+        st.sampled_from(["utf-8", "bogus", "latin-1", "utf-16", "", " ", *NOT_CHARSETS]),
+    ),
+    st.sampled_from(
+        [
+            "",
+            '<meta charset="{}">',
+            "<meta http-equiv=content-type content='text/html; charset={}'>",
+        ]
+    ),
+    st.sampled_from(["utf-8", "koi8-r", "bogus", *NOT_CHARSETS]),
 )
-def test_decoding_never_raises(data: bytes, charset: str | None) -> None:
-    text, used = decode(data, charset, html=True)
-    assert isinstance(text, str) and used
+def test_decoding_gives_text_or_refuses_a_codec_that_is_not_a_charset(
+    data: bytes, charset: str | None, meta: str, in_meta: str
+) -> None:
+    page = meta.format(in_meta).encode() + data
+    try:
+        text, used = decode(page, charset, html=True)
+    except RefusedCharset as refused:
+        assert refused.declared in (charset, in_meta)
+        assert refused.declared.lower() in {c.lower() for c in NOT_CHARSETS}
+    else:
+        assert isinstance(text, str) and used
+
+
+@pytest.mark.parametrize("name", NOT_CHARSETS)
+def test_a_codec_that_is_not_a_charset_is_refused_in_the_header_and_in_the_page(
+    name: str,
+) -> None:
+    with pytest.raises(RefusedCharset, match=f"the page declares the charset '{name}', which"):
+        decode(b"x" * 100, name, html=False)
+    with pytest.raises(RefusedCharset):
+        decode(f'<html><meta charset="{name}"><p>x</p></html>'.encode(), None, html=True)
+    # a byte-order mark outranks the page's own declaration
+    text, used = decode(f'\ufeff<meta charset="{name}"><p>x'.encode(), None, html=True)
+    assert used == "utf-8-sig" and text.endswith("<p>x")
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("windows-1251", "Новости"),
+        ("shift_jis", "日本語のページ"),
+        ("gb18030", "中文网页"),
+        ("koi8-r", "Привет"),
+        ("latin-1", "café"),
+        ("utf-16", "naïve"),
+        ("iso-2022-jp", "日本"),
+        ("utf-7", "a+b"),
+        ("cp437", "╔═╗"),
+    ],
+)
+def test_real_charsets_still_decode(name: str, text: str) -> None:
+    assert decode(text.encode(name), name, html=False)[0] == text
 
 
 @given(st.text(max_size=500))

@@ -11,9 +11,11 @@ is not. ``ddgs`` is tested the same way, its DuckDuckGo engine pointed at the se
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
 import threading
+import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from _local_http import gzip_bomb
 from tooldeck.netguard import NetPolicy
 from tooldeck.web import (
     BraveSearch,
@@ -368,6 +371,30 @@ def test_the_configured_host_is_allowed_but_a_redirect_elsewhere_is_not(api: Api
     api.answer(Answer(body=fixture("searxng_empty.json")))
     run(SearxngSearch(api.url, net=NetPolicy()).search("x"))
     assert len(api.seen) == 2
+
+
+def test_a_compressed_answer_is_capped_as_it_inflates(api: ApiServer) -> None:
+    # A service (or whoever answers at its address) sends a stacked gzip bomb: the cap
+    # on an answer counts inflated bytes as they come, so the bomb costs little memory.
+    api.answer(Answer(body=gzip_bomb(), headers={"Content-Encoding": "gzip, gzip"}))
+    tracemalloc.start()
+    try:
+        error = failure(SearxngSearch(api.url).search("x"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert error.kind == "bad_response" and "larger than 5000000 bytes" in error.message
+    assert peak < 64 * 2**20, f"the bomb took {peak / 2**20:.0f} MiB"
+    assert api.seen[0].headers["accept-encoding"] == "gzip, deflate"  # what can be bounded
+    # a real compressed answer reads as usual; a coding that was not asked for is refused
+    answer = gzip.compress(fixture("searxng_empty.json"))
+    api.answer(Answer(body=answer, headers={"Content-Encoding": "gzip"}))
+    assert run(SearxngSearch(api.url).search("zxqv")).results == ()
+    api.answer(Answer(body=b"\x8b\x00", headers={"Content-Encoding": "br"}))
+    error = failure(SearxngSearch(api.url).search("x"))
+    assert error.kind == "bad_response" and "encoded with 'br', which is not decoded" in (
+        error.message
+    )
 
 
 def test_bad_configuration_is_a_config_error() -> None:

@@ -34,6 +34,8 @@ import anyio
 import httpcore
 import httpx
 
+from .netbody import ACCEPT_ENCODING
+
 __all__ = [
     "ALLOW_VARIABLE",
     "METADATA_ADDRESSES",
@@ -531,13 +533,15 @@ def guarded_client(
     """An ``httpx.AsyncClient`` that only reaches what ``policy`` allows (public addresses).
 
     Environment proxies and ``.netrc`` are ignored; each redirect hop is a new request
-    and is judged again.
+    and is judged again. Only the codings :func:`tooldeck.netbody.read_capped` decodes
+    within bounds are asked for (``Accept-Encoding: gzip, deflate``, not ``br`` or
+    ``zstd`` even when their libraries are installed); read bodies with it.
     """
     return httpx.AsyncClient(
         transport=GuardedTransport(policy or NetPolicy()),
         trust_env=False,
         timeout=timeout,
-        headers=dict(headers or {}),
+        headers={"Accept-Encoding": ACCEPT_ENCODING, **(headers or {})},
         follow_redirects=follow_redirects,
         max_redirects=max_redirects,
     )

@@ -1,10 +1,12 @@
 """Writes report.pdf: a small two-page PDF built by hand (no PDF library), for web_fetch.
 
 Run it again only to change the file; the tests read the committed report.pdf.
+:func:`bomb` builds a hostile PDF for the tests (small on the wire, slow to read).
 """
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 PAGES = [
@@ -57,7 +59,37 @@ def build() -> bytes:
     refs = " ".join(f"{k} 0 R" for k in kids)
     assert add(f"<< /Type /Pages /Kids [{refs}] /Count {len(kids)} >>") == tree
     objects[catalog - 1] = f"<< /Type /Catalog /Pages {tree} 0 R >>".encode("latin-1")
+    return _file(objects, catalog, info)
 
+
+def bomb(pages: int = 12, stream_bytes: int = 48_000_000) -> bytes:
+    """A PDF whose ``pages`` pages all draw one Flate-compressed content stream of
+    ``stream_bytes`` bytes of text operators: about 120 KB on the wire, and reading its
+    text takes pypdf minutes (every page parses the whole stream again)."""
+    op = b"BT /F1 9 Tf 72 720 Td (x) Tj ET\n"
+    packed = zlib.compress(op * (stream_bytes // len(op)), 9)
+    objects = [
+        b"",  # the catalog, filled in below
+        b"<< /Title (Quarterly figures) >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(packed) + packed + b"\nendstream",
+    ]
+    tree = len(objects) + pages + 1
+    kids = []
+    for _ in range(pages):
+        objects.append(
+            b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents 4 0 R >>" % tree
+        )
+        kids.append(b"%d 0 R" % len(objects))
+    objects.append(b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), pages))
+    assert len(objects) == tree
+    objects[0] = b"<< /Type /Catalog /Pages %d 0 R >>" % tree
+    return _file(objects, 1, 2)
+
+
+def _file(objects: list[bytes], catalog: int, info: int) -> bytes:
+    """The PDF file of ``objects`` (numbered from 1): header, bodies, xref, trailer."""
     out = bytearray(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
     for number, body in enumerate(objects, start=1):

@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 import httpx
 
+from ..netbody import read_capped
 from ..netguard import NetPolicy, Refused, guarded_client
 from ._base import WebSearchError
 
@@ -98,7 +99,9 @@ async def api_request(
 
     Raises :class:`WebSearchError` for what is not an answer: a timeout (the whole
     request, body included, has one deadline), a refused or failed connection, a body
-    over :data:`MAX_RESPONSE_BYTES`, or a 2xx body that is not JSON.
+    over :data:`MAX_RESPONSE_BYTES` once decoded (counted as it inflates:
+    :func:`tooldeck.netbody.read_capped`), one that cannot be decoded, or a 2xx body that
+    is not JSON.
     """
     try:
         policy = _policy(net, url)
@@ -124,22 +127,24 @@ async def api_request(
                     headers={"Content-Type": "application/json"} if body is not None else None,
                 ) as response,
             ):
-                data = bytearray()
-                async for chunk in response.aiter_bytes():
-                    data += chunk
-                    if len(data) > MAX_RESPONSE_BYTES:
-                        raise WebSearchError(
-                            provider,
-                            "bad_response",
-                            f"the answer from {where} is larger than {MAX_RESPONSE_BYTES} bytes",
-                            status=response.status_code,
-                        )
+                data, capped = await read_capped(response, MAX_RESPONSE_BYTES)
+                if capped:
+                    raise WebSearchError(
+                        provider,
+                        "bad_response",
+                        f"the answer from {where} is larger than {MAX_RESPONSE_BYTES} bytes",
+                        status=response.status_code,
+                    )
                 status, got = response.status_code, response.headers
     except Refused as exc:
         raise WebSearchError(provider, "refused", exc.line("web_search")) from None
     except (TimeoutError, httpx.TimeoutException):
         raise WebSearchError(
             provider, "timeout", f"no answer from {where} in {timeout:g} s"
+        ) from None
+    except httpx.DecodingError as exc:  # a coding not asked for, or a corrupt body
+        raise WebSearchError(
+            provider, "bad_response", f"the answer from {where} cannot be read: {exc}"
         ) from None
     except httpx.HTTPError as exc:
         reason = redact(f"{type(exc).__name__}: {exc}", secrets)
@@ -156,7 +161,7 @@ async def api_request(
             raise WebSearchError(
                 provider, "bad_response", f"the answer from {where} is not JSON", status=status
             ) from None
-    return status, got, parsed if parsed is not None else _text(bytes(data), secrets)
+    return status, got, parsed if parsed is not None else _text(data, secrets)
 
 
 def _text(data: bytes, secrets: Sequence[str]) -> str:

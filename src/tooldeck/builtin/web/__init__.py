@@ -6,9 +6,12 @@ provider (:func:`tooldeck.web.search_provider`).
 - :mod:`.search`: the ``web_search`` handler and the compact result list;
 - :mod:`.fetch`: the ``web_fetch`` handler: the guarded, capped, deadline-bound fetch and
   the redirect hops judged by the session's policy;
+- :mod:`.convert`: a fetched body as the text the model reads;
+- :mod:`.worker`: that conversion in a worker process killed at the call's deadline;
 - :mod:`.markdown`: HTML to Markdown (trafilatura with the ``web`` extra, else the
   standard library's parser);
-- :mod:`.documents`: media types, charsets, PDFs.
+- :mod:`.documents`: media types, charsets (codecs that are not text charsets
+  refused), PDFs.
 """
 
 from __future__ import annotations

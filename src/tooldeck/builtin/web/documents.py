@@ -3,19 +3,34 @@
 The charset is taken, in order, from the ``Content-Type`` header, a byte-order mark, the
 page's own ``<meta charset>`` / ``http-equiv`` declaration, a strict UTF-8 decode, and
 last from charset-normalizer's detection (with the ``web`` extra), since many pages in
-windows-1251, Shift_JIS or GB 18030 declare nothing. PDFs are read with pypdf (the
-``web`` extra), page by page.
+windows-1251, Shift_JIS or GB 18030 declare nothing. A declared charset must be one of
+Python's own text charsets: a page can name any codec Python has, and some are not
+charsets at all (``punycode`` and ``idna`` decode in quadratic time, ``base64``, ``zlib``,
+``rot13``, ``unicode_escape``... transform data); naming one raises
+:class:`RefusedCharset`. A name Python does not know is ignored, as browsers do. PDFs are
+read with pypdf (the ``web`` extra), page by page.
 """
 
 from __future__ import annotations
 
 import codecs
+import encodings
 import io
 import logging
+import pkgutil
 import re
 from email.message import Message
 
-__all__ = ["content_type", "decode", "is_html", "is_text", "pdf_to_text"]
+__all__ = [
+    "NOT_TEXT_CODECS",
+    "RefusedCharset",
+    "content_type",
+    "decode",
+    "is_html",
+    "is_pdf",
+    "is_text",
+    "pdf_to_text",
+]
 
 _log = logging.getLogger("tooldeck.builtin.web")
 
@@ -45,6 +60,51 @@ _BOMS = (
 )
 
 
+# Codecs of the standard library that are not text charsets: bytes-to-bytes transforms,
+# escapes, IDNA labels (punycode's decoder is quadratic), and codecs that always fail.
+NOT_TEXT_CODECS = frozenset(
+    {
+        "base64",
+        "bz2",
+        "charmap",
+        "hex",
+        "idna",
+        "punycode",
+        "quopri",
+        "raw-unicode-escape",
+        "rot-13",
+        "undefined",
+        "unicode-escape",
+        "uu",
+        "zlib",
+    }
+)
+
+
+def _text_charsets() -> frozenset[str]:
+    """The canonical names of the standard library's text charsets."""
+    names = set()
+    for module in pkgutil.iter_modules(encodings.__path__):
+        try:
+            names.add(codecs.lookup(module.name).name)
+        except LookupError:  # aliases; mbcs and oem off Windows
+            continue
+    return frozenset(names - NOT_TEXT_CODECS)
+
+
+_TEXT_CHARSETS = _text_charsets()
+
+
+class RefusedCharset(ValueError):
+    """A page declares, as its charset, a codec that is not a text charset."""
+
+    def __init__(self, declared: str) -> None:
+        self.declared = declared
+        super().__init__(
+            f"the page declares the charset {declared!r}, which is not a text encoding"
+        )
+
+
 def content_type(header: str) -> tuple[str, str | None]:
     """``(media type, charset)`` of a ``Content-Type`` header."""
     if not header:
@@ -62,6 +122,10 @@ def is_html(media: str, body: bytes) -> bool:
     return (not media or media == "text/plain") and start.startswith((b"<!doctype html", b"<html"))
 
 
+def is_pdf(media: str, body: bytes) -> bool:
+    return media == "application/pdf" or (not media and body.startswith(b"%PDF-"))
+
+
 def is_text(media: str) -> bool:
     return (
         media.startswith("text/")
@@ -71,16 +135,27 @@ def is_text(media: str) -> bool:
 
 
 def _known(name: str | None) -> str | None:
-    if not name:
+    """The codec a declared charset names; ``None`` when Python knows no such name.
+
+    Raises :class:`RefusedCharset` for a codec that is not one of Python's text charsets.
+    """
+    if not name or not name.strip():
         return None
     try:
-        return codecs.lookup(name.strip()).name
+        found = codecs.lookup(name.strip()).name
     except LookupError:
         return None
+    if found not in _TEXT_CHARSETS:
+        raise RefusedCharset(name.strip()[:40])
+    return found
 
 
 def decode(data: bytes, charset: str | None, html: bool) -> tuple[str, str]:
-    """``(text, charset used)``; never raises (undecodable bytes become U+FFFD)."""
+    """``(text, charset used)``; undecodable bytes become U+FFFD.
+
+    Raises :class:`RefusedCharset` when the header or the page's ``<meta>`` names a
+    codec that is not a text charset (``punycode``, ``base64``...).
+    """
     declared = _known(charset)
     if declared is None:
         for bom, name in _BOMS:

@@ -6,8 +6,12 @@ included, unless a user allows a host or range (``TurnContext.web_access``, else
 ``TOOLDECK_WEB_ALLOW``). Every redirect hop is also judged by the session's policy as a
 ``web_fetch`` of that URL, so a rule on ``url`` (``domain = [...]``) holds for the host
 the page finally comes from, not only for the URL the model wrote. The body is streamed
-and reading stops at :data:`MAX_BYTES` (:data:`MAX_PDF_BYTES` for a PDF); the whole call
-(connect, redirects, body, conversion) has one deadline.
+and decoded as it arrives (:func:`tooldeck.netbody.read_capped`), and reading stops at
+:data:`MAX_BYTES` decoded bytes (:data:`MAX_PDF_BYTES` for a PDF), however many
+compression layers it came in. The whole call (connect, redirects, body, conversion) has
+one deadline, and the conversion runs in a worker process (:mod:`.worker`) that is
+killed when the deadline passes: a page that is slow to read costs no CPU after the
+call has answered.
 
 What comes back: the title, the final URL, the status and the content type on top, then
 the page as Markdown (:mod:`.markdown`: main content, headings, lists, tables, code and
@@ -30,13 +34,14 @@ import anyio
 import httpx
 
 from ...context import ToolContext
+from ...netbody import read_capped
 from ...netguard import NetPolicy, Refused, guarded_client
 from ...result import ToolResult
 from ...transcript import ToolCall
-from .._common import looks_binary
+from . import worker
 from ._handlers import handlers
-from .documents import content_type, decode, is_html, is_text, pdf_to_text
-from .markdown import extract_title, html_to_markdown
+from .convert import Page
+from .documents import content_type, is_pdf
 
 __all__ = ["MAX_BYTES", "MAX_PDF_BYTES", "MAX_REDIRECTS", "Fetched", "web_fetch"]
 
@@ -114,81 +119,35 @@ async def _fetch(
     async with client, client.stream("GET", url) as response:
         media, _ = content_type(response.headers.get("content-type", ""))
         limit = MAX_PDF_BYTES if media == "application/pdf" else MAX_BYTES
-        body = bytearray()
-        capped = False
-        async for chunk in response.aiter_bytes():
-            room = limit - len(body)
-            if len(chunk) > room:
-                body += chunk[:room]
-                capped = True
-                break
-            body += chunk
+        body, capped = await read_capped(response, limit)
         # Leaving the block closes the connection: the rest is never read.
         return Fetched(
             str(response.url),
             response.status_code,
             response.reason_phrase,
             response.headers.get("content-type", ""),
-            bytes(body),
+            body,
             capped,
         )
 
 
-@dataclass(frozen=True, slots=True)
-class _Page:
-    title: str
-    text: str
-    details: dict[str, Any]
-
-
-def _convert(fetched: Fetched, raw: bool) -> _Page:
-    """The readable text of a response (runs in a worker thread: parsing is CPU work)."""
-    body = fetched.body
-    media, charset = content_type(fetched.content_type)
-    details: dict[str, Any] = {"media_type": media or None}
-    if media == "application/pdf" or (not media and body.startswith(b"%PDF-")):
-        if fetched.capped:
-            return _Page(
-                "",
-                f"[This PDF is larger than the {MAX_PDF_BYTES}-byte limit and cannot be read "
-                "cut short.]",
-                {**details, "format": "pdf"},
-            )
-        try:
-            read = pdf_to_text(body)
-        except ValueError as exc:
-            return _Page("", f"[The PDF could not be read: {exc}]", {**details, "format": "pdf"})
-        if read is None:
-            return _Page(
-                "",
-                "[This is a PDF; reading PDFs needs the web extra: pip install 'tooldeck[web]'.]",
-                {**details, "format": "pdf"},
-            )
-        title, text, pages = read
-        return _Page(title, text, {**details, "format": "pdf", "pages": pages})
-    html = is_html(media, body)
-    if not html and not is_text(media) and (media or looks_binary(body[:8192])):
-        return _Page(
+async def _convert(fetched: Fetched, raw: bool, max_chars: int) -> Page:
+    """The readable text of a response, converted in a worker process (:mod:`.worker`)
+    and cut at ``max_chars``."""
+    media, _ = content_type(fetched.content_type)
+    if fetched.capped and is_pdf(media, fetched.body):
+        return Page(
             "",
-            f"[Binary content ({media or 'unknown type'}, {len(body)} bytes read) is not "
-            "shown; web_fetch returns text only.]",
-            {**details, "format": "binary"},
+            f"[This PDF is larger than the {MAX_PDF_BYTES}-byte limit and cannot be read "
+            "cut short.]",
+            {"media_type": media or None, "format": "pdf"},
         )
-    text, used = decode(body, charset, html)
-    details["charset"] = used
-    if not html:
-        return _Page("", text, {**details, "format": "text"})
-    if raw:
-        return _Page(extract_title(text), text, {**details, "format": "html (raw)"})
-    converted = html_to_markdown(text, fetched.url)
-    return _Page(
-        converted.title,
-        converted.markdown,
-        {**details, "format": "markdown", "converter": converted.method},
+    return await worker.convert_page(
+        fetched.body, fetched.content_type, fetched.url, raw, max_chars
     )
 
 
-def _render(fetched: Fetched, page: _Page, max_chars: int) -> ToolResult:
+def _render(fetched: Fetched, page: Page, max_chars: int) -> ToolResult:
     lines = []
     if page.title:
         lines.append(f"Title: {page.title}")
@@ -197,10 +156,8 @@ def _render(fetched: Fetched, page: _Page, max_chars: int) -> ToolResult:
         f"Status: {fetched.status} {fetched.reason}".rstrip(),
         f"Content-Type: {fetched.content_type or '(none)'}",
     ]
-    text = page.text
-    total = len(text)
-    if total > max_chars:
-        text = text[:max_chars]
+    text = page.text[:max_chars]
+    total = page.length
     lines.append("")
     lines.append(text if text.strip() else "(no readable text)")
     if total > max_chars:
@@ -235,11 +192,18 @@ def _refusal(url: str, exc: Refused) -> str:
 
 
 async def _whole(
-    url: str, seconds: int, policy: NetPolicy, ctx: ToolContext, params: dict[str, Any], raw: bool
-) -> tuple[Fetched, _Page]:
+    url: str,
+    seconds: int,
+    policy: NetPolicy,
+    ctx: ToolContext,
+    params: dict[str, Any],
+    raw: bool,
+    max_chars: int,
+) -> tuple[Fetched, Page]:
     """Fetch and convert under the one deadline."""
     timeout = seconds
     with anyio.fail_after(seconds):
+        worker.warm()  # a converter starts while the page downloads
         provider = getattr(ctx.turn, "web_provider", None)
         own_fetch = getattr(provider, "fetch", None) if not isinstance(provider, str) else None
         if callable(own_fetch):
@@ -256,7 +220,7 @@ async def _whole(
                     raise HopRefused(fetched.url, *verdict)
         else:
             fetched = await _fetch(url, timeout, policy, ctx, params)
-        page = await anyio.to_thread.run_sync(_convert, fetched, raw, abandon_on_cancel=True)
+        page = await _convert(fetched, raw, max_chars)
         return fetched, page
 
 
@@ -287,7 +251,7 @@ async def web_fetch(
             return ToolResult.error(f"Not fetched: web_fetch is misconfigured ({bad}).")
     params = {"url": target, "max_chars": max_chars, "timeout": timeout, "raw": raw}
 
-    work = asyncio.ensure_future(_whole(target, timeout, policy, ctx, params, raw))
+    work = asyncio.ensure_future(_whole(target, timeout, policy, ctx, params, raw, max_chars))
     abort = asyncio.ensure_future(ctx.signal.wait())
     try:
         await asyncio.wait({work, abort}, return_when=asyncio.FIRST_COMPLETED)
