@@ -66,9 +66,7 @@ async def run(rounds: int) -> dict[str, Any]:
             json.dumps({"mcpServers": {"alpha": {"command": PY, "args": [str(BASIC), "stdio"]}}})
         )
         policy = root / "policy.toml"
-        policy.write_text(
-            '[profile]\n[[profile.rules]]\ntools = "mcp__alpha__add"\naction = "allow"\n'
-        )
+        policy.write_text('[profile]\n[[profile.rules]]\ntools = "alpha__add"\naction = "allow"\n')
         state = root / "s"
         serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
         params = StdioServerParameters(

@@ -36,7 +36,7 @@ from oauth_server import OAuthServers
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 PY = sys.executable
-ALLOW_ALL = '[profile]\n[[profile.rules]]\ntools = "mcp__*"\naction = "allow"\n'
+ALLOW_ALL = '[profile]\n[[profile.rules]]\ntools = "*__*"\naction = "allow"\n'
 
 Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 

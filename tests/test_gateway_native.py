@@ -77,7 +77,7 @@ def test_builtin_tools_are_served_confined_to_the_home(tmp_path: Path) -> None:
     anyio.run(main)
     assert (home / "out.txt").read_text() == "hi"
     calls = [json.loads(line) for p in state.glob("*.calls.jsonl") for line in p.open()]
-    assert [c["tool"] for c in calls] == ["read_document", "write_file", "mcp__alpha__add"]
+    assert [c["tool"] for c in calls] == ["read_document", "write_file", "alpha__add"]
     assert calls[0]["server"] is None and "two" in calls[0]["text"]
     asked = [e["tool"] for e in _audit(state) if e["decision"] == "ask"]
     assert asked == ["write_file"]

@@ -90,7 +90,7 @@ def test_a_waiting_call_is_approved_by_tooldeck_approve(tmp_path: Path) -> None:
     assert any("waiting for approval: tooldeck approve" in m for m in progress)
     approvals = [e for e in _audit(state) if e["level"] == "approval"]
     assert [(e["decision"], e["approved_by"]) for e in approvals] == [("approve", WHO)]
-    assert [c["tool"] for c in _evidence(state)] == ["mcp__alpha__echo"]
+    assert [c["tool"] for c in _evidence(state)] == ["alpha__echo"]
 
 
 def test_a_denial_reaches_the_model_with_the_approvers_message(tmp_path: Path) -> None:
@@ -113,7 +113,7 @@ def test_edited_arguments_are_judged_again(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
     policy = write_policy(
         tmp_path,
-        '[profile]\n[[profile.rules]]\ntools = "mcp__alpha__echo"\naction = "deny"\n'
+        '[profile]\n[[profile.rules]]\ntools = "alpha__echo"\naction = "deny"\n'
         'args = { text = { equals = "forbidden" } }\nreason = "not that text"\n',
     )
     state = tmp_path / "s"
@@ -136,7 +136,7 @@ def test_edited_arguments_are_judged_again(tmp_path: Path) -> None:
             assert result.is_error and "not that text" in text_of(result)
 
     anyio.run(main)
-    assert [c["tool"] for c in _evidence(state)] == ["mcp__alpha__echo"]  # the edit only
+    assert [c["tool"] for c in _evidence(state)] == ["alpha__echo"]  # the edit only
     decisions = [
         (e["decision"], e.get("edited")) for e in _audit(state) if e["level"] == "approval"
     ]
@@ -190,7 +190,7 @@ def test_dangerous_never_runs_without_a_human(tmp_path: Path) -> None:
     nobody to ask, or nobody answering, or an answer that is not an approval, it never runs;
     approve-always for it approves that one call only."""
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
-    policy = write_policy(tmp_path, 'dangerous = ["mcp__alpha__wipe"]\n' + ALLOW_ALL)
+    policy = write_policy(tmp_path, 'dangerous = ["alpha__wipe"]\n' + ALLOW_ALL)
     state = tmp_path / "s"
 
     async def main() -> None:
@@ -223,7 +223,7 @@ def test_dangerous_never_runs_without_a_human(tmp_path: Path) -> None:
                 assert ("one call at a time" in answered.stdout) == typed.startswith("a")
 
     anyio.run(main)
-    wipes = [c for c in _evidence(state) if c["tool"] == "mcp__alpha__wipe"]
+    wipes = [c for c in _evidence(state) if c["tool"] == "alpha__wipe"]
     assert len(wipes) == 2  # the two approved calls, not the forged one
     assert not any(e["decision"] == "approve-always" for e in _audit(state))
     assert not list((tmp_path / "nobody").glob("*.calls.jsonl"))
@@ -242,7 +242,7 @@ def test_approve_always_holds_for_the_rest_of_the_session(tmp_path: Path) -> Non
 
     anyio.run(main)
     assert [e["tool"] for e in _audit(state) if e["decision"] == "approve-always"] == [
-        "mcp__alpha__echo"
+        "alpha__echo"
     ]
 
 
@@ -302,7 +302,7 @@ def test_a_gateway_stopped_while_a_call_waits_answers_it_first(
 def test_a_cancelled_call_stops_waiting(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
     policy = write_policy(
-        tmp_path, '[profile]\n[[profile.rules]]\ntools = "mcp__alpha__add"\naction = "allow"\n'
+        tmp_path, '[profile]\n[[profile.rules]]\ntools = "alpha__add"\naction = "allow"\n'
     )
     state = tmp_path / "s"
 

@@ -36,7 +36,7 @@ def test_a_call_the_policy_denies_never_reaches_the_server(tmp_path: Path) -> No
     policy = write_policy(
         tmp_path,
         ALLOW_ALL
-        + '[[profile.rules]]\ntools = "mcp__alpha__echo"\naction = "deny"\n'
+        + '[[profile.rules]]\ntools = "alpha__echo"\naction = "deny"\n'
         + 'reason = "no echoes here"\n',
     )
     state = tmp_path / "s"
@@ -59,10 +59,10 @@ def test_a_call_the_policy_denies_never_reaches_the_server(tmp_path: Path) -> No
     anyio.run(main)
     assert asked.asked == []  # a deny is never put to the user
     decisions = [(e["tool"], e["decision"]) for e in audit_lines(state)]
-    assert decisions.count(("mcp__alpha__echo", "deny")) == 2
-    assert ("mcp__alpha__add", "allow") in decisions
+    assert decisions.count(("alpha__echo", "deny")) == 2
+    assert ("alpha__add", "allow") in decisions
     calls = [json.loads(line) for p in state.glob("*.calls.jsonl") for line in p.open()]
-    assert [c["tool"] for c in calls] == ["mcp__alpha__add"]  # only what ran
+    assert [c["tool"] for c in calls] == ["alpha__add"]  # only what ran
 
 
 def test_an_approval_is_asked_by_elicitation_approved_and_declined(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_dangerous_asks_even_when_a_rule_allows_and_annotations_never_lower_it(
 ) -> None:
     """``wipe`` is DANGEROUS by the policy file; ``read_note`` claims readOnlyHint."""
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
-    policy = write_policy(tmp_path, 'dangerous = ["mcp__alpha__wipe"]\n' + ALLOW_ALL)
+    policy = write_policy(tmp_path, 'dangerous = ["alpha__wipe"]\n' + ALLOW_ALL)
     state = tmp_path / "s"
     answers = Answers(DECLINE, APPROVE)
     strict = write_policy(tmp_path, "", "empty.toml")
@@ -133,13 +133,13 @@ def test_dangerous_asks_even_when_a_rule_allows_and_annotations_never_lower_it(
     anyio.run(main)
     assert len(answers.asked) == 2
     lines = audit_lines(state)
-    tiers = {e["tier"] for e in lines if e["tool"] == "mcp__alpha__wipe" and "tier" in e}
+    tiers = {e["tier"] for e in lines if e["tool"] == "alpha__wipe" and "tier" in e}
     assert tiers == {"DANGEROUS"}
 
 
 def test_approve_always_holds_for_the_session_but_never_for_dangerous(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
-    policy = write_policy(tmp_path, 'dangerous = ["mcp__alpha__wipe"]\n')
+    policy = write_policy(tmp_path, 'dangerous = ["alpha__wipe"]\n')
     answers = Answers(ALWAYS, ALWAYS, ALWAYS)
     state = tmp_path / "s"
 
@@ -159,7 +159,7 @@ def test_approve_always_holds_for_the_session_but_never_for_dangerous(tmp_path: 
 
     anyio.run(main)
     grants = [e for e in audit_lines(state) if e["decision"] == "approve-always"]
-    assert [e["tool"] for e in grants] == ["mcp__alpha__echo"]
+    assert [e["tool"] for e in grants] == ["alpha__echo"]
 
 
 def test_every_call_leaves_an_audit_line_even_if_the_policy_never_sees_it(
@@ -176,7 +176,7 @@ def test_every_call_leaves_an_audit_line_even_if_the_policy_never_sees_it(
         ("call_tool", {"nam": "alpha__add"}),
         ("call_tool", {"name": "alpha__gone", "arguments": {}}),
         ("call_tool", {"name": "alpha__add", "arguments": {"a": []}}),
-        ("mcp__alpha__add", {"a": 1, "b": 2}),  # the policy's name is not a client name
+        ("mcp__alpha__add", {"a": 1, "b": 2}),  # the library's name is not the gateway's
         ("x" * 5000, {}),
         ("alpha__add", {"a": 1, "b": 2}),
     ]
@@ -195,12 +195,12 @@ def test_every_call_leaves_an_audit_line_even_if_the_policy_never_sees_it(
     assert len(by_call) == len(calls)  # every call, each under its own id
     fates = [by_call[k] for k in sorted(by_call, key=lambda k: int(k.rsplit("-", 1)[1]))]
     assert fates[0] == [("alpha__nope", "unknown", "gateway")]
-    assert fates[1] == [("mcp__alpha__add", "invalid", "gateway")]
+    assert fates[1] == [("alpha__add", "invalid", "gateway")]
     assert fates[2] == [("call_tool", "invalid", "gateway")]
     assert fates[3] == [("alpha__gone", "unknown", "gateway")]
-    assert fates[4] == [("mcp__alpha__add", "invalid", "gateway")]
+    assert fates[4] == [("alpha__add", "invalid", "gateway")]
     assert fates[5] == [("mcp__alpha__add", "unknown", "gateway")]
     assert fates[6][0][1:] == ("unknown", "gateway") and len(fates[6][0][0]) < 200
-    assert fates[7] == [("mcp__alpha__add", "allow", "profile")]
+    assert fates[7] == [("alpha__add", "allow", "profile")]
     calls_run = [json.loads(line) for p in state.glob("*.calls.jsonl") for line in p.open()]
     assert len(calls_run) == 1  # only the valid call reached the server

@@ -64,7 +64,7 @@ def test_a_huge_result_is_offloaded_recalled_and_kept_whole_as_evidence(tmp_path
 
     anyio.run(main)
     [record] = [json.loads(line) for p in state.glob("*.calls.jsonl") for line in p.open()][:1]
-    assert record["tool"] == "mcp__alpha__echo" and record["server"] == "alpha"
+    assert record["tool"] == "alpha__echo" and record["server"] == "alpha"
     assert record["result"]["content"][0]["text"] == huge  # the complete CallToolResult
 
 

@@ -70,10 +70,7 @@ from tooldeck.transcript import ToolCall
 MODERN = "2026-07-28"
 REF = re.compile(r"ref_[0-9a-f]{16}")
 # echo and pid run; add is WRITE (no rule): asked
-POLICY = (
-    '[profile]\n[[profile.rules]]\ntools = ["mcp__alpha__echo", "mcp__alpha__pid"]\n'
-    'action = "allow"\n'
-)
+POLICY = '[profile]\n[[profile.rules]]\ntools = ["alpha__echo", "alpha__pid"]\naction = "allow"\n'
 INVALID_STATE = "Invalid or expired requestState"
 
 
@@ -163,10 +160,10 @@ def test_stdio_approvals_are_asked_with_input_required(tmp_path: Path) -> None:
     # the two rounds of an ask are one call: asked, judged again on the retry, answered once
     call = next(e["call_id"] for e in lines if e["level"] == "approval")
     assert [e["decision"] for e in lines if e["call_id"] == call] == ["ask", "ask", "approve"]
-    assert [e["args_sha256"] for e in evidence(state, "mcp__alpha__echo")] == [
+    assert [e["args_sha256"] for e in evidence(state, "alpha__echo")] == [
         arguments_digest({"text": "approved"})
     ]
-    assert len(evidence(state, "mcp__alpha__add")) == 2
+    assert len(evidence(state, "alpha__add")) == 2
 
 
 # -- over HTTP with OAuth: a session per principal ----------------------------------------
@@ -293,7 +290,7 @@ def test_input_required_approvals_cannot_be_forged_replayed_or_borrowed(
                     await who.session.call_tool(
                         name, arguments, input_responses=yes, request_state=sent
                     )
-            ran_yet = [e["args_sha256"] for e in evidence(g.state, "mcp__alpha__add")]
+            ran_yet = [e["args_sha256"] for e in evidence(g.state, "alpha__add")]
             assert arguments_digest(args) not in ran_yet
             # answers without the state approve nothing: the call is asked anew
             again = await a.session.call_tool(
@@ -316,7 +313,7 @@ def test_input_required_approvals_cannot_be_forged_replayed_or_borrowed(
             assert isinstance(theirs, types.InputRequiredResult)
 
     anyio.run(main)
-    runs = [e["args_sha256"] for e in evidence(g.state, "mcp__alpha__add")]
+    runs = [e["args_sha256"] for e in evidence(g.state, "alpha__add")]
     assert runs.count(arguments_digest(args)) == 1
     assert len(answers.asked) == 3
 
@@ -394,7 +391,7 @@ def test_an_idle_session_ends_a_listening_one_does_not_and_a_stop_ends_streams(
     assert [p for p in offload.iterdir() if any(p.iterdir())] == []  # stored results removed
     lines = audit_lines(state)
     gone = [e for e in lines if "session ended" in e.get("reason", "")]
-    assert [(e["tool"], e["decision"]) for e in gone] == [("mcp__alpha__add", "deny")]
+    assert [(e["tool"], e["decision"]) for e in gone] == [("alpha__add", "deny")]
 
 
 async def _idle_then_stop(g: OAuthGateway, proc: subprocess.Popen[Any]) -> None:
@@ -459,7 +456,7 @@ def test_session_idle_is_checked(tmp_path: Path) -> None:
 
 # -- the two tables on their own: real sessions, real audit logs ------------------------
 def _session(state: Path) -> GatewaySession:
-    catalog = Catalog(McpSource({"mcpServers": {}}), semantic=False)
+    catalog = Catalog(McpSource({"mcpServers": {}}, prefixed=False), semantic=False)
     return GatewaySession(catalog, Policy(), state)
 
 

@@ -64,9 +64,9 @@ def _check_trace(receiver: OtlpReceiver, trace_id: str, parent: str, seen: str) 
     assert (
         set(calls)
         == {
-            "execute_tool mcp__traced__trace_headers",
+            "execute_tool traced__trace_headers",
             "execute_tool alpha__nope",
-            "execute_tool mcp__alpha__add",
+            "execute_tool alpha__add",
         }
         and len([s for s in mine if _is_call(s)]) == 4
     )
@@ -76,12 +76,12 @@ def _check_trace(receiver: OtlpReceiver, trace_id: str, parent: str, seen: str) 
         if _is_call(s)
     )
     assert outcomes == [
+        ("execute_tool alpha__add", "error", "invalid_arguments"),
+        ("execute_tool alpha__add", "ok", None),
         ("execute_tool alpha__nope", "error", "unknown_tool"),
-        ("execute_tool mcp__alpha__add", "error", "invalid_arguments"),
-        ("execute_tool mcp__alpha__add", "ok", None),
-        ("execute_tool mcp__traced__trace_headers", "ok", None),
+        ("execute_tool traced__trace_headers", "ok", None),
     ]
-    traced = calls["execute_tool mcp__traced__trace_headers"]
+    traced = calls["execute_tool traced__trace_headers"]
     assert traced["attributes"]["gen_ai.tool.type"] == "extension"
     assert traced["attributes"]["tooldeck.mcp.server"] == "traced"
     assert traced["resource"]["service.name"] == "tooldeck-gateway"

@@ -76,7 +76,7 @@ def test_three_real_servers_listed_searched_and_a_commit_approved_out_of_band(
     policy = write_policy(
         tmp_path,
         '[profile]\n[[profile.rules]]\naction = "allow"\n'
-        'tools = ["mcp__git__git_status", "mcp__git__git_log", "mcp__time__*"]\n',
+        'tools = ["git__git_status", "git__git_log", "time__*"]\n',
     )
     state = tmp_path / "s"
     notes = Notes()
@@ -170,7 +170,7 @@ def test_an_npm_server_next_to_python_servers(tmp_path: Path, npm_memory_server:
         },
     )
     policy = write_policy(
-        tmp_path, '[profile]\n[[profile.rules]]\ntools = "mcp__*"\naction = "allow"\n'
+        tmp_path, '[profile]\n[[profile.rules]]\ntools = "*__*"\naction = "allow"\n'
     )
 
     async def main() -> None:

@@ -35,9 +35,8 @@ from typer.testing import CliRunner
 from gateway_client import PY, gateway, stdio, text_of, write_config, write_policy
 from tooldeck import Session, TurnContext
 from tooldeck.cli import app
-from tooldeck.gateway.catalog import client_name
 from tooldeck.mcp import McpConfig, McpConfigError, McpSource, McpTool
-from tooldeck.mcp.naming import exposed_name, namespace_name
+from tooldeck.mcp.naming import exposed_name, namespace_name, namespace_of
 from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.policy.rules import Selector, ToolFacts
 from tooldeck.providers.scripted import ScriptedModel, call, reply
@@ -199,7 +198,9 @@ def test_the_gateway_runs_each_name_on_its_own_server(tmp_path: Path) -> None:
     hostile = exposed_name(HOSTILE, CRAFTED)
     config = config_file(tmp_path, CUT)
     # the user's rule: the trusted admin tool runs without asking
-    policy = write_policy(tmp_path, f'[[profile.rules]]\ntools = "{trusted}"\naction = "allow"\n')
+    policy = write_policy(
+        tmp_path, f'[[profile.rules]]\ntools = "{client(trusted)}"\naction = "allow"\n'
+    )
 
     async def main() -> None:
         args = ["--core", "*", "--policy", str(policy), "--approvals", "deny"]
@@ -252,14 +253,15 @@ def with_attacks(listings: dict[str, list[str]]) -> dict[str, list[str]]:
 
 
 def installed(
-    config: McpConfig, listings: dict[str, list[str]], seed: int
+    config: McpConfig, listings: dict[str, list[str]], seed: int, *, prefixed: bool = True
 ) -> dict[tuple[str, str], McpTool]:
     """``{(server, tool): tool}`` after each server's listing reached the source, the
-    servers in an order and each listing in an order drawn from ``seed``."""
+    servers in an order and each listing in an order drawn from ``seed`` (``prefixed``:
+    the source's naming, the gateway's without the prefix)."""
     shuffle = random.Random(seed).shuffle
     order = list(listings)
     shuffle(order)
-    source = McpSource(config)
+    source = McpSource(config, prefixed=prefixed)
     for server in order:
         tools = list(listings[server])
         shuffle(tools)
@@ -300,15 +302,19 @@ def test_exposed_names_are_injective_and_independent_of_order(
     assert names == {key: tool.name for key, tool in again.items()}  # whoever lists first
     assert set(names) == {(s, t) for s, listed in listings.items() for t in listed}
     assert len(set(names.values())) == len(names)  # no name is two tools'
-    assert len({client_name(t) for t in tools.values()}) == len(names)  # nor at the gateway
-    facts = {key: ToolFacts(t.name, "WRITE", t.namespace, t.mcp.server) for key, t in tools.items()}
-    for (server, tool), name in names.items():
-        assert TOOL_NAME_PATTERN.fullmatch(name)
-        # a rule naming this tool selects it alone; one for all of a server's tools
-        # (by its names or its namespace) selects that server's tools alone
-        exact = Selector(name)
-        assert [k for k, f in facts.items() if exact.matches(f)] == [(server, tool)]
-        for other in listings:
-            whole = Selector(f"mcp__{namespace_name(other)}__*")
-            assert whole.matches(facts[server, tool]) == (other == server), (name, other)
-            assert Selector(f"ns:{other}").matches(facts[server, tool]) == (other == server)
+    # the gateway's source names each tool once, the library's name without its prefix
+    bare = installed(config, listings, seeds[0], prefixed=False)
+    assert {k: t.name for k, t in bare.items()} == {k: client(n) for k, n in names.items()}
+    for prefix, made in (("mcp__", tools), ("", bare)):
+        facts = {k: ToolFacts(t.name, "WRITE", t.namespace, t.mcp.server) for k, t in made.items()}
+        for (server, tool), t in made.items():
+            assert TOOL_NAME_PATTERN.fullmatch(t.name)
+            assert namespace_of(t.name) == t.namespace == namespace_name(server)
+            # a rule naming this tool selects it alone; one for all of a server's tools
+            # (by its names or its namespace) selects that server's tools alone
+            exact = Selector(t.name)
+            assert [k for k, f in facts.items() if exact.matches(f)] == [(server, tool)]
+            for other in listings:
+                whole = Selector(f"{prefix}{namespace_name(other)}__*")
+                assert whole.matches(facts[server, tool]) == (other == server), (t.name, other)
+                assert Selector(f"ns:{other}").matches(facts[server, tool]) == (other == server)

@@ -57,6 +57,27 @@ def _load(console: Console, paths: list[Path] | None) -> Policy:
         ) from exc
 
 
+def _library_spellings(policy: Policy, name: str) -> list[str]:
+    """Notes for the selectors that name the gateway tool ``name`` the library's way
+    (``mcp__<server>__<tool>``), which match nothing at the gateway."""
+    from ..mcp.naming import PREFIX, gateway_pattern
+    from ..policy.rules import ToolFacts
+
+    if "__" not in name or name.startswith(PREFIX):
+        return []
+    library = ToolFacts(PREFIX + name, "WRITE")
+    notes = []
+    for where, selector in policy.selectors():
+        fixed = gateway_pattern(selector.text)
+        if fixed is not None and selector.matches(library):
+            notes.append(
+                f"note: {where}: {selector.text!r} is the library's spelling of this tool's "
+                f"name; the gateway matches rules against {name}, and tooldeck serve refuses "
+                f"that rule: write {fixed!r}"
+            )
+    return notes
+
+
 def _builtin_tool(name: str) -> Tool | None:
     from ..builtin import load_builtin_registry
 
@@ -73,6 +94,10 @@ def _tool(
     known = _builtin_tool(name)
     if known is not None and tier is None and namespace is None:
         return known, True
+    if namespace is None and known is None and "__" in name:
+        from ..mcp.naming import namespace_of
+
+        namespace = namespace_of(name)  # an MCP tool's, either spelling: for ns: rules
     try:
         made = Tool(
             name=name,
@@ -132,10 +157,14 @@ def explain_command(
     if subagent:
         ctx = loaded.with_restriction(ctx, subagent)
     decision = loaded.decide(tool, values, ctx, _grants(grants) if grants else None)
+    if not builtin:
+        for note in _library_spellings(loaded, tool.name):
+            typer.echo(note, err=True)
     if as_json:
         typer.echo(json.dumps({"tool": tool.name, "args": values, **decision.as_dict()}, indent=2))
         return
-    console.print(f"[bold]{tool.name}[/bold] ({decision.tier})  arguments: ", end="")
+    where = f", namespace {tool.namespace}" if tool.namespace else ""
+    console.print(f"[bold]{tool.name}[/bold] ({decision.tier}{where})  arguments: ", end="")
     console.print(json.dumps(values, ensure_ascii=False), markup=False)
     table = Table("level", "verdict", "reason", title="Trace (in order)", title_justify="left")
     for entry in decision.trace:

@@ -219,6 +219,7 @@ def serve_command(
     import anyio
 
     from ..gateway import Catalog, Gateway
+    from ..gateway.catalog import name_problems
     from ..gateway.check import check
     from ..mcp import McpConfig, McpConfigError, McpSource
     from ..policy import Policy, PolicyError
@@ -234,6 +235,9 @@ def serve_command(
     except (McpConfigError, PolicyError) as exc:
         problems = "; ".join(exc.problems)
         raise user_error(f"{exc.source}: {problems}") from exc
+    misnamed = name_problems((s.name for s in config.servers), rules, core or ())
+    if misnamed:  # tools named the library's way (mcp__...): matched nothing here
+        raise user_error("; ".join(misnamed))
     if offload_tokens < 0 or guard_tokens < 200:
         raise user_error("give --offload-tokens >= 0 and --guard-tokens >= 200")
     if not 0 < approval_timeout <= 86_400:
@@ -272,7 +276,7 @@ def serve_command(
         )
 
     async def run() -> None:
-        async with McpSource(config, client_name="tooldeck-gateway") as source:
+        async with McpSource(config, client_name="tooldeck-gateway", prefixed=False) as source:
             catalog = Catalog(
                 source,
                 core=core or (),

@@ -1,13 +1,21 @@
-"""The gateway's catalog: every upstream tool under a collision-free client name.
+"""The gateway's catalog: every upstream tool under the one name its clients know it by.
 
 The upstream tools come from :class:`~tooldeck.mcp.McpSource` (config, connections,
-reconnects, provider-safe ``mcp__<server>__<tool>`` names, schemas compiled and hostile
-ones skipped). A client sees them without the ``mcp__`` prefix, ``<server>__<tool>``:
-the client adds its own prefix (``mcp__tooldeck__...`` in Claude Code), and the names
-stay unique because the source's are (:mod:`tooldeck.mcp.naming`: no two servers can
-list a tool under one name), and apart from tooldeck's own tools, whose names have no
-``__``. Policy rules name the tools as everywhere else in tooldeck,
-``mcp__<server>__<tool>``.
+reconnects, schemas compiled and hostile ones skipped), made with ``prefixed=False``: each
+tool is named ``<server>__<tool>`` when the source makes it (:mod:`tooldeck.mcp.naming`:
+the library's provider-safe ``mcp__<server>__<tool>`` without its ``mcp__``; the client
+adds its own prefix, ``mcp__tooldeck__...`` in Claude Code). That one name is what a
+client lists and calls, what ``tool_search`` answers, what errors, offload notices,
+approval prompts, pending files, audit lines, the evidence record and spans say, what
+``--core`` globs and policy rules match. The names are unique: no two servers can list a
+tool under one name (:mod:`tooldeck.mcp.naming`), and tooldeck's own tools, served
+beside them, have no ``__``.
+
+What the user writes in the library's spelling would match nothing here, so it is
+refused, with the gateway's spelling, before anything starts (:func:`name_problems`):
+a policy selector or ``--core`` glob starting with ``mcp__``, and a server named ``mcp``
+(its tools would be ``mcp__<tool>``, which a rule could not tell from the library's
+spelling).
 
 A :class:`CatalogView` is one snapshot of the source's listing (remade when a server
 re-lists, drops or comes back); its search index is built on first use.
@@ -17,21 +25,58 @@ from __future__ import annotations
 
 import fnmatch
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..mcp import McpSource
-from ..mcp.naming import PREFIX
+from ..mcp.naming import PREFIX, gateway_pattern, namespace_name
+from ..policy import Policy
 from ..search import ToolIndex
 from ..tool import Tool
 
-__all__ = ["Catalog", "CatalogView", "client_name"]
+__all__ = ["Catalog", "CatalogView", "client_name", "name_problems"]
+
+_LIBRARY = PREFIX.removesuffix("__")  # the namespace no gateway server may have
 
 
 def client_name(tool: Tool) -> str:
-    """The name a gateway client sees for an upstream tool."""
-    name = tool.name
-    return name[len(PREFIX) :] if name.startswith(PREFIX) else name
+    """The name a gateway client knows ``tool`` by: its name (the catalog's tools are
+    named for clients when they are made)."""
+    return tool.name
+
+
+def name_problems(
+    servers: Iterable[str], policy: Policy | None = None, core: Sequence[str] = ()
+) -> list[str]:
+    """What the gateway refuses in a config, a policy and ``--core`` globs: each tool
+    name written the library's way (``mcp__...``), with its gateway spelling, and a
+    server named ``mcp``. Empty when there is nothing to refuse."""
+    problems: list[str] = []
+    for server in servers:
+        if namespace_name(server) == _LIBRARY:
+            problems.append(
+                f"server {server!r}: at the gateway its tools would be named {PREFIX}<tool>, "
+                f"as tooldeck's library spells every MCP tool ({PREFIX}<server>__<tool>), so "
+                "policy rules could not tell them apart; rename it"
+            )
+    for pattern in core:
+        fixed = gateway_pattern(pattern)
+        if fixed is not None:
+            problems.append(
+                f"--core {pattern!r}: the gateway names tools <server>__<tool>, without "
+                f"{PREFIX!r}; give --core {fixed!r}"
+            )
+    if policy is not None:
+        files = ", ".join(policy.sources) or "the policy"
+        for where, selector in policy.selectors():
+            fixed = gateway_pattern(selector.text) if selector.kind in ("name", "glob") else None
+            if fixed is not None:
+                problems.append(
+                    f"{files}: {where}: {selector.text!r} is the library's name; the gateway's "
+                    f"rules name tools as its clients list them, without {PREFIX!r}: write "
+                    f"{fixed!r}"
+                )
+    return problems
 
 
 class CatalogView:
@@ -40,14 +85,13 @@ class CatalogView:
     def __init__(self, tools: Sequence[Tool], core: Sequence[str], semantic: Any) -> None:
         self.tools: dict[str, Tool] = {}
         for tool in tools:
-            self.tools.setdefault(client_name(tool), tool)
+            self.tools.setdefault(tool.name, tool)
         self.core: tuple[str, ...] = tuple(
             n for n in self.tools if any(fnmatch.fnmatchcase(n, p) for p in core)
         )
         self._semantic = semantic
         self._index: ToolIndex | None = None
         self._lock = threading.Lock()
-        self._by_tool = {t.name: n for n, t in self.tools.items()}
 
     @property
     def index(self) -> ToolIndex:
@@ -60,14 +104,11 @@ class CatalogView:
                 )
             return self._index
 
-    def name_of(self, tool_name: str) -> str | None:
-        """The client name of a source tool name (``mcp__...``), if it is in this view."""
-        return self._by_tool.get(tool_name)
-
 
 class Catalog:
     """The current :class:`CatalogView` of a source (remade only when its tools change).
 
+    ``source``: made with ``prefixed=False`` (its tools' names are the client names).
     ``core``: globs over client names of the tools listed to every client from the
     start (default none: everything is found with ``tool_search``; ``["*"]`` lists
     everything). ``semantic`` is :class:`~tooldeck.search.ToolIndex`'s setting.
@@ -83,6 +124,11 @@ class Catalog:
         semantic: Any = "auto",
         native: Sequence[Tool] = (),
     ) -> None:
+        if source.prefixed:
+            raise ValueError(
+                "the gateway serves tools under the names its clients call them by: give it "
+                "McpSource(config, prefixed=False)"
+            )
         self.source = source
         self.native = tuple(native)
         self.core = tuple(core)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .catalog import client_name
 from .server import Gateway
 from .wire import listed_tool, listing_tokens, tool_tokens
 
@@ -45,7 +44,7 @@ def check(gateway: Gateway) -> CheckReport:
     session = gateway.new_session()
     view = gateway.catalog.view()
     listed = session.listed(view)
-    everything = [listed_tool(client_name(t), t) for t in view.tools.values()]
+    everything = [listed_tool(t.name, t) for t in view.tools.values()]
     servers = tuple(
         {
             "name": s.name,

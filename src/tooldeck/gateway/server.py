@@ -48,7 +48,7 @@ from .approval import (
     elicitation_supported,
     nobody_asker,
 )
-from .catalog import Catalog, client_name
+from .catalog import Catalog, client_name, name_problems
 from .http_auth import LOOPBACK, IntrospectionVerifier, OAuthResourceServer
 from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
@@ -122,6 +122,10 @@ class Gateway:
             raise ValueError(f"approvals must be one of {', '.join(MODES)}, not {approvals!r}")
         self.catalog = catalog
         self.policy = policy or Policy()
+        servers = (s.name for s in catalog.source.config.servers)
+        problems = name_problems(servers, self.policy, catalog.core)
+        if problems:  # a rule or glob that would match nothing here: never silently
+            raise ValueError("; ".join(problems))
         self.state = state
         self.offload_tokens = offload_tokens
         self.guard_tokens = guard_tokens

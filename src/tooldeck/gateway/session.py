@@ -34,7 +34,6 @@ from ..builtin._common import NO_HOME
 from ..context import ToolContext
 from ..dispatch import Dispatcher, unknown_tool_message
 from ..errors import ArgumentError
-from ..mcp.naming import PREFIX
 from ..offload import RECALL_TOOL_NAME, OffloadStore
 from ..policy import Policy, SessionPolicy
 from ..result import ToolResult
@@ -149,9 +148,8 @@ class GatewaySession:
 
         def found(names: list[str]) -> None:
             for tool_name in names:
-                shown = view.name_of(tool_name)
-                if shown is not None:
-                    self.loaded.setdefault(shown, None)
+                if tool_name in view.tools:
+                    self.loaded.setdefault(tool_name, None)
 
         deferred = len(view.tools) - len(view.core)
         search = tool_search_tool(
@@ -293,7 +291,7 @@ class GatewaySession:
         tool = view.tools.get(name)
         if tool is not None:
             return tool
-        origin = self.catalog.source.lookup(PREFIX + name)
+        origin = self.catalog.source.lookup(name)
         if origin is None:
             return None
         await self.catalog.source.refresh([origin[0]])  # reconnects a server that dropped

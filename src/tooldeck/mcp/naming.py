@@ -22,10 +22,15 @@ the prefix of exactly one configured server, and a policy rule written for one s
 tool can never match a tool of another (``docs`` listing ``internal__read`` cannot take
 the name of ``docs__internal``'s ``read``: that server name is refused).
 
-The gateway shows a client the same names without :data:`PREFIX`.
+The gateway names the same tools without :data:`PREFIX` (``map_names(...,
+prefixed=False)``, :class:`~tooldeck.mcp.McpSource` ``prefixed=False``): the library's
+name minus its first five characters, so just as injective; a namespace never contains
+``__``, so the namespace of either spelling is exact (:func:`namespace_of`), and a tool
+pattern written the library's way has one gateway spelling (:func:`gateway_pattern`).
 
 The reverse map (exposed name -> server and original tool name) is kept by the source,
-so nothing is ever parsed back out of an exposed name.
+so no call parses an exposed name (:func:`namespace_of` reads a name's namespace for
+``tooldeck policy explain``, which has no source).
 """
 
 from __future__ import annotations
@@ -33,15 +38,17 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = [
     "PREFIX",
     "Collision",
     "clean",
     "exposed_name",
+    "gateway_pattern",
     "map_names",
     "namespace_name",
+    "namespace_of",
     "server_name_problems",
 ]
 
@@ -86,6 +93,38 @@ def exposed_name(server: str, tool: str) -> str:
     """The provider-safe name of one MCP tool (before collision handling)."""
     base = _prefix(server) + clean(tool)
     return base if len(base) <= MAX_NAME else _suffixed(base, server, tool)
+
+
+def _bare(name: str) -> str:
+    return name[len(PREFIX) :]
+
+
+def namespace_of(name: str) -> str | None:
+    """The namespace in the name of an MCP tool, in the library's spelling
+    (``mcp__<namespace>__<tool>``) or the gateway's (``<namespace>__<tool>``); ``None``
+    for a name of neither shape. Exact, as a namespace never contains ``__``."""
+    rest = _bare(name) if name.startswith(PREFIX) else name
+    namespace, separator, tool = rest.partition(SEPARATOR)
+    return namespace if separator and namespace and tool else None
+
+
+def gateway_pattern(pattern: str) -> str | None:
+    """The gateway's spelling of a tool name or glob written the library's way, or ``None``
+    when ``pattern`` does not start with :data:`PREFIX`.
+
+    ``mcp__time__*`` is ``time__*``: the rest of the pattern selects exactly the upstream
+    tools the whole one selected. A plain start and a ``*`` keep meaning upstream tools
+    only: ``mcp__*`` is ``*__*`` and ``mcp__git*`` is ``git*__*`` (``*`` would also
+    select the gateway's own tools and tooldeck's, whose names have no ``__``).
+    """
+    if not pattern.startswith(PREFIX):
+        return None
+    rest = _bare(pattern)
+    start = rest[:-1]
+    plain = not any(c in start for c in "*?[") and not start.endswith("_")
+    if rest.endswith("*") and plain and SEPARATOR not in start:
+        return rest + SEPARATOR + "*"
+    return rest
 
 
 def server_name_problems(names: Iterable[str]) -> list[str]:
@@ -136,8 +175,11 @@ class Collision:
         return f"server {self.server!r}: tools collide on {self.name}: {pairs}"
 
 
-def map_names(server: str, tools: Iterable[str]) -> tuple[dict[str, str], list[Collision]]:
-    """Exposed names for ``tools`` of ``server``: ``{tool: exposed}`` and the collisions.
+def map_names(
+    server: str, tools: Iterable[str], *, prefixed: bool = True
+) -> tuple[dict[str, str], list[Collision]]:
+    """Exposed names for ``tools`` of ``server``: ``{tool: exposed}`` and the collisions
+    (``prefixed=False``: both in the gateway's spelling, without :data:`PREFIX`).
 
     Depends only on the set of names (not on their order); a tool left out of the map
     (see :class:`Collision`) is not exposed.
@@ -169,4 +211,11 @@ def map_names(server: str, tools: Iterable[str]) -> tuple[dict[str, str], list[C
                 result[tool] = final
             resolved.append(final)
         collisions.append(Collision(server, name, tuple(ordered), tuple(resolved)))
-    return {t: result[t] for t in raw if t in result}, collisions
+    names = {t: result[t] for t in raw if t in result}
+    if prefixed:
+        return names, collisions
+    bare = [
+        replace(c, name=_bare(c.name), resolved=tuple(r and _bare(r) for r in c.resolved))
+        for c in collisions
+    ]
+    return {t: _bare(n) for t, n in names.items()}, bare

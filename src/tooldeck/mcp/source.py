@@ -253,7 +253,11 @@ class McpSource:
     - ``assembly_wait``: seconds an assembly may wait for a pending re-list or
       reconnect of the active servers (it blocks the caller: the creator contract is
       synchronous);
-    - ``client_name``: how tooldeck introduces itself to servers.
+    - ``client_name``: how tooldeck introduces itself to servers;
+    - ``prefixed``: tools are named ``mcp__<server>__<tool>`` (the default), or, with
+      ``False``, ``<server>__<tool>``: the names the gateway serves them under
+      (:mod:`.naming`), used everywhere the source names a tool (``lookup``, status,
+      collisions).
 
     Use it as an async (or plain) context manager so every server process is stopped
     when you are done; :meth:`close` does the same.
@@ -268,10 +272,12 @@ class McpSource:
         events: EventBus | None = None,
         assembly_wait: float = DEFAULT_ASSEMBLY_WAIT,
         client_name: str = "tooldeck",
+        prefixed: bool = True,
     ) -> None:
         from .. import __version__
 
         self.config = config if isinstance(config, McpConfig) else McpConfig.from_dict(config)
+        self.prefixed = prefixed
         self.events = events
         self.assembly_wait = assembly_wait
         self._client_info = types.Implementation(name=client_name, version=__version__)
@@ -557,7 +563,7 @@ class McpSource:
             if any(fnmatch.fnmatchcase(t.name, p) for p in cfg.exclude_tools):
                 continue
             kept.append(t)
-        names, collisions = map_names(cfg.name, [t.name for t in kept])
+        names, collisions = map_names(cfg.name, [t.name for t in kept], prefixed=self.prefixed)
         if tuple(collisions) != server.collisions:
             for collision in collisions:
                 _log.warning("MCP tool names collide: %s", collision.describe())

@@ -24,7 +24,7 @@ it to a session (mode, agent, node, grants, audit log) for the plan and the disp
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -322,6 +322,26 @@ class Policy:
         if self.auto_approve is None:
             return (Selector("tier:STANDARD"),)
         return self.auto_approve
+
+    def selectors(self) -> Iterator[tuple[str, Selector]]:
+        """Every tool selector the policy holds, with where it is written
+        (``profile.rules[0]``, ``nodes.review``, ``dangerous``...)."""
+        levels = (
+            self.profile,
+            self.organization,
+            *self.modes.values(),
+            *self.agents.values(),
+            *self.nodes.values(),
+        )
+        for level in levels:
+            for rule in level.rules:
+                yield from ((rule.source, selector) for selector in rule.tools)
+        for where, listed in (
+            ("dangerous", self.dangerous),
+            ("headless.deny", self.headless_deny),
+            ("delegation.auto_approve", self.auto_approve or ()),
+        ):
+            yield from ((where, selector) for selector in listed)
 
     # -- tools --------------------------------------------------------------------------
     def facts(self, tool: Tool) -> ToolFacts:
