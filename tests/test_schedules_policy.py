@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -210,10 +211,12 @@ def test_the_scheduler_process_runs_each_schedule_under_its_creator_and_its_poli
 
 
 def test_a_schedule_whose_creator_cannot_be_rebuilt_does_not_run_and_says_why(
-    make_store: StoreFactory, tmp_path: Path
+    make_store: StoreFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A schedule made before migration 5 (the column dropped and added again by the
-    migration: NULL) and one whose record was tampered with: their jobs fail unrun."""
+    migration: NULL) and one whose record was tampered with: their jobs fail unrun, each
+    said in one ``refused`` log record (a line of the scheduler's log)."""
+    caplog.set_level(logging.WARNING, logger="tooldeck.jobs")
     home = make_home(tmp_path)
     asked: list[Any] = []
 
@@ -267,6 +270,12 @@ def test_a_schedule_whose_creator_cannot_be_rebuilt_does_not_run_and_says_why(
     finished = asyncio.run(tick())
     assert asked == [] and len(finished) == 2  # no model was even made
     assert all(j.state == "failed" and (j.error or "").startswith("not run: ") for j in finished)
+    said = {
+        r.fields["job"]: r.getMessage()  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "event", None) == "refused"
+    }
+    assert said == {j.id: f"job {j.id} {j.error}" for j in finished}
     for schedule_id, why in (
         (old, "nothing records the policy of the session that made it"),
         (tampered, "organization.rules[0].action: must be one of"),

@@ -447,6 +447,20 @@ class JobManager:
         ended, and nobody runs it again, unless the database stays away past the lease."""
         return await self.table.finish(job_id, self.owner, state, retry_for=self.lease, **end)
 
+    async def _refuse(self, job: JobRecord, why: str) -> None:
+        """End a job its creator's policy does not let run: ``failed``, ``not run: why``
+        (written as any job's end is), and said in one log line (event ``refused``)."""
+        _log.warning(
+            "job %s not run: %s",
+            job.id,
+            why,
+            extra={
+                "event": "refused",
+                "fields": {"job": job.id, "session": job.session_id, "origin": job.origin},
+            },
+        )
+        await self._finish(job.id, "failed", error=f"not run: {why}")
+
     # -- cancelling ---------------------------------------------------------------------------
     async def cancel(self, job_id: str, reason: str = "cancelled") -> tuple[str, bool]:
         """Cancel a job; ``(state, changed)``. A running job stops at its next step."""
@@ -509,7 +523,7 @@ class JobManager:
         try:
             session, home, parent_hooks = self._session_for(job, live, signal)
         except CreatorPolicyError as exc:  # its creator's policy: or it does not run at all
-            await self.table.finish(job_id, self.owner, "failed", error=f"not run: {exc}")
+            await self._refuse(job, str(exc))
             return
         if session is None:
             await self._finish(
@@ -715,7 +729,7 @@ class JobManager:
 
         refused = await self._creator_refuses(job, engine, name)
         if refused is not None:
-            await self.table.finish(job.id, self.owner, "failed", error=f"not run: {refused}")
+            await self._refuse(job, refused)
             return
         try:
             workflow_id = await engine.start(name, job.spec.get("inputs") or {})
