@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from test_workflows_support import PG_DSN, raw_query
-from test_workflows_workers import Outage
+from test_workflows_workers import Outage, outage
 from tooldeck import ScriptedModel, Toolset
 from tooldeck.dispatch import allow_all
 from tooldeck.jobs import JobManager, JobNotices, JobRuntime, LiveJob, NewJob
@@ -62,16 +62,9 @@ from tooldeck.workflows.store.workers import WorkerLeases, op_take_over_lost
 
 pytest_plugins = ["test_workflows_support"]  # the PostgreSQL fixtures
 
+__all__ = ["outage"]  # a fixture, defined with the worker tests
+
 RESULT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-
-
-@pytest.fixture
-def outage() -> Iterator[Outage]:
-    relay = Outage()
-    try:
-        yield relay
-    finally:
-        relay.cut()
 
 
 class Slow(ScriptedModel):

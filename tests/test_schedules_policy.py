@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from test_jobs_policy import (
     make_home,
     runtime,
 )
-from test_jobs_processes import Processes, store_args
+from test_jobs_processes import Processes, processes, store_args
 from test_schedules import Clock
 from test_workflows_support import StoreFactory, raw_execute
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext
@@ -51,6 +51,8 @@ from tooldeck.transcript import ToolCall
 from tooldeck.workflows.store import WorkflowStore
 
 pytest_plugins = ["test_workflows_support"]
+
+__all__ = ["processes"]  # a fixture, defined with the scheduler process tests
 
 
 def chat(
@@ -127,15 +129,6 @@ def test_a_scheduled_run_cannot_read_what_its_creator_could_not(
             assert made.creator is not None and made.creator["session_id"] == "chat"
 
     asyncio.run(main())
-
-
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    pool = Processes(tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.stop_all()
 
 
 async def ended(
