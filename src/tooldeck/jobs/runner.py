@@ -65,7 +65,7 @@ from ..result_guard import child_hooks, store_of
 from ..transcript import StopReason, ToolCall
 from ..workflows.store.base import WorkflowStore
 from .policy import CreatorPolicyError, creator_policy, creator_tools, deny_all, job_policy
-from .store import JobRecord, JobState, JobTable, NewJob
+from .store import JobRecord, JobState, JobTable, NewJob, by_id_or_prefix
 
 if TYPE_CHECKING:
     from ..workflows.engine import WorkflowEngine
@@ -481,17 +481,7 @@ class JobManager:
 
         ``session_id``: only that session's jobs are looked at (an ambiguous prefix
         names none of another session's)."""
-        found = await self.table.get(job_id)
-        if found is not None and session_id in (None, found.session_id):
-            return found
-        ids = await self.table.find(job_id, session_id)
-        if len(ids) == 1:
-            again = await self.table.get(ids[0])
-            if again is not None:
-                return again
-        if len(ids) > 1:
-            raise LookupError(f"{job_id!r} matches several jobs: {', '.join(ids)}")
-        raise LookupError(f"no job {job_id!r}" + (" in this session" if session_id else ""))
+        return await by_id_or_prefix(self.table.get, self.table.find, job_id, session_id, "job")
 
     async def wait(self, job_id: str, *, poll: float = 0.05) -> JobRecord:
         """Wait until the job has ended (bound it with ``asyncio.timeout()``)."""

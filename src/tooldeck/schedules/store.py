@@ -38,6 +38,7 @@ from ..workflows.store.protocol import (
     as_datetime,
     from_json,
     now,
+    op_find_ids,
     written_before,
 )
 from .timing import Timing
@@ -366,17 +367,6 @@ def op_get(schedule_id: str) -> Op[ScheduleRecord | None]:
     return _schedule(row) if row else None
 
 
-def op_find(prefix: str, session_id: str | None = None) -> Op[list[str]]:
-    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    mine = "" if session_id is None else " AND session_id = ?"  # a session sees its own
-    rows = yield Q(
-        f"SELECT id FROM schedules WHERE id LIKE ? ESCAPE '\\'{mine} "
-        "ORDER BY created_at DESC LIMIT 10",
-        (pattern,) if session_id is None else (pattern, session_id),
-    )
-    return [str(r[0]) for r in rows.rows]
-
-
 def op_list(state: str | None, session_id: str | None, limit: int) -> Op[list[ScheduleRecord]]:
     where, params = [], []
     if state is not None:
@@ -445,7 +435,9 @@ class ScheduleTable:
         return await self.store._run(lambda: op_get(schedule_id), write=False)
 
     async def find(self, prefix: str, session_id: str | None = None) -> list[str]:
-        return await self.store._run(lambda: op_find(prefix, session_id), write=False)
+        return await self.store._run(
+            lambda: op_find_ids("schedules", prefix, session_id), write=False
+        )
 
     async def active_ids(self) -> list[str]:
         return await self.store._run(op_active_ids, write=False)
