@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from test_workflows_support import PG_DSN, raw_query
-from test_workflows_workers import Outage
+from test_workflows_workers import Outage, outage
 from tooldeck import ScriptedModel, Toolset
 from tooldeck.dispatch import allow_all
 from tooldeck.jobs import JobManager, JobNotices, JobRuntime, LiveJob, NewJob
@@ -41,7 +41,13 @@ from tooldeck.jobs.store import (
 from tooldeck.model import ModelRequest
 from tooldeck.providers.scripted import reply
 from tooldeck.schedules import ScheduleBook, Scheduler, Timing
-from tooldeck.schedules.store import NewSchedule, ScheduleTable, op_create, op_fire_now
+from tooldeck.schedules.store import (
+    NewSchedule,
+    ScheduleTable,
+    op_create,
+    op_fire_now,
+    op_tick,
+)
 from tooldeck.transcript import AssistantMessage
 from tooldeck.workflows.store import (
     NewTask,
@@ -56,16 +62,9 @@ from tooldeck.workflows.store.workers import WorkerLeases, op_take_over_lost
 
 pytest_plugins = ["test_workflows_support"]  # the PostgreSQL fixtures
 
+__all__ = ["outage"]  # a fixture, defined with the worker tests
+
 RESULT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-
-
-@pytest.fixture
-def outage() -> Iterator[Outage]:
-    relay = Outage()
-    try:
-        yield relay
-    finally:
-        relay.cut()
 
 
 class Slow(ScriptedModel):
@@ -396,10 +395,35 @@ def test_each_operation_run_again_recognises_its_own_earlier_write(
             )
             at = now()
             await twice(lambda: op_create(hourly, at))
-            # run-now's slot is its instant: run again, it says that instant fired already
-            one, two = await twice(lambda: op_fire_now("sch-2", at, "cli"))
-            assert one is not None and two is None
+            stamp = now()
+            # run-now run again answers the fire it made (not "that instant fired already")
+            one, two = await twice(lambda: op_fire_now("sch-2", at, "cli", stamp))
+            assert one is not None and one == two
             assert len(await ScheduleTable(store).fires("sch-2")) == 1
+            assert (await ScheduleTable(store).get("sch-2")).fired == 1  # type: ignore[union-attr]
+            # ... while another call at that instant is told it fired already
+            assert await ScheduleTable(store).fire_now("sch-2", at, "cli") is None
+
+            # a tick run again answers the slots it fired, so its DBOS jobs are handed over
+            # (and said) even when the answer of the commit that fired them was lost
+            start = now() - timedelta(hours=2, minutes=30)
+            half_hourly = NewSchedule(
+                "sch-3",
+                "half-hourly",
+                "s1",
+                {"kind": "prompt", "prompt": "p", "dispatch": "dbos"},
+                Timing.interval(1800, start),
+                start=start,
+            )
+            await ScheduleTable(store).create(half_hourly)
+            at, stamp, lock = now(), now(), kind == "postgres"
+            one, two = await twice(lambda: op_tick("sch-3", at, "sched-1", 3 * 3600, lock, stamp))
+            assert one is not None and one == two
+            assert [f.how for f in one.fired] == ["due"] * 5
+            assert one.dbos_jobs == tuple(f.job_id for f in one.fired)
+            assert not one.more and not one.finished
+            assert len(await ScheduleTable(store).fires("sch-3")) == 5
+            assert (await ScheduleTable(store).get("sch-3")).fired == 5  # type: ignore[union-attr]
 
             leases = WorkerLeases(store)
             await leases.register("w-old", "host", 1, 15)

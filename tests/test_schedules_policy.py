@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from test_jobs_policy import (
     make_home,
     runtime,
 )
-from test_jobs_processes import Processes, store_args
+from test_jobs_processes import Processes, processes, store_args
 from test_schedules import Clock
 from test_workflows_support import StoreFactory, raw_execute
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext
@@ -50,6 +51,8 @@ from tooldeck.transcript import ToolCall
 from tooldeck.workflows.store import WorkflowStore
 
 pytest_plugins = ["test_workflows_support"]
+
+__all__ = ["processes"]  # a fixture, defined with the scheduler process tests
 
 
 def chat(
@@ -128,15 +131,6 @@ def test_a_scheduled_run_cannot_read_what_its_creator_could_not(
     asyncio.run(main())
 
 
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
-    pool = Processes(tmp_path)
-    try:
-        yield pool
-    finally:
-        pool.stop_all()
-
-
 async def ended(
     store: WorkflowStore, schedule_ids: Sequence[str], runner: tuple[Any, Path], within: float = 90
 ) -> Any:
@@ -210,10 +204,12 @@ def test_the_scheduler_process_runs_each_schedule_under_its_creator_and_its_poli
 
 
 def test_a_schedule_whose_creator_cannot_be_rebuilt_does_not_run_and_says_why(
-    make_store: StoreFactory, tmp_path: Path
+    make_store: StoreFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A schedule made before migration 5 (the column dropped and added again by the
-    migration: NULL) and one whose record was tampered with: their jobs fail unrun."""
+    migration: NULL) and one whose record was tampered with: their jobs fail unrun, each
+    said in one ``refused`` log record (a line of the scheduler's log)."""
+    caplog.set_level(logging.WARNING, logger="tooldeck.jobs")
     home = make_home(tmp_path)
     asked: list[Any] = []
 
@@ -267,6 +263,12 @@ def test_a_schedule_whose_creator_cannot_be_rebuilt_does_not_run_and_says_why(
     finished = asyncio.run(tick())
     assert asked == [] and len(finished) == 2  # no model was even made
     assert all(j.state == "failed" and (j.error or "").startswith("not run: ") for j in finished)
+    said = {
+        r.fields["job"]: r.getMessage()  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "event", None) == "refused"
+    }
+    assert said == {j.id: f"job {j.id} {j.error}" for j in finished}
     for schedule_id, why in (
         (old, "nothing records the policy of the session that made it"),
         (tampered, "organization.rules[0].action: must be one of"),

@@ -18,7 +18,7 @@ import asyncio
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from test_workflows_workers import (
     Workers,
     assert_every_result_stored_once,
     client_of,
+    outage,
     query,
     running_on,
     wait_for,
@@ -53,7 +54,7 @@ from tooldeck.workflows.task_tools import SUBMIT_RESULT
 
 pytest_plugins = ["test_workflows_support"]  # the PostgreSQL fixtures
 
-__all__ = ["client_of", "workers"]  # fixtures used here, defined with the worker tests
+__all__ = ["client_of", "outage", "workers"]  # fixtures used here, defined with the worker tests
 
 RESULT = {
     "type": "object",
@@ -61,15 +62,6 @@ RESULT = {
     "required": ["n"],
     "additionalProperties": False,
 }
-
-
-@pytest.fixture
-def outage() -> Iterator[Outage]:
-    relay = Outage()
-    try:
-        yield relay
-    finally:
-        relay.cut()
 
 
 def later(seconds: float, action: Callable[[], None]) -> threading.Timer:

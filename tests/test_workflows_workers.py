@@ -438,6 +438,16 @@ class Outage:
             dst.shutdown(socket.SHUT_WR)
 
 
+@pytest.fixture
+def outage() -> Iterator[Outage]:
+    """A relay in front of PostgreSQL, cut when the test ends (whatever it left open)."""
+    relay = Outage()
+    try:
+        yield relay
+    finally:
+        relay.cut()
+
+
 def test_a_worker_rides_out_a_database_outage_shorter_than_its_lease(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:

@@ -51,6 +51,7 @@ EVENTS: dict[str, str] = {
     "not_queued": "a job for DBOS workers could not be handed to DBOS (why): tried again "
     "every poll, or never when there is no DBOS queue (a SQLite store)",
     "queued": "pending DBOS jobs handed to DBOS after a failed try, or at start",
+    "refused": "a job run here was not run under its creator's policy (why): it ends failed",
     "tick_failed": "a tick failed for another reason than the database (why); tried again",
     "db_retrying": "the database stopped answering: ticks are tried again every poll",
     "db_back": "the database answers again: the outage's length and what was folded",

@@ -63,6 +63,7 @@ EVENTS: dict[str, str] = {
     "submitted": "the task's result was accepted (the turn's seconds)",
     "failed": "the task failed (why)",
     "cancelled": "the task was cancelled",
+    "refused": "with --jobs: a job was not run under its creator's policy (why): it ends failed",
     "took_over": "this worker marked another one lost and re-queued its turns",
     "db_retrying": "the database stopped answering: calls are retried, for up to the lease",
     "db_back": "the database answers again: the outage's length and what was folded",

@@ -65,7 +65,7 @@ from ..result_guard import child_hooks, store_of
 from ..transcript import StopReason, ToolCall
 from ..workflows.store.base import WorkflowStore
 from .policy import CreatorPolicyError, creator_policy, creator_tools, deny_all, job_policy
-from .store import JobRecord, JobState, JobTable, NewJob
+from .store import JobRecord, JobState, JobTable, NewJob, by_id_or_prefix
 
 if TYPE_CHECKING:
     from ..workflows.engine import WorkflowEngine
@@ -447,6 +447,20 @@ class JobManager:
         ended, and nobody runs it again, unless the database stays away past the lease."""
         return await self.table.finish(job_id, self.owner, state, retry_for=self.lease, **end)
 
+    async def _refuse(self, job: JobRecord, why: str) -> None:
+        """End a job its creator's policy does not let run: ``failed``, ``not run: why``
+        (written as any job's end is), and said in one log line (event ``refused``)."""
+        _log.warning(
+            "job %s not run: %s",
+            job.id,
+            why,
+            extra={
+                "event": "refused",
+                "fields": {"job": job.id, "session": job.session_id, "origin": job.origin},
+            },
+        )
+        await self._finish(job.id, "failed", error=f"not run: {why}")
+
     # -- cancelling ---------------------------------------------------------------------------
     async def cancel(self, job_id: str, reason: str = "cancelled") -> tuple[str, bool]:
         """Cancel a job; ``(state, changed)``. A running job stops at its next step."""
@@ -467,17 +481,7 @@ class JobManager:
 
         ``session_id``: only that session's jobs are looked at (an ambiguous prefix
         names none of another session's)."""
-        found = await self.table.get(job_id)
-        if found is not None and session_id in (None, found.session_id):
-            return found
-        ids = await self.table.find(job_id, session_id)
-        if len(ids) == 1:
-            again = await self.table.get(ids[0])
-            if again is not None:
-                return again
-        if len(ids) > 1:
-            raise LookupError(f"{job_id!r} matches several jobs: {', '.join(ids)}")
-        raise LookupError(f"no job {job_id!r}" + (" in this session" if session_id else ""))
+        return await by_id_or_prefix(self.table.get, self.table.find, job_id, session_id, "job")
 
     async def wait(self, job_id: str, *, poll: float = 0.05) -> JobRecord:
         """Wait until the job has ended (bound it with ``asyncio.timeout()``)."""
@@ -509,7 +513,7 @@ class JobManager:
         try:
             session, home, parent_hooks = self._session_for(job, live, signal)
         except CreatorPolicyError as exc:  # its creator's policy: or it does not run at all
-            await self.table.finish(job_id, self.owner, "failed", error=f"not run: {exc}")
+            await self._refuse(job, str(exc))
             return
         if session is None:
             await self._finish(
@@ -715,7 +719,7 @@ class JobManager:
 
         refused = await self._creator_refuses(job, engine, name)
         if refused is not None:
-            await self.table.finish(job.id, self.owner, "failed", error=f"not run: {refused}")
+            await self._refuse(job, refused)
             return
         try:
             workflow_id = await engine.start(name, job.spec.get("inputs") or {})

@@ -26,10 +26,10 @@ marks what it writes (``created_at``, ``heartbeat_at`` of a claim, ``finished_at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar
 
 from ..workflows.store.base import WorkflowStore
 from ..workflows.store.protocol import (
@@ -39,6 +39,7 @@ from ..workflows.store.protocol import (
     as_datetime,
     from_json,
     now,
+    op_find_ids,
     written_before,
 )
 
@@ -49,6 +50,7 @@ __all__ = [
     "JobState",
     "JobTable",
     "NewJob",
+    "by_id_or_prefix",
 ]
 
 JobState: TypeAlias = Literal["pending", "running", "succeeded", "failed", "cancelled", "lost"]
@@ -440,16 +442,6 @@ def op_get(job_id: str) -> Op[JobRecord | None]:
     return _job(row) if row else None
 
 
-def op_find(prefix: str, session_id: str | None = None) -> Op[list[str]]:
-    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    mine = "" if session_id is None else " AND session_id = ?"  # a session sees its own
-    rows = yield Q(
-        f"SELECT id FROM jobs WHERE id LIKE ? ESCAPE '\\'{mine} ORDER BY created_at DESC LIMIT 10",
-        (pattern,) if session_id is None else (pattern, session_id),
-    )
-    return [str(r[0]) for r in rows.rows]
-
-
 def op_list(session_id: str | None, state: str | None, limit: int) -> Op[list[JobRecord]]:
     where, params = [], []
     if session_id is not None:
@@ -464,6 +456,37 @@ def op_list(session_id: str | None, state: str | None, limit: int) -> Op[list[Jo
         (*params, limit),
     )
     return [_job(r) for r in rows.rows]
+
+
+class _Owned(Protocol):
+    @property
+    def session_id(self) -> str: ...
+
+
+R = TypeVar("R", bound=_Owned)
+
+
+async def by_id_or_prefix(
+    get: Callable[[str], Awaitable[R | None]],
+    find: Callable[[str, str | None], Awaitable[list[str]]],
+    ident: str,
+    session_id: str | None,
+    noun: str,
+) -> R:
+    """A row (a job, a schedule: ``noun``) by id or unique id prefix, read with ``get``
+    and ``find``; ``LookupError`` when there is none. ``session_id``: only that session's
+    rows are looked at (an ambiguous prefix names none of another session's)."""
+    found = await get(ident)
+    if found is not None and session_id in (None, found.session_id):
+        return found
+    ids = await find(ident, session_id)
+    if len(ids) == 1:
+        again = await get(ids[0])
+        if again is not None:
+            return again
+    if len(ids) > 1:
+        raise LookupError(f"{ident!r} matches several {noun}s: {', '.join(ids)}")
+    raise LookupError(f"no {noun} {ident!r}" + (" in this session" if session_id else ""))
 
 
 class JobTable:
@@ -558,7 +581,7 @@ class JobTable:
         return await self.store._run(lambda: op_get(job_id), write=False)
 
     async def find(self, prefix: str, session_id: str | None = None) -> list[str]:
-        return await self.store._run(lambda: op_find(prefix, session_id), write=False)
+        return await self.store._run(lambda: op_find_ids("jobs", prefix, session_id), write=False)
 
     async def list(
         self, *, session_id: str | None = None, state: str | None = None, limit: int = 50

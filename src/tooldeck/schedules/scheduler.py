@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import exception_line
 from ..jobs.policy import record_creator
-from ..jobs.store import JobTable
+from ..jobs.store import JobTable, by_id_or_prefix
 from ..workflows.store.base import WorkflowStore
 from ..workflows.store.protocol import StoreUnavailable
 from .store import (
@@ -432,18 +432,8 @@ class ScheduleBook:
 
         ``session_id``: only that session's schedules are looked at (an ambiguous prefix
         names none of another session's)."""
-        found = await self.table.get(schedule_id)
-        if found is not None and session_id in (None, found.session_id):
-            return found
-        ids = await self.table.find(schedule_id, session_id)
-        if len(ids) == 1:
-            again = await self.table.get(ids[0])
-            if again is not None:
-                return again
-        if len(ids) > 1:
-            raise LookupError(f"{schedule_id!r} matches several schedules: {', '.join(ids)}")
-        raise LookupError(
-            f"no schedule {schedule_id!r}" + (" in this session" if session_id else "")
+        return await by_id_or_prefix(
+            self.table.get, self.table.find, schedule_id, session_id, "schedule"
         )
 
     async def cancel(

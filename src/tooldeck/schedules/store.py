@@ -38,6 +38,7 @@ from ..workflows.store.protocol import (
     as_datetime,
     from_json,
     now,
+    op_find_ids,
     written_before,
 )
 from .timing import Timing
@@ -238,20 +239,52 @@ def _plan(
     return chosen, skipped, len(on_time) > FIRE_LIMIT
 
 
+def _ticked(schedule: ScheduleRecord, at: datetime, by: str, stamp: datetime) -> Op[TickOutcome]:
+    """What this call's earlier try of :func:`op_tick` did (its commit's answer was lost):
+    the slots it fired (at ``stamp``), its jobs for DBOS, whether on-time slots are left;
+    the missed slots it skipped are counted in the row, not said again."""
+    rows = yield Q(
+        "SELECT f.slot, f.how, f.job_id, j.dispatch FROM schedule_fires f "
+        "LEFT JOIN jobs j ON j.id = f.job_id "
+        "WHERE f.schedule_id = ? AND f.fired_by = ? AND f.fired_at = ? ORDER BY f.slot",
+        (schedule.id, by, stamp),
+    )
+    fired = tuple(
+        Fire(schedule.id, as_datetime(r[0]) or at, str(r[1]), str(r[2]), by, stamp)
+        for r in rows.rows
+    )
+    dbos = tuple(str(r[2]) for r in rows.rows if r[3] == "dbos")
+    more = schedule.state == "active" and schedule.cursor_at < at
+    return TickOutcome(schedule.id, fired, 0, schedule.state == "finished", dbos, more)
+
+
 def op_tick(
-    schedule_id: str, at: datetime, by: str, grace: float, lock: bool
+    schedule_id: str,
+    at: datetime,
+    by: str,
+    grace: float,
+    lock: bool,
+    stamp: datetime | None = None,
 ) -> Op[TickOutcome | None]:
-    """One tick of one schedule (see the module docstring); ``None`` when not active."""
+    """One tick of one schedule (see the module docstring); ``None`` when not active.
+
+    ``stamp``: the call's time, fixed when the call is made; it marks the fires and the
+    schedule's ``updated_at`` this call writes, so a second run of the call (its commit's
+    answer lost) answers what the first one fired instead of nothing."""
+    stamp = stamp or now()
     row = (
         yield Q(
-            f"SELECT {_COLUMNS} FROM schedules WHERE id = ? AND state = 'active'"
-            + (" FOR UPDATE" if lock else ""),
+            f"SELECT {_COLUMNS} FROM schedules WHERE id = ?" + (" FOR UPDATE" if lock else ""),
             (schedule_id,),
         )
     ).one()
     if row is None:
         return None
     schedule = _schedule(row)
+    if schedule.updated_at == stamp:  # this call's earlier try wrote it
+        return (yield from _ticked(schedule, at, by, stamp))
+    if schedule.state != "active":
+        return None
     if at <= schedule.cursor_at:
         return TickOutcome(schedule_id)
     chosen, skipped, more = _plan(schedule, at, grace)
@@ -263,11 +296,11 @@ def op_tick(
             "INSERT INTO schedule_fires (schedule_id, slot, how, job_id, fired_by, fired_at) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (schedule_id, slot) DO NOTHING "
             "RETURNING schedule_id",
-            (schedule.id, slot, how, job.id, by, now()),
+            (schedule.id, slot, how, job.id, by, stamp),
         )
         if made.rows:
             yield from op_create_job(job)
-            fired.append(Fire(schedule.id, slot, how, job.id, by, now()))
+            fired.append(Fire(schedule.id, slot, how, job.id, by, stamp))
             if job.dispatch == "dbos":
                 dbos.append(job.id)
     # with on-time slots left, the cursor stops at the last one fired (the tick goes on)
@@ -280,31 +313,42 @@ def op_tick(
     yield Q(
         "UPDATE schedules SET cursor_at = ?, fired = fired + ?, skipped = skipped + ?, "
         "state = ?, updated_at = ? WHERE id = ?",
-        (cursor, len(fired), skipped, "finished" if finished else "active", now(), schedule.id),
+        (cursor, len(fired), skipped, "finished" if finished else "active", stamp, schedule.id),
     )
     return TickOutcome(schedule.id, tuple(fired), skipped, finished, tuple(dbos), more)
 
 
-def op_fire_now(schedule_id: str, at: datetime, by: str) -> Op[Fire | None]:
-    """``run-now``: one manual fire at ``at`` (its own slot; the cursor is not moved)."""
+def op_fire_now(
+    schedule_id: str, at: datetime, by: str, stamp: datetime | None = None
+) -> Op[Fire | None]:
+    """``run-now``: one manual fire at ``at`` (its own slot; the cursor is not moved);
+    ``None`` when that slot fired already, unless this call's earlier try fired it (its
+    fire row says ``stamp``, the call's time fixed when it was made)."""
+    stamp = stamp or now()
     row = (yield Q(f"SELECT {_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,))).one()
     if row is None:
         return None
     schedule = _schedule(row)
     job = slot_job(schedule, at, "manual")
+    fire = Fire(schedule.id, at, "manual", job.id, by, stamp)
     made = yield Q(
         "INSERT INTO schedule_fires (schedule_id, slot, how, job_id, fired_by, fired_at) "
         "VALUES (?, ?, 'manual', ?, ?, ?) ON CONFLICT (schedule_id, slot) DO NOTHING "
         "RETURNING schedule_id",
-        (schedule.id, at, job.id, by, now()),
+        (schedule.id, at, job.id, by, stamp),
     )
     if not made.rows:
-        return None
+        mine = yield Q(
+            "SELECT job_id FROM schedule_fires WHERE schedule_id = ? AND slot = ? "
+            "AND how = 'manual' AND fired_by = ? AND fired_at = ?",
+            (schedule.id, at, by, stamp),
+        )
+        return fire if mine.rows else None
     yield from op_create_job(job)
     yield Q(
-        "UPDATE schedules SET fired = fired + 1, updated_at = ? WHERE id = ?", (now(), schedule.id)
+        "UPDATE schedules SET fired = fired + 1, updated_at = ? WHERE id = ?", (stamp, schedule.id)
     )
-    return Fire(schedule.id, at, "manual", job.id, by, now())
+    return fire
 
 
 def op_cancel(schedule_id: str) -> Op[str | None]:
@@ -321,17 +365,6 @@ def op_cancel(schedule_id: str) -> Op[str | None]:
 def op_get(schedule_id: str) -> Op[ScheduleRecord | None]:
     row = (yield Q(f"SELECT {_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,))).one()
     return _schedule(row) if row else None
-
-
-def op_find(prefix: str, session_id: str | None = None) -> Op[list[str]]:
-    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    mine = "" if session_id is None else " AND session_id = ?"  # a session sees its own
-    rows = yield Q(
-        f"SELECT id FROM schedules WHERE id LIKE ? ESCAPE '\\'{mine} "
-        "ORDER BY created_at DESC LIMIT 10",
-        (pattern,) if session_id is None else (pattern, session_id),
-    )
-    return [str(r[0]) for r in rows.rows]
 
 
 def op_list(state: str | None, session_id: str | None, limit: int) -> Op[list[ScheduleRecord]]:
@@ -388,11 +421,12 @@ class ScheduleTable:
     async def tick(
         self, schedule_id: str, at: datetime, by: str, grace: float
     ) -> TickOutcome | None:
-        lock = self.store.kind == "postgres"
-        return await self.store._run(lambda: op_tick(schedule_id, at, by, grace, lock))
+        lock, stamp = self.store.kind == "postgres", now()
+        return await self.store._run(lambda: op_tick(schedule_id, at, by, grace, lock, stamp))
 
     async def fire_now(self, schedule_id: str, at: datetime, by: str) -> Fire | None:
-        return await self.store._run(lambda: op_fire_now(schedule_id, at, by))
+        stamp = now()
+        return await self.store._run(lambda: op_fire_now(schedule_id, at, by, stamp))
 
     async def cancel(self, schedule_id: str) -> str | None:
         return await self.store._run(lambda: op_cancel(schedule_id))
@@ -401,7 +435,9 @@ class ScheduleTable:
         return await self.store._run(lambda: op_get(schedule_id), write=False)
 
     async def find(self, prefix: str, session_id: str | None = None) -> list[str]:
-        return await self.store._run(lambda: op_find(prefix, session_id), write=False)
+        return await self.store._run(
+            lambda: op_find_ids("schedules", prefix, session_id), write=False
+        )
 
     async def active_ids(self) -> list[str]:
         return await self.store._run(op_active_ids, write=False)

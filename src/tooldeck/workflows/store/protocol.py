@@ -45,6 +45,7 @@ __all__ = [
     "from_json",
     "make_op",
     "now",
+    "op_find_ids",
     "safe_dumps",
     "written_before",
 ]
@@ -172,6 +173,20 @@ def written_before(table: str, row_id: str, at: datetime, what: str) -> Op[bool]
     if as_datetime(row[0]) == at:
         return True
     raise StoreError(f"{what} {row_id!r} exists already")
+
+
+def op_find_ids(table: str, prefix: str, session_id: str | None = None) -> Op[list[str]]:
+    """The newest ten ids of ``table`` that start with ``prefix`` (LIKE's wildcards in it
+    taken literally); with ``session_id``, only that session's rows (a session sees its
+    own)."""
+    pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    mine = "" if session_id is None else " AND session_id = ?"
+    rows = yield Q(
+        f"SELECT id FROM {table} WHERE id LIKE ? ESCAPE '\\'{mine} "
+        "ORDER BY created_at DESC LIMIT 10",
+        (pattern,) if session_id is None else (pattern, session_id),
+    )
+    return [str(r[0]) for r in rows.rows]
 
 
 def as_datetime(value: Any) -> datetime | None:
