@@ -125,14 +125,16 @@ def parse_toml(text: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigFileError(f"not valid TOML: {exc}") from None
     except RecursionError:
-        raise _too_deep() from None
+        raise _too_deep(MAX_DEPTH) from None
     except ValueError as exc:  # a number longer than int() converts, a date that is none
         raise _unreadable_value(exc) from None
-    _check_depth(value)
+    _check_depth(value, MAX_DEPTH)
     return value
 
 
-def parse_json(text: str) -> Any:
+def parse_json(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """JSON text, checked; ``max_depth`` for a format of tooldeck's own whose documents
+    carry values of their own (a pending file holds a session's transcript)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -140,10 +142,10 @@ def parse_json(text: str) -> Any:
             f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
     except RecursionError:
-        raise _too_deep() from None
+        raise _too_deep(max_depth) from None
     except ValueError as exc:  # a number longer than int() converts, a date that is none
         raise _unreadable_value(exc) from None
-    _check_depth(value)
+    _check_depth(value, max_depth)
     return value
 
 
@@ -192,7 +194,7 @@ def parse_yaml(text: str) -> Any:
     except yaml.YAMLError as exc:
         raise ConfigFileError(f"not valid YAML: {_one_line(exc)}") from None
     except RecursionError:
-        raise _too_deep() from None
+        raise _too_deep(MAX_DEPTH) from None
     except ValueError as exc:  # a number longer than int() converts, a date that is none
         raise _unreadable_value(exc) from None
     finally:
@@ -209,11 +211,11 @@ def load_toml(path: str | Path, *, max_bytes: int = MAX_BYTES) -> dict[str, Any]
         raise ConfigFileError(exc.problem, path=str(path)) from None
 
 
-def load_json(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
+def load_json(path: str | Path, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
     """:func:`read_text` then :func:`parse_json`; a :class:`ConfigFileError` names the file."""
     text = read_text(path, max_bytes=max_bytes)
     try:
-        return parse_json(text)
+        return parse_json(text, max_depth=max_depth)
     except ConfigFileError as exc:
         raise ConfigFileError(exc.problem, path=str(path)) from None
 
@@ -240,9 +242,9 @@ def load_jsonc(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
 # -- checks ------------------------------------------------------------------------------
 
 
-def _too_deep() -> ConfigFileError:
+def _too_deep(max_depth: int) -> ConfigFileError:
     return ConfigFileError(
-        f"nested more than {MAX_DEPTH} levels deep; no file tooldeck reads needs that, so "
+        f"nested more than {max_depth} levels deep; no file tooldeck reads needs that, so "
         "it was refused (flatten the nesting)"
     )
 
@@ -294,8 +296,8 @@ def _model_problem(exc: ValidationError, document: Any) -> str:
     return best[1] if best is not None else str(exc)
 
 
-def _check_depth(value: Any) -> None:
-    """Refuse nesting deeper than :data:`MAX_DEPTH` (iteratively: no recursion here)."""
+def _check_depth(value: Any, max_depth: int) -> None:
+    """Refuse nesting deeper than ``max_depth`` (iteratively: no recursion here)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -305,8 +307,8 @@ def _check_depth(value: Any) -> None:
             children = item
         else:
             continue
-        if depth > MAX_DEPTH:
-            raise _too_deep()
+        if depth > max_depth:
+            raise _too_deep(max_depth)
         stack.extend((child, depth + 1) for child in children)
 
 
@@ -331,7 +333,7 @@ def _check_yaml_nodes(root: yaml.Node) -> None:
             size[key] = 1 + sum(size[id(k)] for k in kids)
             depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
             if depth[key] > MAX_DEPTH:
-                raise _too_deep()
+                raise _too_deep(MAX_DEPTH)
             if size[key] > MAX_YAML_NODES:
                 raise ConfigFileError(
                     f"the YAML expands to more than {MAX_YAML_NODES:,} values through its "
@@ -349,7 +351,7 @@ def _check_yaml_nodes(root: yaml.Node) -> None:
         stack.append((node, True))
         stack.extend((k, False) for k in kids if id(k) not in size)
         if len(on_path) > MAX_DEPTH + 1:
-            raise _too_deep()
+            raise _too_deep(MAX_DEPTH)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
