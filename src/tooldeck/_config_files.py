@@ -37,6 +37,7 @@ import json
 import re
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -204,18 +205,26 @@ def parse_yaml(text: str) -> Any:
 
 def load_toml(path: str | Path, *, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
     """:func:`read_text` then :func:`parse_toml`; a :class:`ConfigFileError` names the file."""
-    text = read_text(path, max_bytes=max_bytes)
-    try:
-        return parse_toml(text)
-    except ConfigFileError as exc:
-        raise ConfigFileError(exc.problem, path=str(path)) from None
+    return _load(path, max_bytes, parse_toml)
 
 
 def load_json(path: str | Path, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
     """:func:`read_text` then :func:`parse_json`; a :class:`ConfigFileError` names the file."""
+    return _load(path, max_bytes, lambda text: parse_json(text, max_depth=max_depth))
+
+
+def load_jsonc(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
+    """:func:`read_text` then :func:`parse_jsonc`; a :class:`ConfigFileError` names the file."""
+    return _load(path, max_bytes, parse_jsonc)
+
+
+_Parsed = TypeVar("_Parsed")
+
+
+def _load(path: str | Path, max_bytes: int, parse: Callable[[str], _Parsed]) -> _Parsed:
     text = read_text(path, max_bytes=max_bytes)
     try:
-        return parse_json(text, max_depth=max_depth)
+        return parse(text)
     except ConfigFileError as exc:
         raise ConfigFileError(exc.problem, path=str(path)) from None
 
@@ -233,10 +242,6 @@ def check_model(model: type[_Model], value: Any) -> _Model:
         return model.model_validate(value)
     except ValidationError as exc:
         raise ConfigFileError(_model_problem(exc, value)) from None
-
-
-def load_jsonc(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
-    return parse_jsonc(read_text(path, max_bytes=max_bytes))
 
 
 # -- checks ------------------------------------------------------------------------------
