@@ -175,6 +175,10 @@ def _no_trailing_comma(match: re.Match[str]) -> str:
 
 def parse_jsonc(text: str) -> Any:
     """JSON with comments and trailing commas (JSONC), checked as :func:`parse_json`."""
+    try:  # most such files are plain JSON (~/.claude.json: megabytes of it), which has
+        return parse_json(text)  # nothing to strip: json's C parser reads it at once
+    except ConfigFileError:
+        pass  # JSONC, or broken: stripped below, then what is wrong is said
     if "/" in text:
         text = _COMMENTS.sub(_uncommented, text)
     if "," in text:
