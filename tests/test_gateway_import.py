@@ -22,11 +22,18 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import get_default_environment, stdio_client
+from mcp.client.stdio import get_default_environment
 from typer.testing import CliRunner
 
-from gateway_client import APPROVE, PY, SERVERS, Answers, text_of
+from gateway_client import (
+    APPROVE,
+    PY,
+    SERVERS,
+    Answers,
+    search_then_call,
+    started_as_entry,
+    text_of,
+)
 from test_config_files import NOT_UTF8, hostile_file
 from tooldeck.cli import app
 from tooldeck.cli.serve import Clients
@@ -446,26 +453,18 @@ def test_round_trip_the_printed_entry_starts_the_gateway(where: tuple[Path, Path
     result = _import(home, "claude-desktop")
     assert result.exit_code == 0, result.output
     server = json.loads(result.stdout)["mcpServers"]["tooldeck"]
-    params = StdioServerParameters(
-        command=server["command"],
-        args=[*server["args"], "--lexical"],
-        env={**get_default_environment(), "HOME": str(home)},  # its state goes there
-    )
+    env = {**get_default_environment(), "HOME": str(home)}  # its state goes there
     approve = Answers(APPROVE, APPROVE)
 
     async def main() -> None:
-        async with (
-            stdio_client(params) as (read, write),
-            ClientSession(read, write, elicitation_callback=approve) as client,
-        ):
-            with anyio.fail_after(60):
-                await client.initialize()
-            found = await client.call_tool("tool_search", {"query": "current time in a timezone"})
-            assert "get_current_time" in text_of(found)
-            listed = [t.name for t in (await client.list_tools()).tools]
-            now = next(n for n in listed if n.endswith("get_current_time"))
-            answer = await client.call_tool(now, {"timezone": "Europe/Paris"})
-            assert not answer.is_error and "Europe/Paris" in text_of(answer)
+        async with started_as_entry(server, env, "--lexical", elicit=approve) as client:
+            now = await search_then_call(
+                client,
+                "current time in a timezone",
+                "get_current_time",
+                {"timezone": "Europe/Paris"},
+            )
+            assert "Europe/Paris" in now
             added = await client.call_tool(
                 "call_tool", {"name": "alpha__add", "arguments": {"a": 2, "b": 3}}
             )
