@@ -146,6 +146,39 @@ async def names(client: ClientSession) -> list[str]:
     return [t.name for t in (await client.list_tools()).tools]
 
 
+@asynccontextmanager
+async def started_as_entry(
+    entry: dict[str, Any],
+    env: dict[str, str],
+    *extra: str,
+    elicit: Elicit | None = None,
+    starts_within: float = 60,
+) -> AsyncIterator[ClientSession]:
+    """The gateway started exactly as a client's entry for it says (its ``command`` and
+    ``args``, then ``extra``), with ``env``, reached by an SDK client, initialized."""
+    params = StdioServerParameters(command=entry["command"], args=[*entry["args"], *extra], env=env)
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, elicitation_callback=elicit) as client,
+    ):
+        with anyio.fail_after(starts_within):
+            await client.initialize()
+        yield client
+
+
+async def search_then_call(
+    client: ClientSession, query: str, ending: str, arguments: dict[str, Any]
+) -> str:
+    """What a model does: ``tool_search`` for ``query``, then call the listed tool whose
+    name ends with ``ending`` (found by the search) with ``arguments``; its text."""
+    found = await client.call_tool("tool_search", {"query": query})
+    assert ending in text_of(found), text_of(found)
+    name = next(n for n in await names(client) if n.endswith(ending))
+    answer = await client.call_tool(name, arguments)
+    assert not answer.is_error, text_of(answer)
+    return text_of(answer)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -36,11 +36,12 @@ from typer.testing import CliRunner, Result
 
 from test_telemetry_support import Recorded
 from test_timeline import recorded_timeline, turn
-from tooldeck import ScriptedModel, Session, Tool
+from tooldeck import ScriptedModel, Session, Tool, ToolResult
 from tooldeck.cli import app
 from tooldeck.policy import PendingFiles, SessionPolicy, load_answers, wait_for_human
 from tooldeck.providers.scripted import call, reply
 from tooldeck.timeline import Bar, Timeline, render
+from tooldeck.transcript import ToolOutput
 
 pytest_plugins = ["test_telemetry_support"]
 
@@ -208,7 +209,7 @@ PENDING_PROBLEMS = {
     "session id with ../": "session_id: session id '../../escaped' cannot name a file",
     "absolute session id": "session_id: session id '{outside}/absolute' cannot name a file",
     "calls: 5": "step.calls: input should be a valid list",
-    "display nested 5,000 deep": "nested more than 100 levels deep",
+    "display nested 5,000 deep": "nested more than 250 levels deep",
     "an unknown usage field": "step.usage.surprise_tokens: not a field of this format",
     "a list as call id": "step.calls[0].call_id: input should be a valid string",
 }
@@ -626,3 +627,67 @@ def test_a_pending_file_swapped_for_a_huge_one_while_answering_gets_no_answers(
         f"run tooldeck approve {path} again\n"
     )
     assert not (tmp_path / "s1.answers.json").exists()
+
+
+def test_a_waiting_step_after_deeply_nested_details_is_answered_and_resumed(
+    tmp_path: Path,
+) -> None:
+    """A tool's details nesting 240 levels (a parse tree, a folder tree) earlier in the
+    session: the pending file holds the whole transcript, so it nests deeper than the
+    100 levels a config file may; it is tooldeck's own file, written by the session, so
+    it is still answered and resumed, with the details as they were."""
+
+    def tree_of(params: Any, ctx: Any) -> ToolResult:
+        return ToolResult("a tree", details=nested(240))
+
+    def write(params: Any, ctx: Any) -> str:
+        return "written"
+
+    tools = [
+        Tool.from_schema(
+            name=name,
+            description=name,
+            json_schema={"type": "object", "properties": {}},
+            execute=run,
+            read_only=name == "tree_of",
+        )
+        for name, run in (("tree_of", tree_of), ("write_it", write))
+    ]
+    policy = SessionPolicy(session_id="s1", directory=tmp_path)
+    model = ScriptedModel(
+        [
+            reply(call("tree_of", {}, call_id="t1")),
+            reply(call("write_it", {}, call_id="w1")),
+            reply("done"),
+        ]
+    )
+
+    def session() -> Session:
+        return Session(
+            model,
+            tools,
+            session_id="s1",
+            policy=policy,
+            approver=policy.approver(wait_for_human),
+            pending_store=PendingFiles(tmp_path),
+        )
+
+    assert asyncio.run(session().run("go")).waiting
+    result = cli("approve", str(tmp_path / "s1.pending.json"), stdin="y\n")
+    assert result.exit_code == 0, result.output
+    answers = load_answers(tmp_path / "s1.answers.json", session_id="s1")
+    again = session()
+    resumed = asyncio.run(again.resume(answers))
+    assert resumed.output == "done"
+    outputs = {o.call_id: o for o in again.transcript if isinstance(o, ToolOutput)}
+    assert outputs["w1"].text == "written"
+    assert outputs["t1"].result.details == nested(240)
+
+
+def test_a_pending_file_nested_past_its_own_bound_is_one_error_line(tmp_path: Path) -> None:
+    data = real_pending()
+    data["step"]["calls"][0]["display"] = nested(300)
+    path = tmp_path / "s1.pending.json"
+    path.write_text(json.dumps(data))
+    line = assert_one_error_line(cli("approve", str(path), stdin="y\ny\n"), path)
+    assert "nested more than 250 levels deep" in line

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,6 +33,7 @@ from tooldeck import (
     tool,
 )
 from tooldeck.dispatch import PendingApproval
+from tooldeck.errors import ResultEncodingError
 from tooldeck.model import ModelRequest
 from tooldeck.policy import PendingFiles
 from tooldeck.policy.pending import decode_item, encode_item
@@ -280,6 +282,26 @@ def test_an_unencodable_result_is_that_calls_error_and_the_session_goes_on(
     assert good_out.text == "fine"
     asyncio.run(session.run("two"))  # the next turn builds requests as usual
     assert session.transcript[-1].text == "end"  # type: ignore[union-attr]
+
+
+class Raising(pydantic.BaseModel):
+    a: int = 1
+
+    @pydantic.computed_field
+    @property
+    def b(self) -> int:
+        raise RuntimeError("b is not ready")
+
+
+def test_a_value_whose_own_code_raises_is_unencodable_and_the_next_result_is_not() -> None:
+    # a computed field raising RuntimeError: the documented ResultEncodingError, and the
+    # thread's encoder is not left with the failed list marked as "being encoded"
+    shared: list[Any] = [1, Raising()]
+    with pytest.raises(ResultEncodingError, match="RuntimeError: b is not ready"):
+        ToolResult.wrap(shared)
+    shared.pop()
+    assert ToolResult.wrap(shared).text() == "[1]"
+    assert ToolResult.wrap({"again": shared}).text() == '{"again":[1]}'
 
 
 def test_json_mode_values_are_encoded_the_way_pydantic_does() -> None:

@@ -22,11 +22,18 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import get_default_environment, stdio_client
+from mcp.client.stdio import get_default_environment
 from typer.testing import CliRunner
 
-from gateway_client import APPROVE, PY, SERVERS, Answers, text_of
+from gateway_client import (
+    APPROVE,
+    PY,
+    SERVERS,
+    Answers,
+    search_then_call,
+    started_as_entry,
+    text_of,
+)
 from test_config_files import NOT_UTF8, hostile_file
 from tooldeck.cli import app
 from tooldeck.cli.serve import Clients
@@ -446,26 +453,18 @@ def test_round_trip_the_printed_entry_starts_the_gateway(where: tuple[Path, Path
     result = _import(home, "claude-desktop")
     assert result.exit_code == 0, result.output
     server = json.loads(result.stdout)["mcpServers"]["tooldeck"]
-    params = StdioServerParameters(
-        command=server["command"],
-        args=[*server["args"], "--lexical"],
-        env={**get_default_environment(), "HOME": str(home)},  # its state goes there
-    )
+    env = {**get_default_environment(), "HOME": str(home)}  # its state goes there
     approve = Answers(APPROVE, APPROVE)
 
     async def main() -> None:
-        async with (
-            stdio_client(params) as (read, write),
-            ClientSession(read, write, elicitation_callback=approve) as client,
-        ):
-            with anyio.fail_after(60):
-                await client.initialize()
-            found = await client.call_tool("tool_search", {"query": "current time in a timezone"})
-            assert "get_current_time" in text_of(found)
-            listed = [t.name for t in (await client.list_tools()).tools]
-            now = next(n for n in listed if n.endswith("get_current_time"))
-            answer = await client.call_tool(now, {"timezone": "Europe/Paris"})
-            assert not answer.is_error and "Europe/Paris" in text_of(answer)
+        async with started_as_entry(server, env, "--lexical", elicit=approve) as client:
+            now = await search_then_call(
+                client,
+                "current time in a timezone",
+                "get_current_time",
+                {"timezone": "Europe/Paris"},
+            )
+            assert "Europe/Paris" in now
             added = await client.call_tool(
                 "call_tool", {"name": "alpha__add", "arguments": {"a": 2, "b": 3}}
             )
@@ -474,3 +473,38 @@ def test_round_trip_the_printed_entry_starts_the_gateway(where: tuple[Path, Path
     anyio.run(main)
     assert len(approve.asked) == 2  # WRITE by default: each asked, then run
     assert (home / ".tooldeck" / "gateway").is_dir()
+
+
+def test_secrets_go_only_to_the_written_config_which_only_its_owner_can_read(
+    where: tuple[Path, Path],
+) -> None:
+    """A client's literal secrets (an env value, a header, an OAuth client secret) are
+    copied to the gateway's config, a file of mode 0600 (also when it replaces one with
+    --force), and are never printed: not in what was imported, left out or noted, nor in
+    the client's entry."""
+    home, _ = where
+    secrets = ["sk-env-secret-1", "Bearer hdr-secret-2", "oauth-secret-3", "sse-secret-4"]
+    servers = {
+        "local": {"command": "x", "env": {"API_KEY": secrets[0]}},
+        "remote": {"type": "http", "url": "https://mcp.example", "headers": {"X-Key": secrets[1]}},
+        "signed": {
+            "type": "http",
+            "url": "https://auth.example/mcp",
+            "oauth": {"clientId": "me", "clientSecret": secrets[2]},
+        },
+        "old": {"type": "sse", "url": f"https://sse.example/?key={secrets[3]}"},
+        "odd": {"command": "y", "env": {"K": secrets[0]}, "surprise": secrets[1]},
+    }
+    _write(home / ".cursor" / "mcp.json", {"mcpServers": servers})
+    out = home / "gateway" / "mcp.json"
+    for force in ((), ("--force",)):
+        result = _import(home, "cursor", "--mcp", str(out), *force)
+        assert result.exit_code == 0, result.output
+        assert out.stat().st_mode & 0o777 == 0o600
+        printed = result.stdout + result.stderr
+        assert "Left in Cursor: old" in printed and "Note: odd: surprise" in printed
+        assert not [s for s in secrets if s.split()[-1] in printed], printed
+    written = json.loads(out.read_text())["mcpServers"]
+    assert written["local"]["env"] == {"API_KEY": secrets[0]}
+    assert written["remote"]["headers"] == {"X-Key": secrets[1]}
+    assert written["signed"]["oauth"]["client_secret"] == secrets[2]

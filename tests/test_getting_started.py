@@ -26,10 +26,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
 
-from gateway_client import APPROVE, Answers, text_of
+from gateway_client import APPROVE, Answers, search_then_call, started_as_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "getting-started.md"
@@ -130,26 +128,16 @@ def test_every_command_of_the_page_runs(tmp_path: Path) -> None:
     assert server["args"] == ["serve", "--mcp", str(home / ".config" / "tooldeck" / "mcp.json")]
 
     # the client's part: start the gateway as the entry says, find a tool, call it
-    params = StdioServerParameters(
-        command=server["command"],
-        args=server["args"],
-        env={"HOME": str(home), "PATH": os.environ.get("PATH", "")},
-    )
+    env = {"HOME": str(home), "PATH": os.environ.get("PATH", "")}
     approve = Answers(APPROVE)
 
     async def client() -> None:
-        async with (
-            stdio_client(params) as (read, write),
-            ClientSession(read, write, elicitation_callback=approve) as session,
-        ):
+        async with started_as_entry(server, env, elicit=approve, starts_within=120) as session:
             with anyio.fail_after(120):
-                await session.initialize()
-                found = await session.call_tool("tool_search", {"query": "current time"})
-                assert "get_current_time" in text_of(found)
-                listed = [t.name for t in (await session.list_tools()).tools]
-                name = next(n for n in listed if n.endswith("get_current_time"))
-                now = await session.call_tool(name, {"timezone": "Asia/Tokyo"})
-                assert not now.is_error and "Asia/Tokyo" in text_of(now)
+                now = await search_then_call(
+                    session, "current time", "get_current_time", {"timezone": "Asia/Tokyo"}
+                )
+            assert "Asia/Tokyo" in now
 
     anyio.run(client)
     assert len(approve.asked) == 1

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tooldeck import ScriptedModel, Session, Tool, ToolContext, ToolResult, Toolset
 from tooldeck.dispatch import Dispatcher
+from tooldeck.errors import ResultEncodingError
 from tooldeck.providers.scripted import call, reply
 from tooldeck.result import encode_json
 from tooldeck.transcript import ToolOutput
@@ -57,8 +58,24 @@ class Count:
         return f"Count({self.value!r})"
 
 
+class Refusing:
+    """A number type whose own conversions raise what no standard type does."""
+
+    def __float__(self) -> float:
+        raise RuntimeError("no double for this one")
+
+    def __int__(self) -> int:
+        raise RuntimeError("no int for this one")
+
+
+class RefusingCount(Refusing):
+    pass
+
+
 numbers.Real.register(Measure)
 numbers.Integral.register(Count)
+numbers.Real.register(Refusing)
+numbers.Integral.register(RefusingCount)
 
 
 def run_tool(value: Any) -> ToolOutput:
@@ -126,6 +143,18 @@ def test_a_real_number_with_no_finite_double_is_treated_as_before() -> None:
     # a Fraction beyond the double range: pydantic's text, as before
     huge = Fraction(10**400, 3)
     assert run_tool([huge]).text == json.dumps([str(huge)])
+
+
+@pytest.mark.parametrize("number", [Refusing(), RefusingCount()], ids=["real", "integral"])
+def test_a_number_whose_conversion_raises_anything_cannot_be_recorded(number: Any) -> None:
+    # float() / int() raising RuntimeError: the call's one "cannot be recorded" output, not
+    # the tool's failure, and ToolResult raises its documented ResultEncodingError
+    output = run_tool({"x": [number]})
+    assert output.is_error, output.text
+    assert "give ran, but its result cannot be recorded" in output.text
+    assert output.result.details["exception"] == "ResultEncodingError"
+    with pytest.raises(ResultEncodingError, match="value cannot be encoded"):
+        ToolResult("ok", details={"x": number})
 
 
 def test_the_session_records_such_numbers_and_the_model_is_sent_them() -> None:

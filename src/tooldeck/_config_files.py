@@ -37,6 +37,7 @@ import json
 import re
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -125,14 +126,16 @@ def parse_toml(text: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigFileError(f"not valid TOML: {exc}") from None
     except RecursionError:
-        raise _too_deep() from None
+        raise _too_deep(MAX_DEPTH) from None
     except ValueError as exc:  # a number longer than int() converts, a date that is none
         raise _unreadable_value(exc) from None
-    _check_depth(value)
+    _check_depth(value, MAX_DEPTH)
     return value
 
 
-def parse_json(text: str) -> Any:
+def parse_json(text: str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """JSON text, checked; ``max_depth`` for a format of tooldeck's own whose documents
+    carry values of their own (a pending file holds a session's transcript)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -140,10 +143,10 @@ def parse_json(text: str) -> Any:
             f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
     except RecursionError:
-        raise _too_deep() from None
+        raise _too_deep(max_depth) from None
     except ValueError as exc:  # a number longer than int() converts, a date that is none
         raise _unreadable_value(exc) from None
-    _check_depth(value)
+    _check_depth(value, max_depth)
     return value
 
 
@@ -172,6 +175,10 @@ def _no_trailing_comma(match: re.Match[str]) -> str:
 
 def parse_jsonc(text: str) -> Any:
     """JSON with comments and trailing commas (JSONC), checked as :func:`parse_json`."""
+    try:  # most such files are plain JSON (~/.claude.json: megabytes of it), which has
+        return parse_json(text)  # nothing to strip: json's C parser reads it at once
+    except ConfigFileError:
+        pass  # JSONC, or broken: stripped below, then what is wrong is said
     if "/" in text:
         text = _COMMENTS.sub(_uncommented, text)
     if "," in text:
@@ -192,7 +199,7 @@ def parse_yaml(text: str) -> Any:
     except yaml.YAMLError as exc:
         raise ConfigFileError(f"not valid YAML: {_one_line(exc)}") from None
     except RecursionError:
-        raise _too_deep() from None
+        raise _too_deep(MAX_DEPTH) from None
     except ValueError as exc:  # a number longer than int() converts, a date that is none
         raise _unreadable_value(exc) from None
     finally:
@@ -202,18 +209,26 @@ def parse_yaml(text: str) -> Any:
 
 def load_toml(path: str | Path, *, max_bytes: int = MAX_BYTES) -> dict[str, Any]:
     """:func:`read_text` then :func:`parse_toml`; a :class:`ConfigFileError` names the file."""
-    text = read_text(path, max_bytes=max_bytes)
-    try:
-        return parse_toml(text)
-    except ConfigFileError as exc:
-        raise ConfigFileError(exc.problem, path=str(path)) from None
+    return _load(path, max_bytes, parse_toml)
 
 
-def load_json(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
+def load_json(path: str | Path, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
     """:func:`read_text` then :func:`parse_json`; a :class:`ConfigFileError` names the file."""
+    return _load(path, max_bytes, lambda text: parse_json(text, max_depth=max_depth))
+
+
+def load_jsonc(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
+    """:func:`read_text` then :func:`parse_jsonc`; a :class:`ConfigFileError` names the file."""
+    return _load(path, max_bytes, parse_jsonc)
+
+
+_Parsed = TypeVar("_Parsed")
+
+
+def _load(path: str | Path, max_bytes: int, parse: Callable[[str], _Parsed]) -> _Parsed:
     text = read_text(path, max_bytes=max_bytes)
     try:
-        return parse_json(text)
+        return parse(text)
     except ConfigFileError as exc:
         raise ConfigFileError(exc.problem, path=str(path)) from None
 
@@ -233,16 +248,12 @@ def check_model(model: type[_Model], value: Any) -> _Model:
         raise ConfigFileError(_model_problem(exc, value)) from None
 
 
-def load_jsonc(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Any:
-    return parse_jsonc(read_text(path, max_bytes=max_bytes))
-
-
 # -- checks ------------------------------------------------------------------------------
 
 
-def _too_deep() -> ConfigFileError:
+def _too_deep(max_depth: int) -> ConfigFileError:
     return ConfigFileError(
-        f"nested more than {MAX_DEPTH} levels deep; no file tooldeck reads needs that, so "
+        f"nested more than {max_depth} levels deep; no file tooldeck reads needs that, so "
         "it was refused (flatten the nesting)"
     )
 
@@ -294,8 +305,8 @@ def _model_problem(exc: ValidationError, document: Any) -> str:
     return best[1] if best is not None else str(exc)
 
 
-def _check_depth(value: Any) -> None:
-    """Refuse nesting deeper than :data:`MAX_DEPTH` (iteratively: no recursion here)."""
+def _check_depth(value: Any, max_depth: int) -> None:
+    """Refuse nesting deeper than ``max_depth`` (iteratively: no recursion here)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -305,8 +316,8 @@ def _check_depth(value: Any) -> None:
             children = item
         else:
             continue
-        if depth > MAX_DEPTH:
-            raise _too_deep()
+        if depth > max_depth:
+            raise _too_deep(max_depth)
         stack.extend((child, depth + 1) for child in children)
 
 
@@ -331,7 +342,7 @@ def _check_yaml_nodes(root: yaml.Node) -> None:
             size[key] = 1 + sum(size[id(k)] for k in kids)
             depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
             if depth[key] > MAX_DEPTH:
-                raise _too_deep()
+                raise _too_deep(MAX_DEPTH)
             if size[key] > MAX_YAML_NODES:
                 raise ConfigFileError(
                     f"the YAML expands to more than {MAX_YAML_NODES:,} values through its "
@@ -349,7 +360,7 @@ def _check_yaml_nodes(root: yaml.Node) -> None:
         stack.append((node, True))
         stack.extend((k, False) for k in kids if id(k) not in size)
         if len(on_path) > MAX_DEPTH + 1:
-            raise _too_deep()
+            raise _too_deep(MAX_DEPTH)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

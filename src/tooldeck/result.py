@@ -79,7 +79,7 @@ def _real_number(value: numbers.Real) -> int | float | None:
         if isinstance(value, numbers.Integral):
             return int(value)
         number = float(value)
-    except (ArithmeticError, TypeError, ValueError):
+    except Exception:  # a type's own __int__ / __float__ may raise anything
         return None
     return number if math.isfinite(number) else None
 
@@ -138,6 +138,9 @@ def encode_json(value: Any) -> str:
     except (TypeError, ValueError, RecursionError) as exc:
         _local.encoder = None
         raise ResultEncodingError(str(exc) or type(exc).__name__) from None
+    except Exception as exc:  # a value's own code (a pydantic computed field...) raised
+        _local.encoder = None
+        raise ResultEncodingError(f"encoding it raised {type(exc).__name__}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ def approve_command(
     """Answer the calls a waiting run needs approved; writes an answers file for resume."""
     from .._config_files import ConfigFileError, decode_text, parse_json, read_bytes
     from ..dispatch import ApprovalAnswer
+    from ..policy._pending_json import MAX_DEPTH
     from ..policy.pending import decode_pending
     from ..policy.prompt import ask_calls
 
@@ -51,7 +52,7 @@ def approve_command(
     existing_file(pending, what)
     try:
         read = read_bytes(pending)  # what is answered: compared again before writing
-        found = decode_pending(parse_json(decode_text(read)), pending)
+        found = decode_pending(parse_json(decode_text(read), max_depth=MAX_DEPTH), pending)
     except OSError as exc:
         raise user_error(f"{pending}: cannot read it ({exc.strerror or exc}); give {what}") from exc
     except ConfigFileError as exc:  # the file, checked: its size, encoding, nesting, format

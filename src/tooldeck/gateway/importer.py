@@ -335,26 +335,26 @@ def _convert(
     if "headersHelper" in raw:
         raise _LeftOut("gets its headers from a headersHelper command, which tooldeck does not run")
     converted: dict[str, Any] = {}
-    needs: list[tuple[str, str, Any]] = []
+    variables = _Variables(client, workspace, document)
     if "url" in raw or kind in _HTTP_TYPES:
         converted["type"] = "http"
     oauth = _oauth(raw.pop("oauth", None), raw.pop("auth", None))
     if oauth is not None:
-        converted["oauth"] = _strings(client, oauth, workspace, document, needs)
+        converted["oauth"] = variables.strings(oauth)
     excluded = raw.pop("disabledTools", None)
     if isinstance(excluded, list) and excluded:
         converted["exclude_tools"] = excluded
     raw.pop("disabled", None)
     raw.pop("enabled", None)
     for key in sorted(set(raw) & _KEEP):
-        converted[key] = _strings(client, raw[key], workspace, document, needs)
+        converted[key] = variables.strings(raw[key])
     cwd = converted.get("cwd")
     if isinstance(cwd, str) and not Path(cwd).is_absolute() and "$" not in cwd:
         if workspace is None:
             raise _LeftOut(f"its cwd {cwd!r} is relative to where {client.name} runs")
         converted["cwd"] = str(workspace / cwd).replace("$", "$$")
     dropped = sorted(set(raw) - _KEEP)
-    return converted, dropped, needs
+    return converted, dropped, variables.needs
 
 
 def _is_the_gateway(entry: Mapping[str, Any]) -> bool:
@@ -382,81 +382,72 @@ def _oauth(zed_or_claude: Any, cursor: Any) -> Any:
     return out or True
 
 
-def _strings(
-    client: Client,
-    value: Any,
-    workspace: Path | None,
-    document: Mapping[str, Any],
-    needs: list[tuple[str, str, Any]],
-) -> Any:
-    """``value`` with the client's variables in every string turned into tooldeck's."""
-    if isinstance(value, str):
-        return _variables(client, value, workspace, document, needs)
-    if isinstance(value, list):
-        return [_strings(client, v, workspace, document, needs) for v in value]
-    if isinstance(value, dict):
-        return {k: _strings(client, v, workspace, document, needs) for k, v in value.items()}
-    return value
+@dataclass
+class _Variables:
+    """Turns the client's variables in an entry's strings into tooldeck's, and collects
+    the variables the entry needs ``(name, the client's value, a VS Code input or None)``."""
 
+    client: Client
+    workspace: Path | None
+    document: Mapping[str, Any]
+    needs: list[tuple[str, str, Any]] = field(default_factory=list)
 
-def _variables(
-    client: Client,
-    text: str,
-    workspace: Path | None,
-    document: Mapping[str, Any],
-    needs: list[tuple[str, str, Any]],
-) -> str:
-    parts: list[str] = []
-    at = 0
-    for match in _TOKEN.finditer(text) if client.variables != "none" else ():
-        parts.append(text[at : match.start()].replace("$", "$$"))
-        parts.append(_variable(client, match.group(1), workspace, document, needs))
-        at = match.end()
-    parts.append(text[at:].replace("$", "$$"))
-    return "".join(parts)
+    def strings(self, value: Any) -> Any:
+        """``value`` with the client's variables in every string turned into tooldeck's."""
+        if isinstance(value, str):
+            return self._text(value)
+        if isinstance(value, list):
+            return [self.strings(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.strings(v) for k, v in value.items()}
+        return value
 
+    def _text(self, text: str) -> str:
+        parts: list[str] = []
+        at = 0
+        for match in _TOKEN.finditer(text) if self.client.variables != "none" else ():
+            parts.append(text[at : match.start()].replace("$", "$$"))
+            parts.append(self._one(match.group(1)))
+            at = match.end()
+        parts.append(text[at:].replace("$", "$$"))
+        return "".join(parts)
 
-def _variable(
-    client: Client,
-    inner: str,
-    workspace: Path | None,
-    document: Mapping[str, Any],
-    needs: list[tuple[str, str, Any]],
-) -> str:
-    """One ``${...}`` of ``client`` in tooldeck's syntax (see the module docstring)."""
-    if client.variables == "claude-code":
-        found = re.fullmatch(rf"({NAME})(?::-(.*))?", inner, re.S)
-        if found is None:
-            raise _LeftOut(f"uses ${{{inner}}}, which tooldeck cannot fill in")
-        optional = found.group(2) is not None  # Claude Code refuses a missing ${NAME}
-        needs.append((found.group(1), f"${{{found.group(1)}{':-' if optional else ''}}}", None))
-        return f"${{{inner}}}"
-    kind, colon, rest = inner.partition(":")
-    if colon and kind == "env" and re.fullmatch(NAME, rest):
-        needs.append((rest, f"${{env:{rest}}}", None))
-        return f"${{{rest}}}"
-    if colon and kind == "input" and client.key == "vscode":
-        variable = re.sub(r"\W", "_", rest).upper()
-        variable = variable if re.fullmatch(NAME, variable) else f"_{variable}"
-        inputs = document.get("inputs")
-        described = next(
-            (i for i in inputs or [] if isinstance(i, dict) and i.get("id") == rest), None
-        )
-        needs.append((variable, f"${{input:{rest}}}", described))
-        return f"${{{variable}}}"
-    if inner == "userHome":
-        return "${HOME}"
-    if inner in ("pathSeparator", "/"):
-        return "/"
-    if inner in ("workspaceFolder", "workspaceFolderBasename") and workspace is not None:
-        path = str(workspace) if inner == "workspaceFolder" else workspace.name
-        return path.replace("$", "$$")
-    if inner.startswith("workspaceFolder"):
-        raise _LeftOut(
-            f"uses ${{{inner}}}, the folder open in {client.name}; write the folder in and "
-            "import again (or import from the project's folder)"
-        )
-    raise _LeftOut(f"uses ${{{inner}}}, which tooldeck cannot fill in")
+    def _one(self, inner: str) -> str:
+        """One ``${...}`` of the client in tooldeck's syntax (see the module docstring)."""
+        client, workspace, needs = self.client, self.workspace, self.needs
+        if client.variables == "claude-code":
+            found = re.fullmatch(rf"({NAME})(?::-(.*))?", inner, re.S)
+            if found is None:
+                raise _LeftOut(f"uses ${{{inner}}}, which tooldeck cannot fill in")
+            optional = found.group(2) is not None  # Claude Code refuses a missing ${NAME}
+            needs.append((found.group(1), f"${{{found.group(1)}{':-' if optional else ''}}}", None))
+            return f"${{{inner}}}"
+        kind, colon, rest = inner.partition(":")
+        if colon and kind == "env" and re.fullmatch(NAME, rest):
+            needs.append((rest, f"${{env:{rest}}}", None))
+            return f"${{{rest}}}"
+        if colon and kind == "input" and client.key == "vscode":
+            variable = re.sub(r"\W", "_", rest).upper()
+            variable = variable if re.fullmatch(NAME, variable) else f"_{variable}"
+            inputs = self.document.get("inputs")
+            described = next(
+                (i for i in inputs or [] if isinstance(i, dict) and i.get("id") == rest), None
+            )
+            needs.append((variable, f"${{input:{rest}}}", described))
+            return f"${{{variable}}}"
+        if inner == "userHome":
+            return "${HOME}"
+        if inner in ("pathSeparator", "/"):
+            return "/"
+        if inner in ("workspaceFolder", "workspaceFolderBasename") and workspace is not None:
+            path = str(workspace) if inner == "workspaceFolder" else workspace.name
+            return path.replace("$", "$$")
+        if inner.startswith("workspaceFolder"):
+            raise _LeftOut(
+                f"uses ${{{inner}}}, the folder open in {client.name}; write the folder in and "
+                "import again (or import from the project's folder)"
+            )
+        raise _LeftOut(f"uses ${{{inner}}}, which tooldeck cannot fill in")
 
 
 # -- the gateway's entry in the client ---------------------------------------------------

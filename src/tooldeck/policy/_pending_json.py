@@ -47,6 +47,7 @@ from ._files import safe_id
 
 __all__ = [
     "FORMAT",
+    "MAX_DEPTH",
     "PendingDocument",
     "decode_item",
     "decode_pending",
@@ -56,6 +57,11 @@ __all__ = [
 ]
 
 FORMAT = "tooldeck.pending/1"
+# A pending file holds the session's transcript, whose values (a tool's details, a call's
+# arguments, what the human is shown) nest as deep as their tools and model made them:
+# read with more room than a config file's 100 levels, up to what the typed model below
+# can check (pydantic checks a JSON value to 255 levels). Deeper is refused, one line.
+MAX_DEPTH = 250
 
 
 # -- writing ------------------------------------------------------------------------------------

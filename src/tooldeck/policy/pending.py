@@ -31,6 +31,7 @@ from ..transcript import Item
 from ._files import locked, session_file
 from ._pending_json import (
     FORMAT,
+    MAX_DEPTH,
     PendingDocument,
     decode_item,
     decode_pending,
@@ -61,7 +62,7 @@ def read_pending(path: str | Path) -> tuple[str, list[Item], PendingStep]:
     """``(session_id, transcript, step)`` from a pending file, read and checked (a
     ``ValueError`` says what is wrong with a file that is not one; see
     :mod:`tooldeck.policy._pending_json`)."""
-    found = decode_pending(load_json(path), path)
+    found = decode_pending(load_json(path, max_depth=MAX_DEPTH), path)
     return found.session_id, found.transcript, found.step
 
 
