@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -47,6 +48,45 @@ def stdio(script: str, *args: str) -> dict[str, Any]:
 
 def time_server() -> dict[str, Any]:
     return {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+
+
+NPM_CACHE = Path.home() / ".cache" / "tooldeck-tests" / "npm"
+
+
+def _npm(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["npm", *args, "--no-audit", "--no-fund", "--loglevel=error"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def npm_server(package: str, version: str, command: str) -> Path:
+    """The entry script of an npm MCP server, installed once into ``~/.cache`` (pinned);
+    the test is skipped only when npm is missing or the registry cannot be reached."""
+    import pytest
+    from filelock import FileLock
+
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("npm and node are not installed: the npm MCP server cannot be run")
+    prefix = NPM_CACHE / f"{package.rsplit('/', 1)[-1]}-{version}"
+    manifest = prefix / "node_modules" / package / "package.json"
+    prefix.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(prefix) + ".lock", timeout=600):  # two test processes install once
+        if not manifest.exists():
+            try:
+                done = _npm("install", "--prefix", str(prefix), f"{package}@{version}", timeout=300)
+            except subprocess.TimeoutExpired:
+                pytest.skip("the npm registry did not answer within 300 s")
+            if done.returncode != 0:
+                reachable = _npm("view", f"{package}@{version}", "version", timeout=60)
+                if reachable.returncode != 0:
+                    why = " ".join(reachable.stderr.split())[:200]
+                    pytest.skip(f"the npm registry cannot be reached: {why}")
+                raise AssertionError(f"npm install failed: {done.stderr[-2000:]}")
+    entry: str = json.loads(manifest.read_text())["bin"][command]
+    return manifest.parent / entry
 
 
 def write_config(directory: Path, servers: dict[str, Any]) -> Path:
@@ -121,15 +161,18 @@ async def gateway(
     errlog: TextIO | None = None,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    lexical: bool = True,
 ) -> AsyncIterator[ClientSession]:
     """``tooldeck serve`` as a stdio subprocess, reached by an SDK client; ``errlog``
     gets its stderr, ``env`` is added to the SDK's default environment, ``cwd`` is its
-    folder. Without ``config`` it serves no upstream server (give ``--tools``)."""
+    folder; ``lexical=False``: its search ranks by meaning too (when the ``semantic``
+    extra is installed). Without ``config`` it serves no upstream server (give
+    ``--tools``)."""
     upstream = ["--mcp", str(config)] if config is not None else []
     serve = ["-m", "tooldeck.cli", "serve", *upstream, "--state", str(state)]
     params = StdioServerParameters(
         command=PY,
-        args=[*serve, "--lexical", *args],
+        args=[*serve, *(["--lexical"] if lexical else []), *args],
         env={**get_default_environment(), **env} if env else None,
         cwd=cwd,
     )

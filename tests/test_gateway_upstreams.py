@@ -21,7 +21,6 @@ from typing import Any
 
 import anyio
 import pytest
-from filelock import FileLock
 
 from gateway_client import (
     PY,
@@ -29,6 +28,7 @@ from gateway_client import (
     answered_out_of_band,
     gateway,
     names,
+    npm_server,
     stdio,
     text_of,
     time_server,
@@ -38,7 +38,6 @@ from gateway_client import (
 
 NPM_PACKAGE = "@modelcontextprotocol/server-memory"
 NPM_VERSION = "2026.8.31"
-NPM_CACHE = Path.home() / ".cache" / "tooldeck-tests" / "npm"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -120,39 +119,10 @@ def test_three_real_servers_listed_searched_and_a_commit_approved_out_of_band(
     assert {c["server"] for c in calls} == {"git", "time", None}  # None: the gateway's own
 
 
-def _npm(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["npm", *args, "--no-audit", "--no-fund", "--loglevel=error"],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 @pytest.fixture(scope="session")
 def npm_memory_server() -> Iterator[Path]:
     """The installed server's entry script (installed once into the cache, pinned)."""
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.skip("npm and node are not installed: the npm MCP server cannot be run")
-    prefix = NPM_CACHE / f"server-memory-{NPM_VERSION}"
-    package = prefix / "node_modules" / NPM_PACKAGE / "package.json"
-    prefix.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(prefix) + ".lock", timeout=600):  # two test processes install once
-        if not package.exists():
-            try:
-                done = _npm(
-                    "install", "--prefix", str(prefix), f"{NPM_PACKAGE}@{NPM_VERSION}", timeout=300
-                )
-            except subprocess.TimeoutExpired:
-                pytest.skip("the npm registry did not answer within 300 s")
-            if done.returncode != 0:
-                reachable = _npm("view", f"{NPM_PACKAGE}@{NPM_VERSION}", "version", timeout=60)
-                if reachable.returncode != 0:
-                    why = " ".join(reachable.stderr.split())[:200]
-                    pytest.skip(f"the npm registry cannot be reached: {why}")
-                raise AssertionError(f"npm install failed: {done.stderr[-2000:]}")
-    bin_entry = json.loads(package.read_text())["bin"]["mcp-server-memory"]
-    yield package.parent / bin_entry
+    yield npm_server(NPM_PACKAGE, NPM_VERSION, "mcp-server-memory")
 
 
 def test_an_npm_server_next_to_python_servers(tmp_path: Path, npm_memory_server: Path) -> None:

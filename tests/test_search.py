@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import typer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
@@ -493,3 +495,47 @@ def test_load_definitions_accepts_list_and_object(tmp_path: Path) -> None:
     docs = load_definitions(tmp_path / "a.json")
     assert [d.name for d in docs] == [CATALOG[0]["name"], CATALOG[1]["name"]]
     assert docs[0].namespace == "slack" and docs[0].input_schema["type"] == "object"
+
+
+_WORDS = ["create", "issue", "slack", "message", "time", "zone", "file", "read", "git"]
+_WORDS += ["commit", "pod", "log", "bucket", "delete", "branch", "convert", "zzqx", "the"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    words=st.lists(st.sampled_from(_WORDS) | st.text(max_size=8), min_size=1, max_size=6),
+    limit=st.integers(1, 20),
+)
+def test_the_relevance_floor_keeps_the_best_and_only_what_scores_above_it(
+    index: ToolIndex, words: list[str], limit: int
+) -> None:
+    query = " ".join(words)
+    every = index.search(query, limit)
+    floored = index.search(query, limit, floor=True)
+    if not every:
+        assert floored == []
+        return
+    least = index.floor(every[0].score)
+    assert floored == [h for h in every if h.score >= round(least, 4) - 1e-4][: len(floored)]
+    assert floored[0] == every[0]  # the best always stays (lexical: no absolute floor)
+    assert all(h.score >= least - 1e-4 for h in floored)
+    groups = index.search_groups(query, limit, floor=True)
+    assert {h.name for g in groups for h in g} <= {h.name for h in index.search(query, 100)}
+    assert all(h.score >= least - 1e-4 for g in groups for h in g)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("current time in a timezone", ["time__convert_time"]),
+        ("list my amazon buckets", ["aws_s3__ListBuckets"]),
+        ("tail the logs of a k8s pod", ["kubernetes__pods_log"]),
+        ("show commit history", ["git__git_log", "kubernetes__pods_log"]),
+        ("github__create_branch", ["github__create_branch"]),
+    ],
+)
+def test_the_floor_leaves_the_unrelated_out(
+    index: ToolIndex, query: str, expected: list[str]
+) -> None:
+    assert [h.name for h in index.search(query, 5, floor=True)] == expected
+    assert len(index.search(query, 5)) > len(expected) or "__" in query

@@ -289,7 +289,7 @@ class Gateway:
     ) -> types.ListToolsResult:
         with self._client(ctx) as session:
             self._remember(session, ctx)
-            return types.ListToolsResult(tools=session.listed())
+            return types.ListToolsResult(tools=session.listed(protocol=ctx.protocol_version))
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -307,11 +307,18 @@ class Gateway:
                     who=CLIENT_USER,
                     call_id=call_id,
                     answers={call_id: answer},
+                    protocol=ctx.protocol_version,
                 )
             else:
                 asker, who = self._asker(ctx, session)
                 try:
-                    result = await session.call(params.name, params.arguments, asker, who=who)
+                    result = await session.call(
+                        params.name,
+                        params.arguments,
+                        asker,
+                        who=who,
+                        protocol=ctx.protocol_version,
+                    )
                 except PendingApproval as pending:
                     return self.asks.ask(session, params, pending, client_name)
             if session.listed_names() != before:
@@ -320,7 +327,7 @@ class Gateway:
                     await self._peers[session][0]()
                 except Exception as exc:  # the client went away: the answer fails the same way
                     _log.debug("list_changed not sent: %s", exc)
-            return to_call_result(result)
+            return to_call_result(result, ctx.protocol_version)
 
     async def _listen(
         self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams

@@ -7,12 +7,17 @@ only this session's results; they are removed when the session ends) and its own
 evidence record (``<state>/<id>.calls.jsonl``).
 
 Listed: the gateway's tools (``tool_search`` and ``call_tool`` while some tools are
-deferred, ``recall_tool_result``), the core tools, then every tool ``tool_search`` found
-in this session, in the order found; found tools stay listed while their server serves
-them. Every call, whatever its name (``call_tool`` is unwrapped first, so the policy
-judges the real tool), goes through one :class:`~tooldeck.dispatch.Dispatcher`:
-validation, the policy chain, approvals, the upstream call, then the result hooks:
-evidence first (the complete upstream result), then offload and the hard guard.
+deferred, ``recall_tool_result``), the core tools, then the tools this session found with
+``tool_search`` (it answers only tools above the index's relevance floor) or called by
+name, in the order first listed, while their server serves them: at most
+:data:`MAX_FOUND`; past that the least recently used one (found or called) is dropped,
+and the client is told with ``list_changed``. A dropped tool is still called by its name
+(the gateway knows every tool), which lists it again. Every call, whatever its name
+(``call_tool`` is unwrapped first, so the policy judges the real tool), goes through
+one :class:`~tooldeck.dispatch.Dispatcher`: validation, the policy chain, approvals,
+the upstream call, then the result hooks: evidence first (the complete upstream
+result), then offload and the hard guard; last, a structured result too big to go along
+says so (:func:`.wire.fit_structure`).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from ..transcript import ToolCall
 from .catalog import Catalog, CatalogView
 from .evidence import EvidenceLog
 from .native import gateway_turn
-from .wire import listed_tool
+from .wire import fit_structure, listed_tool
 
 __all__ = ["CALL_TOOL_NAME", "SEARCH_TOOL_NAME", "GatewaySession"]
 
@@ -51,6 +56,9 @@ _log = logging.getLogger("tooldeck.gateway")
 SEARCH_TOOL_NAME = "tool_search"
 CALL_TOOL_NAME = "call_tool"
 _NAME_SHOWN = 120
+MAX_FOUND = 16
+"""The most tools a session lists beyond the gateway's and the core tools (about 4,000
+tokens of listing for typical MCP tools); the least recently used goes first."""
 _WITHOUT_HOME = (
     " (the gateway was started without --home, so tooldeck's file tools refuse every "
     "call; tell the user, who can restart tooldeck serve with --home DIR)"
@@ -129,7 +137,9 @@ class GatewaySession:
                 state, self.id, threshold_tokens=offload_tokens, guard_tokens=guard_tokens
             )
         self.evidence = EvidenceLog(state / f"{self.id}.calls.jsonl" if state else None, self.id)
-        self.loaded: dict[str, None] = {}  # client names tool_search found, in order
+        self.max_found = MAX_FOUND
+        self.loaded: dict[str, None] = {}  # client names found or called, in listed order
+        self._used: dict[str, None] = {}  # the same names, least recently used first
         self._calls = itertools.count(1)
         self._cache: tuple[CatalogView, Tool, Toolset] | None = None
 
@@ -147,17 +157,31 @@ class GatewaySession:
             return cached[1], cached[2]
 
         def found(names: list[str]) -> None:
-            for tool_name in names:
-                if tool_name in view.tools:
-                    self.loaded.setdefault(tool_name, None)
+            self._use(view, names)
 
         deferred = len(view.tools) - len(view.core)
         search = tool_search_tool(
-            view.index, found, description=_SEARCH_DESCRIPTION.format(count=deferred)
+            view.index, found, description=_SEARCH_DESCRIPTION.format(count=deferred), floor=True
         )
         toolset = Toolset([*view.tools.values(), search, _CALL_TOOL, self.store.recall_tool])
         self._cache = (view, search, toolset)
         return search, toolset
+
+    def _use(self, view: CatalogView, names: list[str]) -> None:
+        """``names`` (tools of ``view``) were found or called now: listed (after those
+        listed already, in this order), the first of them the most recently used; the
+        least recently used beyond :attr:`max_found` are dropped. Core tools are always
+        listed, and not counted."""
+        names = [n for n in names if n in view.tools and n not in view.core]
+        for name in names:
+            self.loaded.setdefault(name, None)
+        for name in reversed(names):  # of one search's finds, its best last, so kept
+            self._used.pop(name, None)
+            self._used[name] = None
+        while len(self._used) > self.max_found:
+            oldest = next(iter(self._used))
+            del self._used[oldest]
+            del self.loaded[oldest]
 
     def _entries(self, view: CatalogView) -> list[tuple[str, Tool, bool]]:
         """``(client name, tool, the gateway's own)`` of what this session lists."""
@@ -171,10 +195,13 @@ class GatewaySession:
         out.extend((n, view.tools[n], False) for n in names)
         return out
 
-    def listed(self, view: CatalogView | None = None) -> list[types.Tool]:
-        """What ``tools/list`` answers this session now."""
+    def listed(
+        self, view: CatalogView | None = None, *, protocol: str | None = None
+    ) -> list[types.Tool]:
+        """What ``tools/list`` answers this session now, to a client of ``protocol`` (the
+        negotiated MCP version: it decides whether output schemas are listed)."""
         entries = self._entries(view or self.catalog.view())
-        return [listed_tool(name, tool, own=own) for name, tool, own in entries]
+        return [listed_tool(n, tool, own=own, protocol=protocol) for n, tool, own in entries]
 
     def listed_names(self) -> tuple[str, ...]:
         return tuple(name for name, _, _ in self._entries(self.catalog.view()))
@@ -194,6 +221,7 @@ class GatewaySession:
         who: str = "mcp-client-user",
         call_id: str | None = None,
         answers: Mapping[str, ApprovalAnswer] | None = None,
+        protocol: str | None = None,
     ) -> ToolResult:
         """Run one client call through the dispatcher; every failure is an error result.
 
@@ -205,6 +233,9 @@ class GatewaySession:
         :class:`~tooldeck.approvals.PendingApproval` (nothing of the call has run); the
         call is finished later under the same ``call_id`` with the human's ``answers``
         (by call id), judged by the policy again (:mod:`.input_required`).
+
+        ``protocol``: the client's MCP version; a structured result too big to go along
+        to such a client says so (:func:`.wire.fit_structure`), within the guard.
         """
         args: Any = dict(arguments or {})
         if name == CALL_TOOL_NAME:
@@ -219,6 +250,8 @@ class GatewaySession:
         tool = await self._resolve(name)
         view = self.catalog.view()
         _, toolset = self._own(view)
+        if tool is not None and view.tools.get(tool.name) is tool:
+            self._use(view, [tool.name])  # an upstream (or native) tool: used now
         if tool is None:
             toolset = Toolset()  # an unknown name runs nothing, whatever it is
         judged: list[str] = []
@@ -245,6 +278,9 @@ class GatewaySession:
             result = ToolResult.error(self._unknown(name), details=result.details)
         elif result.is_error and self.turn.home is None and NO_HOME in result.text():
             result = ToolResult.error(result.text() + _WITHOUT_HOME, details=result.details)
+        fitted = fit_structure(result, tool, protocol, limit=self.store.guard_tokens)
+        if fitted is not result:  # one line more: still within the guard
+            result = self.store.guard(fitted)
         if not judged:
             self.policy.audit.record(
                 session_id=self.id,

@@ -1,30 +1,47 @@
 """What goes over the wire to a gateway client: listed tools, call results, their tokens.
 
 A listed tool carries its name, description (at most :data:`MAX_DESCRIPTION`
-characters) and input schema, nothing else: no
-``outputSchema`` (the client gets one text representation, possibly offloaded, never
-the structured content an output schema would promise) and no upstream annotations
+characters), input schema and, to a client whose protocol version has them (MCP
+2025-06-18 and later), the upstream tool's ``outputSchema``; no upstream annotations
 (they are an upstream server's untrusted hints; the gateway's policy decides, and a
 client must not auto-approve a call because a server called its tool read-only). The
 gateway's own read-only tools say so.
+
+Structured results. The model reads one representation of a result: the structured
+content's JSON as text (:mod:`tooldeck.mcp_results`), offloaded and guarded like any
+text. The structured content itself goes along as ``structuredContent`` (to the same
+clients) when it fits in the guard's limit, the most the model may get from one call:
+a client that hands ``structuredContent`` to its model then never gets more than the
+guard allows. A bigger one is not sent (:func:`fit_structure`): the text says so in
+one line, and when the client was listed the tool's ``outputSchema`` (which promises
+structured content, so a client rejects a result without it) the result is marked as
+an error, which a client does not check against the schema; the line says the call did
+not fail. Before 2026-07-28 structured content is a JSON object and an output schema
+an object's: anything else is not sent to an older client.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import mcp_types as types
+from mcp_types.version import is_version_at_least
 
-from ..result import ImagePart, ToolResult
+from ..offload.guard import merge_details
+from ..result import ImagePart, TextPart, ToolResult
 from ..tokens import estimate_tokens
 from ..tool import Tool
 
 __all__ = [
     "MAX_DESCRIPTION",
+    "STRUCTURED_SINCE",
+    "fit_structure",
     "listed_tool",
     "listing_tokens",
+    "output_schema",
     "to_call_result",
     "tool_tokens",
 ]
@@ -33,9 +50,89 @@ MAX_DESCRIPTION = 4_000
 """Characters of an upstream tool's description a client is listed (an upstream server
 cannot fill the client's context with one tool's description)."""
 
+STRUCTURED_SINCE = "2025-06-18"
+"""The first protocol version with ``outputSchema`` and ``structuredContent``."""
+_ANY_JSON_SINCE = "2026-07-28"  # structured content any JSON value, not only an object
+_DROPPED = "structured_dropped"
 
-def listed_tool(name: str, tool: Tool, *, own: bool = False) -> types.Tool:
-    """The ``tools/list`` entry of ``tool`` under ``name``."""
+
+def _carries(protocol: str | None) -> bool:
+    return protocol is not None and is_version_at_least(protocol, STRUCTURED_SINCE)
+
+
+def _any_json(protocol: str | None) -> bool:
+    return protocol is not None and is_version_at_least(protocol, _ANY_JSON_SINCE)
+
+
+def output_schema(tool: Tool, protocol: str | None) -> dict[str, Any] | None:
+    """The upstream ``outputSchema`` of ``tool`` a client of ``protocol`` is listed."""
+    info = getattr(tool, "mcp", None)
+    schema = getattr(info, "output_schema", None)
+    if not isinstance(schema, Mapping) or not _carries(protocol):
+        return None
+    if not _any_json(protocol) and schema.get("type") != "object":
+        return None
+    return dict(schema)
+
+
+def _structured(result: ToolResult) -> tuple[bool, Any]:
+    """``(True, value)`` when the model's text of ``result`` is an upstream structured
+    content's JSON (:mod:`tooldeck.mcp_results` kept the value in ``details``)."""
+    details = result.details
+    if not isinstance(details, Mapping) or details.get("representation") != "structured":
+        return False, None
+    if "result_hook_error" in details:
+        return False, None
+    mcp = details.get("mcp")
+    if not isinstance(mcp, Mapping) or mcp.get("structuredContent") is None:
+        return False, None
+    return True, mcp["structuredContent"]
+
+
+def _tokens_of_structure(details: Mapping[str, Any]) -> int | None:
+    """The tokens of the structured content's JSON text, when the hooks offloaded or cut
+    it (they measured it); ``None`` when it reached the model whole (so it fits)."""
+    for key in ("offloaded", "guarded"):
+        info = details.get(key)
+        if isinstance(info, Mapping) and isinstance(info.get("original_tokens"), int):
+            return int(info["original_tokens"])
+    return None
+
+
+def fit_structure(
+    result: ToolResult, tool: Tool | None, protocol: str | None, *, limit: int
+) -> ToolResult:
+    """``result`` (after offload and the guard) with its structured content marked not to
+    be sent when it is over ``limit`` tokens, and a line saying so (see the module
+    docstring). Returned as it is otherwise, or when ``protocol`` has no structure."""
+    has, _ = _structured(result)
+    if not has or not _carries(protocol):
+        return result
+    tokens = _tokens_of_structure(result.details)
+    if tokens is None or tokens <= limit:
+        return result
+    promised = tool is not None and output_schema(tool, protocol) is not None
+    note = (
+        f"[structuredContent not sent: the structured result is about {tokens:,} tokens, "
+        f"over the limit of {limit:,} tokens for one result; what follows is all of it "
+        "that is sent."
+    )
+    if promised:
+        note += (
+            " The call did not fail: the result is marked as an error only because the "
+            "tool's outputSchema promises structured content."
+        )
+    content = [TextPart(note + "]"), *result.parts]
+    details = merge_details(result.details, _DROPPED, {"tokens": tokens, "limit": limit})
+    return dataclasses.replace(
+        result, content=content, details=details, is_error=result.is_error or promised
+    )
+
+
+def listed_tool(
+    name: str, tool: Tool, *, own: bool = False, protocol: str | None = None
+) -> types.Tool:
+    """The ``tools/list`` entry of ``tool`` under ``name`` for a client of ``protocol``."""
     annotations = None
     if own and tool.read_only:
         annotations = types.ToolAnnotations(read_only_hint=True)
@@ -47,6 +144,7 @@ def listed_tool(name: str, tool: Tool, *, own: bool = False) -> types.Tool:
         name=name,
         description=description,
         input_schema=tool.input_schema(),
+        output_schema=output_schema(tool, protocol),
         annotations=annotations,
     )
 
@@ -65,8 +163,10 @@ def listing_tokens(tools: Iterable[types.Tool]) -> int:
     return estimate_tokens(json.dumps([_wire(t) for t in tools], ensure_ascii=False))
 
 
-def to_call_result(result: ToolResult) -> types.CallToolResult:
-    """The one representation the client gets of a (hooked: offloaded, guarded) result."""
+def to_call_result(result: ToolResult, protocol: str | None = None) -> types.CallToolResult:
+    """What the client of ``protocol`` gets of a (hooked: offloaded, guarded, then
+    :func:`fit_structure`) result: its content, and its structured content when the
+    protocol has it and it was not held back."""
     content: list[types.TextContent | types.ImageContent] = []
     for part in result.parts:
         if isinstance(part, ImagePart):
@@ -78,4 +178,11 @@ def to_call_result(result: ToolResult) -> types.CallToolResult:
                 content.append(types.TextContent(type="text", text=f"[image: {part.url}]"))
         else:  # text, and JSON as its text
             content.append(types.TextContent(type="text", text=part.text))
+    has, value = _structured(result)
+    dropped = isinstance(result.details, Mapping) and _DROPPED in result.details
+    sent = _any_json(protocol) or isinstance(value, dict)
+    if has and not dropped and _carries(protocol) and sent:
+        return types.CallToolResult(
+            content=list(content), structured_content=value, is_error=result.is_error
+        )
     return types.CallToolResult(content=list(content), is_error=result.is_error)

@@ -72,3 +72,9 @@ class SearchConfig:
     #: vectors at least ``alternative_similarity`` apart) on one line of results
     alternatives: bool = True
     alternative_similarity: float = 0.85
+    #: the relevance floor, when a search asks for it (``floor=True``; the gateway's
+    #: ``tool_search`` does): a hit scoring under this fraction of the best hit's score
+    #: is left out. With an embedder (``"sum"`` fusion) a hit also needs at least
+    #: ``semantic_weight x semantic_min_similarity``: what a tool found by meaning alone
+    #: scores at the least similarity the search admits
+    relative_floor: float = 0.5

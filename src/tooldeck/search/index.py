@@ -163,30 +163,44 @@ class ToolIndex:
             fused[i] = fused.get(i, 0.0) + bonus
         return fused
 
-    def _ranked(self, query: str, limit: int) -> list[tuple[int, float]]:
+    def floor(self, best: float) -> float:
+        """The least score a hit needs when the best hit scores ``best`` (see
+        :attr:`SearchConfig.relative_floor`)."""
+        cfg = self.config
+        floor = cfg.relative_floor * best
+        if self._vectors is not None and cfg.semantic_fusion == "sum":
+            floor = max(floor, cfg.semantic_weight * cfg.semantic_min_similarity)
+        return floor
+
+    def _ranked(self, query: str, limit: int, floor: bool = False) -> list[tuple[int, float]]:
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, not {type(query).__name__}")
         if limit <= 0 or not query.strip() or not self._docs:
             return []
         scores = self._scores(query[:_MAX_QUERY_CHARS])
         best = heapq.nlargest(limit, scores, key=scores.__getitem__)
-        return [(i, scores[i]) for i in best if scores[i] > 0]
+        least = self.floor(scores[best[0]]) if floor and best else 0.0
+        return [(i, scores[i]) for i in best if scores[i] > 0 and scores[i] >= least]
 
-    def search(self, query: str, limit: int = 5) -> list[SearchHit]:
+    def search(self, query: str, limit: int = 5, *, floor: bool = False) -> list[SearchHit]:
         """The ``limit`` best tools for ``query``, best first. No match: an empty list.
 
-        Only the first 2,000 characters of ``query`` are read.
+        ``floor``: only the hits above the relevance floor (:meth:`floor`). Only the
+        first 2,000 characters of ``query`` are read.
         """
         docs = self._docs
-        return [SearchHit(docs[i].name, round(s, 4)) for i, s in self._ranked(query, limit)]
+        ranked = self._ranked(query, limit, floor)
+        return [SearchHit(docs[i].name, round(s, 4)) for i, s in ranked]
 
-    def search_groups(self, query: str, limit: int = 5) -> list[list[SearchHit]]:
+    def search_groups(
+        self, query: str, limit: int = 5, *, floor: bool = False
+    ) -> list[list[SearchHit]]:
         """Like :meth:`search`, but ``limit`` counts groups of near-duplicate tools from
         different namespaces (see :mod:`tooldeck.search.alternatives`): each group's first
         hit is the best, the rest are its alternatives."""
         if limit <= 0:
             return []
-        ranked = self._ranked(query, max(limit * 3, limit + 10))
+        ranked = self._ranked(query, max(limit * 3, limit + 10), floor)
         score = dict(ranked)
         groups = group_alternatives(
             [i for i, _ in ranked],

@@ -57,15 +57,17 @@ class ToolSearchParams(BaseModel):
 Groups = list[list[SearchHit]]
 
 
-def run_queries(index: ToolIndex, queries: Sequence[str], limit: int) -> list[tuple[str, Groups]]:
+def run_queries(
+    index: ToolIndex, queries: Sequence[str], limit: int, *, floor: bool = False
+) -> list[tuple[str, Groups]]:
     """Each query with its hits, as groups of alternatives (one hit per group when the
-    index does not group them)."""
+    index does not group them); ``floor``: only hits above the relevance floor."""
     out: list[tuple[str, Groups]] = []
     for q in queries:
         if index.config.alternatives:
-            out.append((q, index.search_groups(q, limit)))
+            out.append((q, index.search_groups(q, limit, floor=floor)))
         else:
-            out.append((q, [[h] for h in index.search(q, limit)]))
+            out.append((q, [[h] for h in index.search(q, limit, floor=floor)]))
     return out
 
 
@@ -112,6 +114,7 @@ def tool_search_tool(
     *,
     name: str = "tool_search",
     description: str | None = None,
+    floor: bool = False,
 ) -> Tool:
     """A ``tool_search`` :class:`Tool` over ``index``.
 
@@ -122,7 +125,9 @@ def tool_search_tool(
     their names (alternatives included), in order, before the result is returned; the
     callback decides what loading them means (it is never called with an empty list).
     The tool is read-only and runs on the caller's thread, so the callback needs no
-    locking.
+    locking. ``floor``: a query answers only the tools above the index's relevance floor
+    (:meth:`ToolIndex.floor`: at least half the best hit's score), so ``limit`` is the
+    most it answers, not the number.
     """
     text = description or (
         f"Search {len(index)} additional tools that are not loaded yet, by what you need "
@@ -134,7 +139,7 @@ def tool_search_tool(
     )
 
     def execute(params: ToolSearchParams, ctx: Any) -> str:
-        results = run_queries(index, params.queries, params.limit)
+        results = run_queries(index, params.queries, params.limit, floor=floor)
         names = selected_names(results)
         if names and on_select is not None:
             on_select(list(names))
