@@ -327,10 +327,11 @@ def run_demo(model: str | None, mcp: Path | None, keep: bool) -> None:
     console = Console()
     if mcp is not None:
         existing_file(mcp, 'an MCP config file ({"mcpServers": {...}})')
+    # a bad spec or a missing key: one line, before anything is printed
+    live = model_from_string(model) if model is not None else None
     console.print(WHAT, highlight=False)
     _export_telemetry(console)
-    if model is not None:
-        live = model_from_string(model)  # a bad spec or a missing key: one line, now
+    if model is not None and live is not None:
         with _demo_home(keep) as home:
             asyncio.run(_live_turn(console, Path(home), model, live))
         if keep:
