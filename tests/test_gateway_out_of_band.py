@@ -1,8 +1,8 @@
 """Out-of-band approvals at the gateway: a call waits while ``tooldeck approve`` answers.
 
 A real ``tooldeck serve`` (stdio, and HTTP) in front of tests/mcp_servers/basic.py and
-the real PyPI mcp-server-git, reached with the official MCP client SDK; the client
-declares no elicitation, so an ask becomes a pending-approval file that a real
+the real PyPI mcp-server-git, reached with the official MCP client SDK; the gateway runs
+with ``--approvals out-of-band``, so an ask becomes a pending-approval file that a real
 ``tooldeck approve`` subprocess answers, as a person in another terminal would.
 """
 
@@ -40,6 +40,7 @@ from tooldeck.cli import app
 from tooldeck.policy import AuditLog
 
 WHO = "tooldeck approve (out of band)"
+OOB = ("--approvals", "out-of-band")  # else a client without elicitation is denied at once
 
 
 def _audit(state: Path) -> list[dict[str, Any]]:
@@ -62,7 +63,7 @@ def test_a_waiting_call_is_approved_by_tooldeck_approve(tmp_path: Path) -> None:
     async def main() -> None:
         with log.open("w") as errlog:
             async with (
-                gateway(config, state, "--core", "*", errlog=errlog) as c,
+                gateway(config, state, *OOB, "--core", "*", errlog=errlog) as c,
                 anyio.create_task_group() as tg,
             ):
                 call = Call()
@@ -98,7 +99,7 @@ def test_a_denial_reaches_the_model_with_the_approvers_message(tmp_path: Path) -
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with gateway(config, state, "--core", "*") as c:
+        async with gateway(config, state, *OOB, "--core", "*") as c:
             typed = "n\nuse the staging copy\n"
             result, _ = await answered_out_of_band(c, state, "alpha__echo", {"text": "x"}, typed)
             assert result.is_error and "use the staging copy" in text_of(result)
@@ -120,7 +121,7 @@ def test_edited_arguments_are_judged_again(tmp_path: Path) -> None:
 
     async def main() -> None:
         args = ("--core", "*", "--policy", str(policy))
-        async with gateway(config, state, *args) as c, anyio.create_task_group() as tg:
+        async with gateway(config, state, *OOB, *args) as c, anyio.create_task_group() as tg:
             first = Call()
             tg.start_soon(first.run, c, "alpha__echo", {"text": "draft"})
             path = await pending_file(state)
@@ -149,7 +150,7 @@ def test_no_answer_in_time_is_a_deny_and_a_late_answer_is_refused(tmp_path: Path
 
     async def main() -> None:
         args = ("--core", "*", "--approval-timeout", "15")
-        async with gateway(config, state, *args) as c, anyio.create_task_group() as tg:
+        async with gateway(config, state, *OOB, *args) as c, anyio.create_task_group() as tg:
             call = Call()
             tg.start_soon(call.run, c, "alpha__echo", {"text": "late"})
             path = await pending_file(state)
@@ -198,7 +199,7 @@ def test_dangerous_never_runs_without_a_human(tmp_path: Path) -> None:
         async with gateway(config, tmp_path / "nobody", *base, "--approvals", "deny") as c:
             denied = await c.call_tool("alpha__wipe", {})
             assert denied.is_error and "--approvals deny" in text_of(denied)
-        async with gateway(config, state, *base) as c, anyio.create_task_group() as tg:
+        async with gateway(config, state, *OOB, *base) as c, anyio.create_task_group() as tg:
             # a forged answers file: "approved": "yes" is not an explicit true
             call = Call()
             tg.start_soon(call.run, c, "alpha__wipe", {})
@@ -234,7 +235,7 @@ def test_approve_always_holds_for_the_rest_of_the_session(tmp_path: Path) -> Non
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with gateway(config, state, "--core", "*") as c:
+        async with gateway(config, state, *OOB, "--core", "*") as c:
             one, _ = await answered_out_of_band(c, state, "alpha__echo", {"text": "one"}, "a\n\n")
             assert text_of(one) == "one"
             with anyio.fail_after(30):  # no file, no wait: the grant answers
@@ -282,7 +283,7 @@ def test_a_gateway_stopped_while_a_call_waits_answers_it_first(
     state = tmp_path / "s"
 
     async def over_stdio() -> None:
-        async with gateway(config, state, "--core", "*") as c:
+        async with gateway(config, state, *OOB, "--core", "*") as c:
             await _stopped_while_waiting(c, state)
 
     async def over_http(url: str) -> None:
@@ -292,7 +293,7 @@ def test_a_gateway_stopped_while_a_call_waits_answers_it_first(
     if transport == "stdio":
         anyio.run(over_stdio)
     else:
-        with served_gateway(config, state, "--core", "*") as url:
+        with served_gateway(config, state, *OOB, "--core", "*") as url:
             anyio.run(over_http, url)
     approvals = [e for e in _audit(state) if e["level"] == "approval"]
     assert [(e["decision"], e.get("denied_by")) for e in approvals] == [("deny", None)]
@@ -307,7 +308,7 @@ def test_a_cancelled_call_stops_waiting(tmp_path: Path) -> None:
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with gateway(config, state, "--core", "*", "--policy", str(policy)) as c:
+        async with gateway(config, state, *OOB, "--core", "*", "--policy", str(policy)) as c:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(c.call_tool, "alpha__echo", {"text": "x"})
                 path = await pending_file(state)
@@ -343,7 +344,7 @@ def test_an_http_client_without_elicitation_waits_for_tooldeck_approve(tmp_path:
             assert (await anyio.to_thread.run_sync(approve, path_a, "y\n")).returncode == 0
             assert text_of(await first.get()) == "a"
 
-    with served_gateway(config, state) as url:
+    with served_gateway(config, state, *OOB) as url:
         anyio.run(main, url)
     by_session: dict[str, list[str]] = {}
     for e in _audit(state):

@@ -430,13 +430,14 @@ async def _idle_then_stop(g: OAuthGateway, proc: subprocess.Popen[Any]) -> None:
         assert events.ended
 
 
-# -- a 2026 client without elicitation: asks wait out of band (auto) ---------------------
+# -- a 2026 client without elicitation: asks wait out of band (--approvals out-of-band) ---
 def test_a_2026_client_without_elicitation_waits_for_tooldeck_approve(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with stdio_2026(config, state, "--core", "*") as c:  # no elicitation callback
+        oob = ("--core", "*", "--approvals", "out-of-band")
+        async with stdio_2026(config, state, *oob) as c:  # no elicitation callback
             assert c.protocol_version == MODERN
             result, _ = await answered_out_of_band(
                 c, state, "alpha__echo", {"text": "by tooldeck approve"}, "y\n"

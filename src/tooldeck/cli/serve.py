@@ -132,7 +132,8 @@ def serve_command(
         typer.Option(
             "--approvals",
             help="How a call the policy asks about reaches a human: auto (elicitation if the "
-            "client supports it, else tooldeck approve), elicit, out-of-band, deny.",
+            "client supports it, else denied at once, saying how to allow it), elicit, "
+            "out-of-band (the call waits for tooldeck approve), deny.",
         ),
     ] = "auto",
     approval_timeout: Annotated[
@@ -170,6 +171,17 @@ def serve_command(
         ),
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="With --check: print JSON.")] = False,
+    init: Annotated[
+        bool,
+        typer.Option(
+            "--init",
+            help="Write a starter --mcp file and policy file (--policy, default policy.toml "
+            "beside it), explained; files that exist are kept. Does not serve.",
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --init: overwrite files that exist.")
+    ] = False,
 ) -> None:
     """Serve the servers of an MCP config over stdio (or HTTP), behind tooldeck's policy."""
     import anyio
@@ -180,6 +192,9 @@ def serve_command(
     from ..mcp import McpConfig, McpConfigError, McpSource
     from ..policy import Policy, PolicyError
 
+    if init or force:
+        _init(mcp, policy, force=force, init=init)
+        return
     try:
         config = McpConfig.load(mcp)
         rules = Policy.load(*(policy or []))
@@ -274,6 +289,17 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 def _fail(message: str) -> NoReturn:
     raise user_error(message)
+
+
+def _init(mcp: Path, policy: list[Path] | None, *, force: bool, init: bool) -> None:
+    """``--init``: the starter files (:mod:`.serve_init`)."""
+    from .serve_init import write_starters
+
+    if not init:
+        _fail("--force is for --init (it overwrites the starter files)")
+    if policy and len(policy) > 1:
+        _fail("--init writes one policy file; give --policy once")
+    write_starters(mcp, policy[0] if policy else mcp.with_name("policy.toml"), force=force)
 
 
 def _oauth(

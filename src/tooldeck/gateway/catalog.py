@@ -22,7 +22,7 @@ from ..mcp import McpSource
 from ..search import ToolIndex
 from ..tool import Tool
 
-__all__ = ["Catalog", "CatalogView", "client_name"]
+__all__ = ["Catalog", "CatalogView", "client_name", "rule_name"]
 
 PREFIX = "mcp__"
 
@@ -31,6 +31,12 @@ def client_name(tool: Tool) -> str:
     """The name a gateway client sees for an upstream tool."""
     name = tool.name
     return name[len(PREFIX) :] if name.startswith(PREFIX) else name
+
+
+def rule_name(tool: Tool) -> str:
+    """The name a policy rule matches ``tool`` by, as the gateway writes it into a rule it
+    suggests (the denial's fix, the starter policy): one place to spell it."""
+    return tool.name
 
 
 class CatalogView:

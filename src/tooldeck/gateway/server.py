@@ -35,15 +35,15 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
-from ..approvals import Approver, PendingApproval
+from ..approvals import ApprovalRequest, Approver, PendingApproval
 from ..policy import Policy, wait_for_human
 from ._stdin import wire_stdin
+from .allow import how_to_allow
 from .approval import (
-    ALLOW,
     MODES,
     NO_ELICITATION,
-    NO_STATE,
     NOBODY,
+    OTHERWISE,
     elicitation_asker,
     elicitation_supported,
     nobody_asker,
@@ -55,7 +55,6 @@ from .out_of_band import (
     DEFAULT_TIMEOUT,
     WHO,
     ApprovalDesk,
-    ApprovalsFolderError,
     approvals_folder,
 )
 from .session import GatewaySession
@@ -128,17 +127,10 @@ class Gateway:
         self.approvals = approvals
         self.home = home
         self.desk: ApprovalDesk | None = None
-        self._no_desk = NO_STATE  # why an ask out of band is denied, if it is
-        if approvals in ("auto", "out-of-band") and state is not None:
-            try:
-                self.desk = ApprovalDesk(approvals_folder(state), approval_timeout)
-            except ApprovalsFolderError as exc:
-                if approvals == "out-of-band":
-                    raise
-                _log.warning("no out-of-band approvals: %s", exc)
-                self._no_desk = f"out-of-band approvals are off ({exc}); {ALLOW}"
-        elif approvals == "out-of-band":
-            raise ValueError("out-of-band approvals need a state folder (--state)")
+        if approvals == "out-of-band":
+            if state is None:
+                raise ValueError("out-of-band approvals need a state folder (--state)")
+            self.desk = ApprovalDesk(approvals_folder(state), approval_timeout)
         self._sessions: weakref.WeakKeyDictionary[Any, GatewaySession] = weakref.WeakKeyDictionary()
         self._peers: weakref.WeakKeyDictionary[GatewaySession, _Peer] = weakref.WeakKeyDictionary()
         self._single: GatewaySession | None = None  # stdio: the one client
@@ -185,24 +177,28 @@ class Gateway:
     ) -> tuple[Approver, str]:
         """How this call's asks reach a human (``--approvals``), and who that is."""
         mode = self.approvals
+        progress = ctx.session.report_progress
         if mode in ("auto", "elicit") and elicitation_supported(ctx.session):
             if stateless(ctx):  # no back channel: the call ends its round input_required
                 return wait_for_human, CLIENT_USER
-            return elicitation_asker(ctx.session, ctx.request_id, client_name), CLIENT_USER
-        if mode == "elicit":
-            return nobody_asker(NO_ELICITATION), "nobody"
-        if mode == "deny":
-            return nobody_asker(NOBODY), "nobody"
-        if self.desk is None:
-            return nobody_asker(self._no_desk), "nobody"
-        asker = self.desk.asker(
-            session.id,
-            tier_of=session.policy.tier_of,
-            shown=client_name,
-            progress=ctx.session.report_progress,
-            on_give_up=session.gave_up,
-        )
-        return asker, WHO
+            asker = elicitation_asker(ctx.session, ctx.request_id, client_name, progress)
+            return asker, CLIENT_USER
+        if self.desk is not None:  # --approvals out-of-band
+            asker = self.desk.asker(
+                session.id,
+                tier_of=session.policy.tier_of,
+                shown=client_name,
+                progress=progress,
+                on_give_up=session.gave_up,
+            )
+            return asker, WHO
+        # nobody can answer: denied at once, with what lets the call run
+        otherwise = OTHERWISE[mode]
+
+        def fix(request: ApprovalRequest) -> str:
+            return how_to_allow(request, session.policy, otherwise=otherwise)
+
+        return nobody_asker(NOBODY if mode == "deny" else NO_ELICITATION, fix), "nobody"
 
     @contextmanager
     def _client(self, ctx: ServerRequestContext[Any]) -> Iterator[GatewaySession]:
