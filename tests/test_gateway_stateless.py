@@ -47,6 +47,7 @@ from gateway_client import (
     oauth_client,
     result_of,
     served_gateway,
+    settled,
     stdio,
     stdio_2026,
     text_of,
@@ -192,7 +193,14 @@ def oauth_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthGat
             config, tmp / "s", "--policy", str(policy), *oauth_args(servers, tmp)
         ) as url,
     ):
-        yield OAuthGateway(url, servers, tmp / "s")
+        g = OAuthGateway(url, servers, tmp / "s")
+        anyio.run(_settle, g)  # its upstream server is up before the tests' clients come
+        yield g
+
+
+async def _settle(g: OAuthGateway) -> None:
+    async with bearer_client(g.url, g.token("settle")) as c:
+        await settled(c)
 
 
 def test_one_principal_is_one_session_and_principals_are_kept_apart(

@@ -7,8 +7,8 @@ command, so ``tooldeck --help`` stays cheap.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
@@ -19,6 +19,8 @@ from .report import user_error
 if TYPE_CHECKING:
     from ..gateway.http_auth import OAuthResourceServer
     from ..gateway.native import NativeTools
+    from ..mcp import McpConfig, McpSource
+    from ..policy import Policy
 
 __all__ = ["serve_command"]
 
@@ -237,13 +239,22 @@ def serve_command(
             f"--host {host} is not a loopback address; serving it needs a "
             "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN) or --oauth-issuer"
         )
+    stdin_problem = None if http is not None or check_only else _stdin_problem()
+    if stdin_problem:
+        raise user_error(
+            f"{stdin_problem}, so no MCP client can talk to the gateway: let the client "
+            "start tooldeck serve (see docs/gateway.md), or serve HTTP with --http PORT"
+        )
+    sock = _socket(host, http) if http is not None and not check_only else None
 
     async def run() -> None:
         try:
             source = McpSource(config, client_name="tooldeck-gateway")
         except ToolDefinitionError as exc:
             raise user_error(str(exc).splitlines()[0]) from exc
-        async with source:
+        # the servers start in the background: initialize is answered at once, and
+        # what comes up later is announced (--check waits for them)
+        async with _started(source, wait=check_only):
             catalog = Catalog(
                 source,
                 core=core or (),
@@ -265,12 +276,18 @@ def serve_command(
             except ValueError as exc:
                 raise user_error(f"--approvals {approvals}: {exc}") from exc
             if check_only:
-                _print_check(check(gateway), json_output, native.left_out if native else ())
+                report = check(gateway)
+                _print_check(report, json_output, native.left_out if native else ())
+                if any(s["state"] not in ("connected", "idle") for s in report.servers):
+                    raise typer.Exit(1)  # a server did not start: the answer is no
                 return
             exporting = _export_telemetry()
+            _banner(config, rules, approvals, "HTTP" if http is not None else "stdio")
             try:
                 if http is not None:
-                    await gateway.serve_http(host, http, token=token, oauth=oauth)
+                    await gateway.serve_http(
+                        host, http, token=token, oauth=oauth, sock=sock, announce=_listening
+                    )
                 else:
                     await gateway.serve_stdio()
             finally:
@@ -300,6 +317,66 @@ def _init(mcp: Path, policy: list[Path] | None, *, force: bool, init: bool) -> N
     if policy and len(policy) > 1:
         _fail("--init writes one policy file; give --policy once")
     write_starters(mcp, policy[0] if policy else mcp.with_name("policy.toml"), force=force)
+
+
+def _stdin_problem() -> str | None:
+    from ..gateway._stdin import stdin_problem
+
+    return stdin_problem()
+
+
+def _socket(host: str, port: int) -> Any:
+    """The ``--http`` socket, bound before any server starts: a port that cannot be had
+    is one line, not a traceback once everything is up."""
+    import errno
+
+    from ..gateway.server import http_socket
+
+    try:
+        return http_socket(host, port)
+    except OverflowError as exc:
+        raise user_error(f"--http {port}: not a port; give a number from 0 to 65535") from exc
+    except OSError as exc:
+        why = {
+            errno.EADDRINUSE: "the port is in use (another server listens there)",
+            errno.EACCES: "permission denied (ports below 1024 need privileges)",
+            errno.EADDRNOTAVAIL: f"{host} is not an address of this machine",
+        }.get(exc.errno or 0, exc.strerror or str(exc))
+        raise user_error(
+            f"--http {port}: cannot listen on {host}:{port}: {why}; give another --http port"
+            + (" or --host" if exc.errno == errno.EADDRNOTAVAIL else "")
+        ) from exc
+
+
+@asynccontextmanager
+async def _started(source: McpSource, *, wait: bool) -> AsyncIterator[None]:
+    """The source's servers starting (in the background; ``wait``: connected and listed,
+    or failed, before the block); every server stopped after it."""
+    source.start()
+    try:
+        if wait:
+            await source.refresh()
+        yield
+    finally:
+        await source.aclose()
+
+
+def _banner(config: McpConfig, rules: Policy, approvals: str, transport: str) -> None:
+    """One line on stderr: what is served, from where, and how."""
+    from .. import __version__
+
+    servers = len(config.servers)
+    files = ", ".join(rules.sources) or "none (upstream tools ask, by their tier)"
+    typer.echo(
+        f"tooldeck serve {__version__}: {servers} upstream server{'s' * (servers != 1)} "
+        f"from {config.source} (starting in the background); policy: {files}; "
+        f"approvals: {approvals}; MCP over {transport}",
+        err=True,
+    )
+
+
+def _listening(url: str) -> None:
+    typer.echo(f"listening on {url}", err=True)
 
 
 def _oauth(

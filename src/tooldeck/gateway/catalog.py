@@ -18,7 +18,10 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
+
 from ..mcp import McpSource
+from ..mcp.connection import TEARDOWN_SECONDS
 from ..search import ToolIndex
 from ..tool import Tool
 
@@ -104,6 +107,22 @@ class Catalog:
                 self._view = CatalogView(tools, self.core, self.semantic)  # holds the tools
                 self._key = key
             return self._view
+
+    def starting(self) -> bool:
+        """Whether some upstream server is still making its first connection."""
+        return bool(self.source.starting())
+
+    async def started(self) -> None:
+        """Wait for the servers still starting to connect or fail: bounded by their
+        ``startup_timeout``, and the time a failed attempt takes to end its process."""
+        names = self.source.starting()
+        if not names:
+            return
+        bound = max(s.startup_timeout for s in self.source.config.servers if s.name in names)
+        with anyio.move_on_after(bound + TEARDOWN_SECONDS):
+            await self.source.refresh(names)
+            while self.source.starting():  # noqa: ASYNC110 (the verdict is on another loop)
+                await anyio.sleep(0.05)
 
     def down(self) -> list[str]:
         """``"<server> (<state>: <error>)"`` for every configured server that is not serving."""

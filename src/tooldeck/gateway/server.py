@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
+import sys
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -68,7 +70,7 @@ from .stateless import (
 )
 from .wire import to_call_result
 
-__all__ = ["Gateway"]
+__all__ = ["STARTING_META", "Gateway", "http_socket"]
 
 _log = logging.getLogger("tooldeck.gateway")
 WATCH_SECONDS = 1.0
@@ -76,11 +78,29 @@ CLOSING_SECONDS = 2.0  # at shutdown: how long waiting calls get to be answered
 CLIENT_USER = "mcp-client-user"  # who answered, in the audit log, for an answer from the client
 # how to tell a session's client that its listing changed, and what it was last listed
 _Peer = tuple[Callable[[], Awaitable[None]], tuple[tuple[str, int], ...]]
+STARTING_META = "tooldeck/starting"
+"""The ``_meta`` key of a ``tools/list`` answer naming the servers still starting."""
 INSTRUCTIONS = (
     "tooldeck gateway: the tools of several MCP servers behind one policy. Only a few "
     "tools are listed; find the others with tool_search (they are then listed, or call "
     "them with call_tool). Large results are stored: read them with recall_tool_result."
 )
+
+
+def http_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` for :meth:`Gateway.serve_http` (bound before
+    anything else starts, so a port in use is said at once); raises ``OSError``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if sys.platform != "win32":  # there it would let two servers share the port
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 class _Server(Server[Any]):
@@ -281,7 +301,9 @@ class Gateway:
     ) -> types.ListToolsResult:
         with self._client(ctx) as session:
             self._remember(session, ctx)
-            return types.ListToolsResult(tools=session.listed())
+            starting = self.catalog.source.starting()  # listed, and announced, once up
+            meta = {STARTING_META: starting} if starting else None
+            return types.ListToolsResult(tools=session.listed(), _meta=meta)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -400,13 +422,17 @@ class Gateway:
         *,
         token: str | None = None,
         oauth: OAuthResourceServer | None = None,
+        sock: socket.socket | None = None,
+        announce: Callable[[str], None] | None = None,
     ) -> None:
         """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled (or SIGTERM /
         SIGINT: calls waiting for approval are answered, then the server stops).
 
         With ``token`` every request needs ``Authorization: Bearer <token>``; with
         ``oauth``, an access token of that authorization server (:mod:`.http_auth`);
-        without either, only loopback addresses are served.
+        without either, only loopback addresses are served. ``sock`` is the socket to
+        serve on, bound already (:func:`http_socket`; default: bound here);
+        ``announce`` is told the URL once requests are served.
         """
         import uvicorn
 
@@ -441,6 +467,11 @@ class Gateway:
                 gateway.end_streams()  # in the loop: open listen streams end, not hang on
                 await super().shutdown(sockets)
 
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                if self.started and announce is not None:
+                    announce(url)
+
         config = uvicorn.Config(
             app,
             host=host,
@@ -449,10 +480,14 @@ class Gateway:
             lifespan="on",
             timeout_graceful_shutdown=int(CLOSING_SECONDS) + 1,  # open event streams
         )
+        if sock is None:
+            sock = http_socket(host, port)
+        bound = sock.getsockname()[1]
+        url = f"http://{f'[{host}]' if ':' in host else host}:{bound}/mcp"
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)
-                await _Server(config).serve()
+                await _Server(config).serve(sockets=[sock])
                 tg.cancel_scope.cancel()
         finally:
             self.begin_closing()
