@@ -5,7 +5,9 @@
 elicitation (:mod:`.approval`). When a call changes what the session lists (a
 ``tool_search`` found tools), ``notifications/tools/list_changed`` is sent before the
 answer; a watcher sends it too when an upstream server's tools change (a re-list, a
-drop, a reconnect). The server declares ``tools.listChanged``.
+drop, a reconnect, a server that was still starting coming up: the gateway serves while
+its upstream servers start, and a listing names those still starting in ``_meta``,
+:data:`STARTING_META`). The server declares ``tools.listChanged``.
 
 Sessions: over stdio the process serves one client, one session; over streamable HTTP
 each client connection (``Mcp-Session-Id``) gets its own, and a client of the stateless
