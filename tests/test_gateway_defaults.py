@@ -160,11 +160,13 @@ def test_the_starter_policy_runs_reads_asks_writes_and_denies_deletes_and_shells
             return rule
 
     rule = anyio.run(first)
-    assert not (state / "approvals").exists()  # nothing waited for anyone
     asked = [e for e in audit_lines(state) if e["decision"] == "ask"]
     assert [(e["tier"], e["reason"]) for e in asked] == [
         ("WRITE", "approval required by default")  # the tier is its own field, said once
     ]
+    (denied,) = [e for e in audit_lines(state) if e["level"] == "approval"]
+    assert denied["decision"] == "deny" and "denied_by" not in denied  # nobody was asked
+    assert denied["reason"].startswith("nobody can approve it here")
     with policy.open("a") as handle:  # the fix, as the denial says it
         handle.write("\n" + rule + "\n")
 
@@ -233,7 +235,7 @@ def test_where_a_rule_would_not_help_the_denial_says_what_would(tmp_path: Path) 
             assert "allow" not in add.split("sums get a look")[0] and "[[" not in add
             wipe = text_of(await call(c, "alpha__wipe", {}))
             assert "alpha__wipe is DANGEROUS, so no policy rule runs it" in wipe
-            assert "elicitation" in wipe and "[[" not in wipe
+            assert f"tooldeck approve --watch {tmp_path / 's'}" in wipe and "[[" not in wipe
         async with gateway(config, tmp_path / "d", *args, "--approvals", "deny") as c:
             said = text_of(await call(c, "alpha__echo", {"text": "x"}))
             assert said.startswith("Denied: nobody can approve it: the gateway asks nobody")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 import typing
 from pathlib import Path
@@ -351,6 +352,69 @@ def test_an_http_client_without_elicitation_waits_for_tooldeck_approve(tmp_path:
         if e["level"] == "approval":
             by_session.setdefault(e["session_id"], []).append(e["decision"])
     assert sorted(by_session.values()) == [["approve"], ["deny"]]
+
+
+def test_auto_waits_for_a_watching_approver_and_only_while_one_watches(tmp_path: Path) -> None:
+    """--approvals auto, a client without elicitation: denied at once while nobody watches
+    (the denial says how to watch), waiting for the person at tooldeck approve --watch
+    while one does; a second watcher is refused; stopped, nobody watches again."""
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    state = tmp_path / "s"
+    watch = [PY, "-m", "tooldeck.cli", "approve", "--watch", str(state)]
+
+    async def main() -> None:
+        async with gateway(config, state, "--core", "*") as c, anyio.create_task_group() as tg:
+            nobody = await c.call_tool("alpha__echo", {"text": "x"})
+            assert nobody.is_error and f"tooldeck approve --watch {state}" in text_of(nobody)
+            async with await anyio.open_process(watch) as watcher:
+                assert watcher.stdin and watcher.stdout
+                shown = b""
+
+                async def until(text: bytes) -> None:
+                    nonlocal shown
+                    with anyio.fail_after(60):
+                        while text not in shown:
+                            assert watcher.stdout
+                            shown += await watcher.stdout.receive()
+
+                await until(b"Watching ")
+                call = Call()
+                tg.start_soon(call.run, c, "alpha__echo", {"text": "watched"})
+                await until(b"Approve alpha__echo")
+                await watcher.stdin.send(b"y\n")
+                assert text_of(await call.get()) == "watched"
+                second = await anyio.to_thread.run_sync(
+                    lambda: subprocess.run(watch, capture_output=True, text=True, timeout=60)
+                )
+                assert second.returncode == 2, second.stderr
+                assert "another tooldeck approve --watch watches" in second.stderr
+                watcher.send_signal(signal.SIGINT)
+                with anyio.fail_after(60):
+                    assert await watcher.wait() == 0
+            again = await c.call_tool("alpha__echo", {"text": "y"})
+            assert again.is_error and "nobody can approve it here" in text_of(again)
+
+    anyio.run(main)
+    approvals = [e for e in _audit(state) if e["level"] == "approval"]
+    assert [(e["decision"], e.get("approved_by")) for e in approvals] == [
+        ("deny", None),
+        ("approve", WHO),
+        ("deny", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--watch", "{t}", "{t}/x.pending.json"], "leave out FILE and --answers"),
+        ([], "give FILE, a waiting run's <session>.pending.json, or --watch STATE"),
+        (["--watch", "{t}/nowhere"], "approvals does not exist; give --watch the --state"),
+    ],
+)
+def test_approve_watch_mistakes_are_one_line(tmp_path: Path, args: list[str], said: str) -> None:
+    out = CliRunner().invoke(app, ["approve", *(a.format(t=tmp_path) for a in args)])
+    assert out.exit_code == 2 and said in out.stderr, out.output
+    assert len(out.stderr.strip().splitlines()) == 1
 
 
 def test_out_of_band_needs_a_private_state_folder(tmp_path: Path) -> None:

@@ -134,8 +134,9 @@ def serve_command(
         typer.Option(
             "--approvals",
             help="How a call the policy asks about reaches a human: auto (elicitation if the "
-            "client supports it, else denied at once, saying how to allow it), elicit, "
-            "out-of-band (the call waits for tooldeck approve), deny.",
+            "client supports it, else tooldeck approve --watch while one runs, else denied "
+            "at once, saying how to allow it), elicit, out-of-band (the call waits for "
+            "tooldeck approve), deny.",
         ),
     ] = "auto",
     approval_timeout: Annotated[

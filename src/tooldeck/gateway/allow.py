@@ -14,7 +14,9 @@ once (:func:`.approval.nobody_asker`) and says how to let it run:
 - and the other way: a client with elicitation, or ``--approvals out-of-band``.
 
 The text is for the model, which tells the user; it is kept short (the dispatcher clips
-error texts at 500 characters), the rule on lines of its own so that it can be pasted.
+error texts at 500 characters: a long tool name and policy path can cut the other way
+off, never the rule, which comes first), the rule on lines of its own so that it can be
+pasted.
 """
 
 from __future__ import annotations
@@ -63,14 +65,14 @@ def how_to_allow(request: ApprovalRequest, policy: SessionPolicy, *, otherwise: 
     files = _files(chain.sources)
     if not files:
         return (
-            f"To allow {shown}, restart the gateway with --policy FILE, a file holding:\n"
+            "To allow it, restart the gateway with --policy FILE, a file holding:\n"
             f"{allow_rule(name)}\n(or {otherwise})."
         )
     target = files[-1]
     json_file = target.suffix == ".json"
     where = "to the profile.rules list of" if json_file else "to"
     return (
-        f"To allow {shown}, add this rule {where} {target} and restart the gateway:\n"
+        f"To allow it, add this rule {where} {target} and restart the gateway:\n"
         f"{allow_rule(name, json_file=json_file)}\n(or {otherwise})."
     )
 

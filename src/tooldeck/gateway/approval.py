@@ -6,7 +6,9 @@ The gateway's policy chain (:mod:`tooldeck.policy`) decides every call; a call i
 - ``auto`` (the default): by elicitation when the client declared the ``elicitation``
   capability (in its ``initialize`` request, or, for a client of MCP 2026-07-28, in its
   request's envelope: then the form goes out in an ``input_required`` round,
-  :mod:`.input_required`); else nobody: the call is denied at once;
+  :mod:`.input_required`); else out of band while a ``tooldeck approve --watch`` watches
+  the gateway's state folder (someone is there to answer); else nobody: the call is
+  denied at once;
 - ``elicit``: by elicitation only (a client without it gets the call denied at once);
 - ``out-of-band``: always ``tooldeck approve`` (:mod:`.out_of_band`), even for a client
   that could elicit (the person who approves is not the person at the client): the call
@@ -60,6 +62,7 @@ __all__ = [
     "NO_ELICITATION",
     "OTHERWISE",
     "PROGRESS_SECONDS",
+    "WATCH",
     "answer_of",
     "approval_message",
     "elicitation_asker",
@@ -78,18 +81,17 @@ _log = logging.getLogger("tooldeck.gateway")
 ARGUMENTS_SHOWN = 2000
 PROGRESS_SECONDS = 5.0
 """How often a client is sent progress while its call waits for a person."""
-NO_ELICITATION = (
-    "nobody can approve it here: this MCP client cannot ask its user (it did not declare "
-    "the elicitation capability)"
-)
+NO_ELICITATION = "nobody can approve it here: this MCP client cannot ask its user (no elicitation)"
 NOBODY = "nobody can approve it: the gateway asks nobody (tooldeck serve --approvals deny)"
 OTHERWISE = {
-    "auto": "use an MCP client that supports elicitation, or restart the gateway with "
-    "--approvals out-of-band and approve the call with tooldeck approve",
-    "elicit": "use an MCP client that supports elicitation",
+    "auto": "use an MCP client with elicitation, or restart the gateway with --approvals "
+    "out-of-band",
+    "elicit": "use an MCP client with elicitation",
     "deny": "restart the gateway without --approvals deny",
 }
 """The other way to let a call run, by ``--approvals`` mode, said after the rule."""
+WATCH = "run tooldeck approve --watch {state} (then calls wait for you) and call it again"
+"""The other way under ``auto`` when the gateway has a state folder to be watched."""
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -1,5 +1,9 @@
 """Approvals answered out of band: the call waits while a human runs ``tooldeck approve``.
 
+A call waits here under ``--approvals out-of-band``, or under ``auto`` (a client without
+elicitation) while a ``tooldeck approve --watch`` watches the folder
+(:meth:`ApprovalDesk.watched`): someone is there to answer.
+
 For a client that cannot ask its user (no MCP elicitation), an ask of the gateway's
 policy is written as a pending-approval file, in the format of
 :class:`~tooldeck.policy.PendingFiles` (``tooldeck.pending/1``), to
@@ -45,7 +49,7 @@ from ..approvals import (
     PendingStep,
     not_answered,
 )
-from ..policy._files import locked
+from ..policy._files import locked, watched
 from ..policy.pending import PendingFiles, load_answers
 from ..tool import Tier, Tool
 from ..transcript import AssistantMessage, StopReason, Usage
@@ -111,6 +115,10 @@ class ApprovalDesk:
 
     def close(self) -> None:
         self.closing = True
+
+    def watched(self) -> bool:
+        """Whether a ``tooldeck approve --watch`` watches this desk's folder now."""
+        return watched(self.folder)
 
     def asker(
         self,

@@ -48,6 +48,7 @@ from .approval import (
     NO_ELICITATION,
     NOBODY,
     OTHERWISE,
+    WATCH,
     elicitation_asker,
     elicitation_supported,
     nobody_asker,
@@ -59,6 +60,7 @@ from .out_of_band import (
     DEFAULT_TIMEOUT,
     WHO,
     ApprovalDesk,
+    ApprovalsFolderError,
     approvals_folder,
 )
 from .session import GatewaySession
@@ -149,10 +151,15 @@ class Gateway:
         self.approvals = approvals
         self.home = home
         self.desk: ApprovalDesk | None = None
-        if approvals == "out-of-band":
-            if state is None:
-                raise ValueError("out-of-band approvals need a state folder (--state)")
-            self.desk = ApprovalDesk(approvals_folder(state), approval_timeout)
+        if approvals in ("auto", "out-of-band") and state is not None:
+            try:
+                self.desk = ApprovalDesk(approvals_folder(state), approval_timeout)
+            except ApprovalsFolderError as exc:
+                if approvals == "out-of-band":
+                    raise
+                _log.warning("no out-of-band approvals (tooldeck approve --watch): %s", exc)
+        elif approvals == "out-of-band":
+            raise ValueError("out-of-band approvals need a state folder (--state)")
         self._sessions: weakref.WeakKeyDictionary[Any, GatewaySession] = weakref.WeakKeyDictionary()
         self._peers: weakref.WeakKeyDictionary[GatewaySession, _Peer] = weakref.WeakKeyDictionary()
         self._single: GatewaySession | None = None  # stdio: the one client
@@ -205,8 +212,9 @@ class Gateway:
                 return wait_for_human, CLIENT_USER
             asker = elicitation_asker(ctx.session, ctx.request_id, client_name, progress)
             return asker, CLIENT_USER
-        if self.desk is not None:  # --approvals out-of-band
-            asker = self.desk.asker(
+        desk = self.desk
+        if desk is not None and (mode == "out-of-band" or (mode == "auto" and desk.watched())):
+            asker = desk.asker(
                 session.id,
                 tier_of=session.policy.tier_of,
                 shown=client_name,
@@ -216,6 +224,8 @@ class Gateway:
             return asker, WHO
         # nobody can answer: denied at once, with what lets the call run
         otherwise = OTHERWISE[mode]
+        if mode == "auto" and desk is not None:
+            otherwise = WATCH.format(state=self.state)
 
         def fix(request: ApprovalRequest) -> str:
             return how_to_allow(request, session.policy, otherwise=otherwise)
