@@ -38,6 +38,7 @@ from gateway_client import (
     write_policy,
 )
 from tooldeck.cli import app
+from tooldeck.gateway.out_of_band import WATCHED_SECONDS
 from tooldeck.policy import AuditLog
 
 WHO = "tooldeck approve (out of band)"
@@ -378,6 +379,7 @@ def test_auto_waits_for_a_watching_approver_and_only_while_one_watches(tmp_path:
                             shown += await watcher.stdout.receive()
 
                 await until(b"Watching ")
+                await anyio.sleep(WATCHED_SECONDS)  # the gateway looks once per this
                 call = Call()
                 tg.start_soon(call.run, c, "alpha__echo", {"text": "watched"})
                 await until(b"Approve alpha__echo")
@@ -391,6 +393,7 @@ def test_auto_waits_for_a_watching_approver_and_only_while_one_watches(tmp_path:
                 watcher.send_signal(signal.SIGINT)
                 with anyio.fail_after(60):
                     assert await watcher.wait() == 0
+            await anyio.sleep(WATCHED_SECONDS)
             again = await c.call_tool("alpha__echo", {"text": "y"})
             assert again.is_error and "nobody can approve it here" in text_of(again)
 

@@ -32,8 +32,10 @@ Whoever can write to ``<state>/approvals`` can approve, so the folder is made pr
 from __future__ import annotations
 
 import logging
+import math
 import os
 import stat
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -67,6 +69,8 @@ _log = logging.getLogger("tooldeck.gateway")
 DEFAULT_TIMEOUT = 120.0
 """Seconds a call waits for ``tooldeck approve`` by default."""
 POLL_SECONDS = 0.05  # one stat() of the answers file per waiting call
+WATCHED_SECONDS = 1.0
+"""How long a look at whether ``tooldeck approve --watch`` runs holds."""
 WHO = "tooldeck approve (out of band)"
 """Who approved, in the audit log, for answers given with ``tooldeck approve``."""
 
@@ -112,13 +116,21 @@ class ApprovalDesk:
         self.files = PendingFiles(folder)
         self.closing = False
         self.waiting = 0
+        self._watched = False
+        self._look_again = -math.inf
 
     def close(self) -> None:
         self.closing = True
 
     def watched(self) -> bool:
-        """Whether a ``tooldeck approve --watch`` watches this desk's folder now."""
-        return watched(self.folder)
+        """Whether a ``tooldeck approve --watch`` watches this desk's folder: looked at
+        most once per :data:`WATCHED_SECONDS` (a lock attempt costs a fraction of a
+        millisecond, and this is asked for every call of a client without elicitation)."""
+        now = time.monotonic()
+        if now >= self._look_again:
+            self._watched = watched(self.folder)
+            self._look_again = now + WATCHED_SECONDS
+        return self._watched
 
     def asker(
         self,
