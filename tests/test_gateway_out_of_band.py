@@ -367,7 +367,8 @@ def test_auto_waits_for_a_watching_approver_and_only_while_one_watches(tmp_path:
         async with gateway(config, state, "--core", "*") as c, anyio.create_task_group() as tg:
             nobody = await c.call_tool("alpha__echo", {"text": "x"})
             assert nobody.is_error and f"tooldeck approve --watch {state}" in text_of(nobody)
-            async with await anyio.open_process(watch) as watcher:
+            watcher = await anyio.open_process(watch)
+            try:
                 assert watcher.stdin and watcher.stdout
                 shown = b""
 
@@ -393,6 +394,11 @@ def test_auto_waits_for_a_watching_approver_and_only_while_one_watches(tmp_path:
                 watcher.send_signal(signal.SIGINT)
                 with anyio.fail_after(60):
                     assert await watcher.wait() == 0
+            finally:  # a failure above must not leave the test waiting for the watcher
+                if watcher.returncode is None:
+                    watcher.kill()
+                with anyio.CancelScope(shield=True):
+                    await watcher.aclose()
             await anyio.sleep(WATCHED_SECONDS)
             again = await c.call_tool("alpha__echo", {"text": "y"})
             assert again.is_error and "nobody can approve it here" in text_of(again)
