@@ -151,6 +151,18 @@ class Notes:
             self.changed.set()
 
 
+async def settled(client: Any) -> None:
+    """Wait until no upstream server of the gateway is still starting (its ``tools/list``
+    answers name them in ``_meta``, ``tooldeck/starting``): the servers start in the
+    background, after ``initialize`` was answered."""
+    with anyio.fail_after(60):
+        while True:
+            listing = await client.list_tools()
+            if not (listing.meta or {}).get("tooldeck/starting"):
+                return
+            await anyio.sleep(0.05)
+
+
 @asynccontextmanager
 async def gateway(
     config: Path | None,
@@ -162,11 +174,13 @@ async def gateway(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     lexical: bool = True,
+    settle: bool = True,
 ) -> AsyncIterator[ClientSession]:
     """``tooldeck serve`` as a stdio subprocess, reached by an SDK client; ``errlog``
     gets its stderr, ``env`` is added to the SDK's default environment, ``cwd`` is its
     folder; ``lexical=False``: its search ranks by meaning too (when the ``semantic``
-    extra is installed). Without ``config`` it serves no upstream server (give
+    extra is installed); ``settle``: the upstream servers are up (or failed) when the
+    client is handed over. Without ``config`` it serves no upstream server (give
     ``--tools``)."""
     upstream = ["--mcp", str(config)] if config is not None else []
     serve = ["-m", "tooldeck.cli", "serve", *upstream, "--state", str(state)]
@@ -182,6 +196,8 @@ async def gateway(
     ):
         with anyio.fail_after(60):
             await client.initialize()
+        if settle:
+            await settled(client)
         yield client
 
 
@@ -263,14 +279,20 @@ def http_server(script: str) -> Iterator[str]:
 
 @contextmanager
 def gateway_process(
-    config: Path, state: Path, *args: str, env: dict[str, str] | None = None
+    config: Path,
+    state: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    stderr: TextIO | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[Any]]]:
     """``tooldeck serve --http`` as a subprocess on a free loopback port; its URL, and the
-    process."""
+    process (``stderr``: where its stderr goes)."""
     port = free_port()
     serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
     environment = {**os.environ, **env} if env else None
-    proc = subprocess.Popen([PY, *serve, "--lexical", "--http", str(port), *args], env=environment)
+    proc = subprocess.Popen(
+        [PY, *serve, "--lexical", "--http", str(port), *args], env=environment, stderr=stderr
+    )
     try:
         _listening(proc, port, "the gateway")
         yield f"http://127.0.0.1:{port}/mcp", proc
@@ -289,9 +311,14 @@ def served_gateway(
 
 @asynccontextmanager
 async def http_client(
-    url: str, elicit: Any = None, notes: Notes | None = None, token: str | None = None
+    url: str,
+    elicit: Any = None,
+    notes: Notes | None = None,
+    token: str | None = None,
+    settle: bool = True,
 ) -> AsyncIterator[ClientSession]:
-    """The SDK's client over streamable HTTP (``elicit``: its elicitation callback)."""
+    """The SDK's client over streamable HTTP (``elicit``: its elicitation callback;
+    ``settle``: see :func:`gateway`)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
@@ -300,6 +327,8 @@ async def http_client(
     ):
         with anyio.fail_after(30):
             await c.initialize()
+        if settle:
+            await settled(c)
         yield c
 
 

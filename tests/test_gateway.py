@@ -151,12 +151,16 @@ def test_check_prints_the_listing_and_its_cost(tmp_path: Path) -> None:
 
 
 def test_check_says_a_failed_server_once_and_no_saving_without_tools(tmp_path: Path) -> None:
+    """A server that did not start: said once, plainly, and --check exits 1 (the answer
+    is no, as for tooldeck mcp list)."""
     missing = tmp_path / "no-such-server"
     config = write_config(tmp_path, {"gone": {"command": str(missing), "args": []}})
     args = ["serve", "--mcp", str(config), "--state", str(tmp_path / "s"), "--check"]
     out = CliRunner().invoke(app, [*args, "--lexical"], env={"COLUMNS": "200"})
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 1, out.output
     assert out.output.count("gone: failed") == 1, out.output
+    assert f"({missing}: no such file)" in out.output
+    assert "FileNotFoundError" not in out.output
     assert "failed to start" not in out.output  # the log warning: the report says it
     assert "behind tool_search: no tools (no upstream server listed any)" in out.output
     assert "saved" not in out.output

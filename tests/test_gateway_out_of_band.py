@@ -1,8 +1,8 @@
 """Out-of-band approvals at the gateway: a call waits while ``tooldeck approve`` answers.
 
 A real ``tooldeck serve`` (stdio, and HTTP) in front of tests/mcp_servers/basic.py and
-the real PyPI mcp-server-git, reached with the official MCP client SDK; the client
-declares no elicitation, so an ask becomes a pending-approval file that a real
+the real PyPI mcp-server-git, reached with the official MCP client SDK; the gateway runs
+with ``--approvals out-of-band``, so an ask becomes a pending-approval file that a real
 ``tooldeck approve`` subprocess answers, as a person in another terminal would.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 import typing
 from pathlib import Path
@@ -37,9 +38,11 @@ from gateway_client import (
     write_policy,
 )
 from tooldeck.cli import app
+from tooldeck.gateway.out_of_band import WATCHED_SECONDS
 from tooldeck.policy import AuditLog
 
 WHO = "tooldeck approve (out of band)"
+OOB = ("--approvals", "out-of-band")  # else a client without elicitation is denied at once
 
 
 def _audit(state: Path) -> list[dict[str, Any]]:
@@ -62,7 +65,7 @@ def test_a_waiting_call_is_approved_by_tooldeck_approve(tmp_path: Path) -> None:
     async def main() -> None:
         with log.open("w") as errlog:
             async with (
-                gateway(config, state, "--core", "*", errlog=errlog) as c,
+                gateway(config, state, *OOB, "--core", "*", errlog=errlog) as c,
                 anyio.create_task_group() as tg,
             ):
                 call = Call()
@@ -98,7 +101,7 @@ def test_a_denial_reaches_the_model_with_the_approvers_message(tmp_path: Path) -
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with gateway(config, state, "--core", "*") as c:
+        async with gateway(config, state, *OOB, "--core", "*") as c:
             typed = "n\nuse the staging copy\n"
             result, _ = await answered_out_of_band(c, state, "alpha__echo", {"text": "x"}, typed)
             assert result.is_error and "use the staging copy" in text_of(result)
@@ -120,7 +123,7 @@ def test_edited_arguments_are_judged_again(tmp_path: Path) -> None:
 
     async def main() -> None:
         args = ("--core", "*", "--policy", str(policy))
-        async with gateway(config, state, *args) as c, anyio.create_task_group() as tg:
+        async with gateway(config, state, *OOB, *args) as c, anyio.create_task_group() as tg:
             first = Call()
             tg.start_soon(first.run, c, "alpha__echo", {"text": "draft"})
             path = await pending_file(state)
@@ -149,7 +152,7 @@ def test_no_answer_in_time_is_a_deny_and_a_late_answer_is_refused(tmp_path: Path
 
     async def main() -> None:
         args = ("--core", "*", "--approval-timeout", "15")
-        async with gateway(config, state, *args) as c, anyio.create_task_group() as tg:
+        async with gateway(config, state, *OOB, *args) as c, anyio.create_task_group() as tg:
             call = Call()
             tg.start_soon(call.run, c, "alpha__echo", {"text": "late"})
             path = await pending_file(state)
@@ -198,7 +201,7 @@ def test_dangerous_never_runs_without_a_human(tmp_path: Path) -> None:
         async with gateway(config, tmp_path / "nobody", *base, "--approvals", "deny") as c:
             denied = await c.call_tool("alpha__wipe", {})
             assert denied.is_error and "--approvals deny" in text_of(denied)
-        async with gateway(config, state, *base) as c, anyio.create_task_group() as tg:
+        async with gateway(config, state, *OOB, *base) as c, anyio.create_task_group() as tg:
             # a forged answers file: "approved": "yes" is not an explicit true
             call = Call()
             tg.start_soon(call.run, c, "alpha__wipe", {})
@@ -234,7 +237,7 @@ def test_approve_always_holds_for_the_rest_of_the_session(tmp_path: Path) -> Non
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with gateway(config, state, "--core", "*") as c:
+        async with gateway(config, state, *OOB, "--core", "*") as c:
             one, _ = await answered_out_of_band(c, state, "alpha__echo", {"text": "one"}, "a\n\n")
             assert text_of(one) == "one"
             with anyio.fail_after(30):  # no file, no wait: the grant answers
@@ -282,7 +285,7 @@ def test_a_gateway_stopped_while_a_call_waits_answers_it_first(
     state = tmp_path / "s"
 
     async def over_stdio() -> None:
-        async with gateway(config, state, "--core", "*") as c:
+        async with gateway(config, state, *OOB, "--core", "*") as c:
             await _stopped_while_waiting(c, state)
 
     async def over_http(url: str) -> None:
@@ -292,7 +295,7 @@ def test_a_gateway_stopped_while_a_call_waits_answers_it_first(
     if transport == "stdio":
         anyio.run(over_stdio)
     else:
-        with served_gateway(config, state, "--core", "*") as url:
+        with served_gateway(config, state, *OOB, "--core", "*") as url:
             anyio.run(over_http, url)
     approvals = [e for e in _audit(state) if e["level"] == "approval"]
     assert [(e["decision"], e.get("denied_by")) for e in approvals] == [("deny", None)]
@@ -307,7 +310,7 @@ def test_a_cancelled_call_stops_waiting(tmp_path: Path) -> None:
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with gateway(config, state, "--core", "*", "--policy", str(policy)) as c:
+        async with gateway(config, state, *OOB, "--core", "*", "--policy", str(policy)) as c:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(c.call_tool, "alpha__echo", {"text": "x"})
                 path = await pending_file(state)
@@ -343,13 +346,84 @@ def test_an_http_client_without_elicitation_waits_for_tooldeck_approve(tmp_path:
             assert (await anyio.to_thread.run_sync(approve, path_a, "y\n")).returncode == 0
             assert text_of(await first.get()) == "a"
 
-    with served_gateway(config, state) as url:
+    with served_gateway(config, state, *OOB) as url:
         anyio.run(main, url)
     by_session: dict[str, list[str]] = {}
     for e in _audit(state):
         if e["level"] == "approval":
             by_session.setdefault(e["session_id"], []).append(e["decision"])
     assert sorted(by_session.values()) == [["approve"], ["deny"]]
+
+
+def test_auto_waits_for_a_watching_approver_and_only_while_one_watches(tmp_path: Path) -> None:
+    """--approvals auto, a client without elicitation: denied at once while nobody watches
+    (the denial says how to watch), waiting for the person at tooldeck approve --watch
+    while one does; a second watcher is refused; stopped, nobody watches again."""
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    state = tmp_path / "s"
+    watch = [PY, "-m", "tooldeck.cli", "approve", "--watch", str(state)]
+
+    async def main() -> None:
+        async with gateway(config, state, "--core", "*") as c, anyio.create_task_group() as tg:
+            nobody = await c.call_tool("alpha__echo", {"text": "x"})
+            assert nobody.is_error and f"tooldeck approve --watch {state}" in text_of(nobody)
+            watcher = await anyio.open_process(watch)
+            try:
+                assert watcher.stdin and watcher.stdout
+                shown = b""
+
+                async def until(text: bytes) -> None:
+                    nonlocal shown
+                    with anyio.fail_after(60):
+                        while text not in shown:
+                            assert watcher.stdout
+                            shown += await watcher.stdout.receive()
+
+                await until(b"Watching ")
+                await anyio.sleep(WATCHED_SECONDS)  # the gateway looks once per this
+                call = Call()
+                tg.start_soon(call.run, c, "alpha__echo", {"text": "watched"})
+                await until(b"Approve alpha__echo")
+                await watcher.stdin.send(b"y\n")
+                assert text_of(await call.get()) == "watched"
+                second = await anyio.to_thread.run_sync(
+                    lambda: subprocess.run(watch, capture_output=True, text=True, timeout=60)
+                )
+                assert second.returncode == 2, second.stderr
+                assert "another tooldeck approve --watch watches" in second.stderr
+                watcher.send_signal(signal.SIGINT)
+                with anyio.fail_after(60):
+                    assert await watcher.wait() == 0
+            finally:  # a failure above must not leave the test waiting for the watcher
+                if watcher.returncode is None:
+                    watcher.kill()
+                with anyio.CancelScope(shield=True):
+                    await watcher.aclose()
+            await anyio.sleep(WATCHED_SECONDS)
+            again = await c.call_tool("alpha__echo", {"text": "y"})
+            assert again.is_error and "nobody can approve it here" in text_of(again)
+
+    anyio.run(main)
+    approvals = [e for e in _audit(state) if e["level"] == "approval"]
+    assert [(e["decision"], e.get("approved_by")) for e in approvals] == [
+        ("deny", None),
+        ("approve", WHO),
+        ("deny", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--watch", "{t}", "{t}/x.pending.json"], "leave out FILE and --answers"),
+        ([], "give FILE, a waiting run's <session>.pending.json, or --watch STATE"),
+        (["--watch", "{t}/nowhere"], "approvals does not exist; give --watch the --state"),
+    ],
+)
+def test_approve_watch_mistakes_are_one_line(tmp_path: Path, args: list[str], said: str) -> None:
+    out = CliRunner().invoke(app, ["approve", *(a.format(t=tmp_path) for a in args)])
+    assert out.exit_code == 2 and said in out.stderr, out.output
+    assert len(out.stderr.strip().splitlines()) == 1
 
 
 def test_out_of_band_needs_a_private_state_folder(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ from gateway_client import (
     oauth_client,
     result_of,
     served_gateway,
+    settled,
     stdio,
     stdio_2026,
     text_of,
@@ -189,7 +190,14 @@ def oauth_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthGat
             config, tmp / "s", "--policy", str(policy), *oauth_args(servers, tmp)
         ) as url,
     ):
-        yield OAuthGateway(url, servers, tmp / "s")
+        g = OAuthGateway(url, servers, tmp / "s")
+        anyio.run(_settle, g)  # its upstream server is up before the tests' clients come
+        yield g
+
+
+async def _settle(g: OAuthGateway) -> None:
+    async with bearer_client(g.url, g.token("settle")) as c:
+        await settled(c)
 
 
 def test_one_principal_is_one_session_and_principals_are_kept_apart(
@@ -427,13 +435,14 @@ async def _idle_then_stop(g: OAuthGateway, proc: subprocess.Popen[Any]) -> None:
         assert events.ended
 
 
-# -- a 2026 client without elicitation: asks wait out of band (auto) ---------------------
+# -- a 2026 client without elicitation: asks wait out of band (--approvals out-of-band) ---
 def test_a_2026_client_without_elicitation_waits_for_tooldeck_approve(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"alpha": stdio("basic.py")})
     state = tmp_path / "s"
 
     async def main() -> None:
-        async with stdio_2026(config, state, "--core", "*") as c:  # no elicitation callback
+        oob = ("--core", "*", "--approvals", "out-of-band")
+        async with stdio_2026(config, state, *oob) as c:  # no elicitation callback
             assert c.protocol_version == MODERN
             result, _ = await answered_out_of_band(
                 c, state, "alpha__echo", {"text": "by tooldeck approve"}, "y\n"

@@ -82,7 +82,7 @@ def test_three_real_servers_listed_searched_and_a_commit_approved_out_of_band(
     (repo / "CHANGES.md").write_text("a change\n")
 
     async def main() -> None:
-        args = ("--policy", str(policy))
+        args = ("--policy", str(policy), "--approvals", "out-of-band")
         async with gateway(config, state, *args, notes=notes) as c:
             assert await names(c) == ["tool_search", "call_tool", "recall_tool_result"]
             found = await c.call_tool("tool_search", {"query": ["stage files", "commit changes"]})

@@ -187,7 +187,7 @@ def test_failed_servers_are_reported_and_the_others_work(shared: McpSource) -> N
     down = ("mcp__broken__", "mcp__crash__", "mcp__hang__")
     assert not any(n.startswith(down) for n in names(tools))
     broken = shared.server_status("broken")
-    assert broken.state == "failed" and "FileNotFoundError" in (broken.error or "")
+    assert broken.state == "failed" and broken.error == "/nonexistent/mcp-server: no such file"
     crash = shared.server_status("crash")
     assert crash.state == "failed" and "boom at startup" in (crash.error or "")
     report = shared.status_report()
@@ -407,7 +407,7 @@ def test_status_events_report_a_server_that_fails_to_start() -> None:
     states = {(e.server, e.state) for e in seen if isinstance(e, McpServerStatusChanged)}
     assert ("good", "connected") in states and ("bad", "failed") in states
     bad = [e for e in seen if isinstance(e, McpServerStatusChanged) and e.state == "failed"]
-    assert "FileNotFoundError" in (bad[0].error or "")
+    assert bad[0].error == "/nonexistent/mcp-server: no such file"
 
 
 # -- turns, skills, trust ------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """A test MCP server built on the SDK's MCPServer (FastMCP in SDK 1.x).
 
-Run: ``python basic.py stdio`` or ``python basic.py http PORT``.
+Run: ``python basic.py stdio`` or ``python basic.py http PORT``. A server slow to start:
+``BASIC_START_DELAY=SECONDS`` waits that long before serving, ``BASIC_START_GATE=FILE``
+until that file exists.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -111,6 +114,10 @@ async def grow(name: str, ctx: Context) -> str:
 
 
 if __name__ == "__main__":
+    time.sleep(float(os.environ.get("BASIC_START_DELAY", "0")))
+    gate = os.environ.get("BASIC_START_GATE")
+    while gate and not os.path.exists(gate):
+        time.sleep(0.05)
     if sys.argv[1] == "stdio":
         app.run()
     else:

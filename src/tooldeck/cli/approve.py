@@ -1,4 +1,5 @@
-"""``tooldeck approve FILE``: answer a waiting run's calls at the terminal.
+"""``tooldeck approve FILE``: answer a waiting run's calls at the terminal; ``--watch
+STATE``: a gateway's waiting calls, as they come.
 
 The prompt itself (:class:`~tooldeck.policy.prompt.PromptApprover`, :func:`ask_calls`)
 is library code in :mod:`tooldeck.policy.prompt`; it is re-exported here (loaded on first
@@ -33,21 +34,55 @@ def __getattr__(name: str) -> Any:
 
 def approve_command(
     pending: Annotated[
-        Path, typer.Argument(metavar="FILE", help="A waiting run's <session>.pending.json.")
-    ],
+        Path | None,
+        typer.Argument(
+            metavar="[FILE]", help="A waiting run's <session>.pending.json (or --watch)."
+        ),
+    ] = None,
     answers: Annotated[
         Path | None,
         typer.Option("--answers", "-o", help="Where to write the answers (JSON)."),
     ] = None,
+    watch: Annotated[
+        Path | None,
+        typer.Option(
+            "--watch",
+            metavar="STATE",
+            help="Answer the calls a gateway (tooldeck serve --state STATE, by default "
+            "~/.tooldeck/gateway) holds waiting, as they come, until Ctrl-C or the input "
+            "ends; while it runs, that gateway's calls from clients without elicitation "
+            "wait for you instead of being denied.",
+        ),
+    ] = None,
 ) -> None:
     """Answer the calls a waiting run needs approved; writes an answers file for resume."""
+    console = Console()
+    if watch is not None:
+        if pending is not None or answers is not None:
+            raise user_error(
+                "--watch answers each waiting call beside it; leave out FILE and --answers"
+            )
+        _watch(watch, console)
+        return
+    if pending is None:
+        raise user_error(
+            "give FILE, a waiting run's <session>.pending.json, or --watch STATE to answer "
+            "a gateway's calls as they come"
+        )
+    _answer(pending, answers, console)
+
+
+def _answer(
+    pending: Path, answers: Path | None, console: Console, *, watching: bool = False
+) -> bool:
+    """Ask about the calls of ``pending`` and write the answers; False when ``watching``
+    and the input ended before every call was answered (then nothing is written)."""
     from .._config_files import ConfigFileError, decode_text, parse_json, read_bytes
     from ..dispatch import ApprovalAnswer
     from ..policy._pending_json import MAX_DEPTH
     from ..policy.pending import decode_pending
-    from ..policy.prompt import ask_calls
+    from ..policy.prompt import INPUT_ENDED, ask_calls
 
-    console = Console()
     what = "a waiting run's <session>.pending.json"
     existing_file(pending, what)
     try:
@@ -77,6 +112,8 @@ def approve_command(
         highlight=False,
     )
     given = ask_calls(step.calls, sys.stdin, console)
+    if watching and any(not a.by_user and a.message == INPUT_ENDED for a in given):
+        return False  # nobody answered these: they stay waiting (for their timeout)
     by_id: dict[str, ApprovalAnswer] = {
         c.call_id: a for c, a in zip(step.calls, given, strict=True)
     }
@@ -94,6 +131,61 @@ def approve_command(
         f"Wrote {target} ({summary['approved']} approved, {summary['denied']} denied). {then}",
         highlight=False,
     )
+    return True
+
+
+def _watch(state: Path, console: Console) -> None:
+    """``--watch``: answer the gateway's waiting calls as their files appear, holding the
+    folder's watcher lock meanwhile (which tells the gateway someone is here)."""
+    import time
+
+    from ..policy._files import watching
+
+    folder = state.expanduser() / "approvals"
+    if not folder.is_dir():
+        raise user_error(
+            f"{folder} does not exist; give --watch the --state folder of a tooldeck serve "
+            "(by default ~/.tooldeck/gateway) once the gateway has started"
+        )
+    with watching(folder) as mine:
+        if not mine:
+            raise user_error(
+                f"another tooldeck approve --watch watches {folder}; answer there, or stop it"
+            )
+        console.print(
+            f"Watching {folder}: calls waiting for approval are asked here as they come "
+            "(Ctrl-C stops).",
+            highlight=False,
+        )
+        asked: set[tuple[str, int]] = set()  # each file once, as it was when asked
+        try:
+            while True:
+                waiting = _waiting(folder)
+                asked &= set(waiting)  # forget the files that are gone
+                for key in waiting:
+                    if key in asked:
+                        continue
+                    asked.add(key)
+                    try:
+                        if not _answer(folder / key[0], None, console, watching=True):
+                            console.print("The input ended: stopped watching.")
+                            return
+                    except typer.Exit:
+                        pass  # said in one line (the call stopped waiting...): watch on
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            console.print("Stopped watching.")
+
+
+def _waiting(folder: Path) -> list[tuple[str, int]]:
+    """``(name, mtime)`` of the pending files in ``folder``, oldest first."""
+    found: list[tuple[int, str]] = []
+    for path in folder.glob("*.pending.json"):
+        try:
+            found.append((path.stat().st_mtime_ns, path.name))
+        except OSError:
+            continue  # answered, or given up, meanwhile
+    return [(name, mtime) for mtime, name in sorted(found)]
 
 
 def _save_if_still_waiting(

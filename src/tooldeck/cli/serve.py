@@ -7,8 +7,8 @@ command, so ``tooldeck --help`` stays cheap.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
@@ -19,6 +19,8 @@ from .report import user_error
 if TYPE_CHECKING:
     from ..gateway.http_auth import OAuthResourceServer
     from ..gateway.native import NativeTools
+    from ..mcp import McpConfig, McpSource
+    from ..policy import Policy
 
 __all__ = ["serve_command"]
 
@@ -138,7 +140,9 @@ def serve_command(
         typer.Option(
             "--approvals",
             help="How a call the policy asks about reaches a human: auto (elicitation if the "
-            "client supports it, else tooldeck approve), elicit, out-of-band, deny.",
+            "client supports it, else tooldeck approve --watch while one runs, else denied "
+            "at once, saying how to allow it), elicit, out-of-band (the call waits for "
+            "tooldeck approve), deny.",
         ),
     ] = "auto",
     approval_timeout: Annotated[
@@ -204,8 +208,20 @@ def serve_command(
             help="With --import: the client's config file, where it is not in its usual place.",
         ),
     ] = None,
+    init: Annotated[
+        bool,
+        typer.Option(
+            "--init",
+            help="Write a starter --mcp file (default ~/.config/tooldeck/mcp.json) and policy "
+            "file (--policy, default policy.toml beside it), explained; files that exist are "
+            "kept. Does not serve.",
+        ),
+    ] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="With --import: replace the --mcp file if it exists.")
+        bool,
+        typer.Option(
+            "--force", help="With --import or --init: replace the files it writes if they exist."
+        ),
     ] = False,
 ) -> None:
     """Serve the servers of an MCP config over stdio (or HTTP), behind tooldeck's policy."""
@@ -214,8 +230,6 @@ def serve_command(
 
         import_client_servers(import_client, import_from, mcp, force)
         return
-    if import_from is not None or force:
-        raise user_error("--import-from and --force go with --import CLIENT")
     import anyio
 
     from ..gateway import Catalog, Gateway
@@ -224,10 +238,15 @@ def serve_command(
     from ..mcp import McpConfig, McpConfigError, McpSource
     from ..policy import Policy, PolicyError
 
+    if init:
+        _init(mcp, policy, force=force)
+        return
+    if import_from is not None or force:
+        raise user_error("--import-from goes with --import CLIENT; --force with --import or --init")
     if mcp is None and not tools and not definitions:
         raise user_error(
             "give --mcp CONFIG (the MCP servers to serve), --tools MODULE:ATTR (your own "
-            "tools) or both; see tooldeck serve --help"
+            "tools) or both, or --init for starter files; see tooldeck serve --help"
         )
     try:
         config = McpConfig.load(mcp) if mcp is not None else McpConfig((), "(no --mcp)")
@@ -274,9 +293,19 @@ def serve_command(
             f"--host {host} is not a loopback address; serving it needs a "
             "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN) or --oauth-issuer"
         )
+    stdin_problem = None if http is not None or check_only else _stdin_problem()
+    if stdin_problem:
+        raise user_error(
+            f"{stdin_problem}, so no MCP client can talk to the gateway: let the client "
+            "start tooldeck serve (see docs/gateway.md), or serve HTTP with --http PORT"
+        )
+    sock = _socket(host, http) if http is not None and not check_only else None
 
     async def run() -> None:
-        async with McpSource(config, client_name="tooldeck-gateway", prefixed=False) as source:
+        source = McpSource(config, client_name="tooldeck-gateway", prefixed=False)
+        # the servers start in the background: initialize is answered at once, and
+        # what comes up later is announced (--check waits for them)
+        async with _started(source, wait=check_only):
             catalog = Catalog(
                 source,
                 core=core or (),
@@ -298,12 +327,18 @@ def serve_command(
             except ValueError as exc:
                 raise user_error(f"--approvals {approvals}: {exc}") from exc
             if check_only:
-                _print_check(check(gateway), json_output, native.left_out if native else ())
+                report = check(gateway)
+                _print_check(report, json_output, native.left_out if native else ())
+                if any(s["state"] not in ("connected", "idle") for s in report.servers):
+                    raise typer.Exit(1)  # a server did not start: the answer is no
                 return
             exporting = _export_telemetry()
+            _banner(config, rules, approvals, "HTTP" if http is not None else "stdio")
             try:
                 if http is not None:
-                    await gateway.serve_http(host, http, token=token, oauth=oauth)
+                    await gateway.serve_http(
+                        host, http, token=token, oauth=oauth, sock=sock, announce=_listening
+                    )
                 else:
                     await gateway.serve_stdio()
             finally:
@@ -322,6 +357,81 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 def _fail(message: str) -> NoReturn:
     raise user_error(message)
+
+
+def _init(mcp: Path | None, policy: list[Path] | None, *, force: bool) -> None:
+    """``--init``: the starter files (:mod:`.serve_init`), the config where ``--import``
+    writes it unless ``--mcp`` says."""
+    import os
+
+    from ..gateway.importer import default_config
+    from .serve_init import write_starters
+
+    if mcp is None:
+        mcp = default_config(Path.home(), os.environ)
+    if policy and len(policy) > 1:
+        _fail("--init writes one policy file; give --policy once")
+    write_starters(mcp, policy[0] if policy else mcp.with_name("policy.toml"), force=force)
+
+
+def _stdin_problem() -> str | None:
+    from ..gateway._stdin import stdin_problem
+
+    return stdin_problem()
+
+
+def _socket(host: str, port: int) -> Any:
+    """The ``--http`` socket, bound before any server starts: a port that cannot be had
+    is one line, not a traceback once everything is up."""
+    import errno
+
+    from ..gateway.server import http_socket
+
+    try:
+        return http_socket(host, port)
+    except OverflowError as exc:
+        raise user_error(f"--http {port}: not a port; give a number from 0 to 65535") from exc
+    except OSError as exc:
+        why = {
+            errno.EADDRINUSE: "the port is in use (another server listens there)",
+            errno.EACCES: "permission denied (ports below 1024 need privileges)",
+            errno.EADDRNOTAVAIL: f"{host} is not an address of this machine",
+        }.get(exc.errno or 0, exc.strerror or str(exc))
+        raise user_error(
+            f"--http {port}: cannot listen on {host}:{port}: {why}; give another --http port"
+            + (" or --host" if exc.errno == errno.EADDRNOTAVAIL else "")
+        ) from exc
+
+
+@asynccontextmanager
+async def _started(source: McpSource, *, wait: bool) -> AsyncIterator[None]:
+    """The source's servers starting (in the background; ``wait``: connected and listed,
+    or failed, before the block); every server stopped after it."""
+    source.start()
+    try:
+        if wait:
+            await source.refresh()
+        yield
+    finally:
+        await source.aclose()
+
+
+def _banner(config: McpConfig, rules: Policy, approvals: str, transport: str) -> None:
+    """One line on stderr: what is served, from where, and how."""
+    from .. import __version__
+
+    servers = len(config.servers)
+    files = ", ".join(rules.sources) or "none (upstream tools ask, by their tier)"
+    typer.echo(
+        f"tooldeck serve {__version__}: {servers} upstream server{'s' * (servers != 1)} "
+        f"from {config.source} (starting in the background); policy: {files}; "
+        f"approvals: {approvals}; MCP over {transport}",
+        err=True,
+    )
+
+
+def _listening(url: str) -> None:
+    typer.echo(f"listening on {url}", err=True)
 
 
 def _oauth(

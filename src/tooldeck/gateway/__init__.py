@@ -7,6 +7,7 @@ deferred loading, tooldeck's policy chain and approvals, and large-result offloa
 - :mod:`.catalog`: the upstream tools under collision-free client names, the search index;
 - :mod:`.wire`: listed tools and call results as MCP types, their token cost;
 - :mod:`.approval`: how an ask reaches a human (``--approvals``), by elicitation;
+- :mod:`.allow`: with nobody to ask, the exact rule that would allow the call;
 - :mod:`.out_of_band`: a call that waits for ``tooldeck approve``;
 - :mod:`.native`: tooldeck's own tools served too (``--definitions``);
 - :mod:`.evidence`: the record of every upstream result, complete;

@@ -9,6 +9,9 @@ the SDK does), so a child process never reads the client's messages.
 
 It is used where the loop can wait on fd 0: a pipe, a socket or a terminal on POSIX
 (:func:`wire_stdin` gives ``None`` otherwise, and the SDK's own reader is used).
+
+:func:`stdin_problem` says when no client can be at the other end (stdin closed, or the
+null device), which ``tooldeck serve`` reports as a start-up error.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-__all__ = ["WireStdin", "wire_stdin"]
+__all__ = ["WireStdin", "stdin_problem", "wire_stdin"]
 
 _CHUNK = 65_536
 
@@ -76,6 +79,24 @@ def wire_stdin() -> WireStdin | None:
         mode = os.fstat(0).st_mode
     except OSError:
         return None
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
-        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(0)):
+        return None  # a file, or a device the loop cannot wait on (the null device)
     return WireStdin()
+
+
+def stdin_problem() -> str | None:
+    """Why no MCP client can talk to this process over stdin, or None: stdin is closed,
+    or it is the null device (a service started without a client, ``< /dev/null``)."""
+    if sys.stdin is None:
+        return "stdin is closed"
+    try:
+        mode = os.fstat(0)
+    except OSError:
+        return "stdin is closed"
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        return None
+    if stat.S_ISCHR(mode.st_mode) and mode.st_rdev == null.st_rdev:
+        return f"stdin is {os.devnull}"
+    return None

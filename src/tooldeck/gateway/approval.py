@@ -6,20 +6,27 @@ The gateway's policy chain (:mod:`tooldeck.policy`) decides every call; a call i
 - ``auto`` (the default): by elicitation when the client declared the ``elicitation``
   capability (in its ``initialize`` request, or, for a client of MCP 2026-07-28, in its
   request's envelope: then the form goes out in an ``input_required`` round,
-  :mod:`.input_required`), else out of band when the gateway has a state folder
-  (:mod:`.out_of_band`), else nobody (denied);
-- ``elicit``: by elicitation only (a client without it gets the call denied);
-- ``out-of-band``: always ``tooldeck approve``, even for a client that could elicit
-  (the person who approves is not the person at the client);
-- ``deny``: nobody; every ask is denied, so only what the policy allows runs.
+  :mod:`.input_required`); else out of band while a ``tooldeck approve --watch`` watches
+  the gateway's state folder (someone is there to answer); else nobody: the call is
+  denied at once;
+- ``elicit``: by elicitation only (a client without it gets the call denied at once);
+- ``out-of-band``: always ``tooldeck approve`` (:mod:`.out_of_band`), even for a client
+  that could elicit (the person who approves is not the person at the client): the call
+  waits, bounded, and the client is sent progress while it does;
+- ``deny``: nobody; every ask is denied at once, so only what the policy allows runs.
+
+A call is never left waiting for someone who is not there: with nobody to ask, the
+denial comes at once and says how to let the call run, the exact rule to add to the
+policy file, checked against the gateway's policy (:mod:`.allow`), or the option.
 
 Elicitation is an ``elicitation/create`` form request (``approve``, and ``always`` for
 an approve-always grant of that tool for the rest of the session: recorded and audited
 by :class:`~tooldeck.policy.PolicyApprover`, never for a DANGEROUS tool). Only an
 accepted form with ``approve: true`` approves; decline, cancel, a missing or malformed
-answer, or a failed request is a deny. A denied ask says how to allow the tool (a rule
-in the gateway's policy file): nothing that needs a human runs without one, DANGEROUS
-tools included (the chain never allows those without asking).
+answer, or a failed request is a deny. Nothing that needs a human runs without one,
+DANGEROUS tools included (the chain never allows those without asking). While the form
+waits for its answer, the client is sent progress (:data:`PROGRESS_SECONDS`), which
+resets the request timeout of a client that lets progress do so.
 
 What the user sees: the tool (by the name the client knows), the policy's reason, and
 the arguments (canonical JSON, cut to :data:`ARGUMENTS_SHOWN` characters, with the cut
@@ -29,9 +36,11 @@ said).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.session import ServerSession
 
@@ -49,30 +58,40 @@ __all__ = [
     "APPROVAL_SCHEMA",
     "ARGUMENTS_SHOWN",
     "MODES",
+    "NOBODY",
     "NO_ELICITATION",
+    "OTHERWISE",
+    "PROGRESS_SECONDS",
+    "WATCH",
     "answer_of",
     "approval_message",
     "elicitation_asker",
     "elicitation_supported",
     "nobody_asker",
+    "progress_while",
 ]
 
 MODES = ("auto", "elicit", "out-of-band", "deny")
+Progress = Callable[[float, float | None, str], Awaitable[None]]
+"""A client progress report: seconds so far, the total (if known), a message."""
 """The values of ``tooldeck serve --approvals``."""
 
 _log = logging.getLogger("tooldeck.gateway")
 
 ARGUMENTS_SHOWN = 2000
-ALLOW = "allow the tool with a rule in the gateway's policy file (tooldeck serve --policy)"
-NO_ELICITATION = (
-    "this MCP client cannot ask its user (it did not declare the elicitation capability); "
-    f"{ALLOW}, or use a client that supports elicitation"
-)
-NO_STATE = (
-    "this MCP client cannot ask its user (no elicitation) and the gateway has no state "
-    f"folder for out-of-band approvals (tooldeck approve); {ALLOW}"
-)
-NOBODY = f"the gateway asks nobody (tooldeck serve --approvals deny); {ALLOW}"
+PROGRESS_SECONDS = 5.0
+"""How often a client is sent progress while its call waits for a person."""
+NO_ELICITATION = "nobody can approve it here: this MCP client cannot ask its user (no elicitation)"
+NOBODY = "nobody can approve it: the gateway asks nobody (tooldeck serve --approvals deny)"
+OTHERWISE = {
+    "auto": "use an MCP client with elicitation, or restart the gateway with --approvals "
+    "out-of-band",
+    "elicit": "use an MCP client with elicitation",
+    "deny": "restart the gateway without --approvals deny",
+}
+"""The other way to let a call run, by ``--approvals`` mode, said after the rule."""
+WATCH = "run tooldeck approve --watch {state} (then calls wait for you) and call it again"
+"""The other way under ``auto`` when the gateway has a state folder to be watched."""
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -110,20 +129,56 @@ def elicitation_supported(session: ServerSession) -> bool:
     return caps is not None and caps.elicitation is not None
 
 
-def nobody_asker(why: str) -> Approver:
-    """An approver with nobody behind it: every ask is denied, saying ``why``."""
+def nobody_asker(why: str, fix: Callable[[ApprovalRequest], str] | None = None) -> Approver:
+    """An approver with nobody behind it: every ask is denied at once, saying ``why``
+    and, with ``fix``, what lets that call run (:func:`.allow.how_to_allow`)."""
 
     async def ask(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
-        return [not_answered(why) for _ in requests]
+        if fix is None:
+            return [not_answered(why) for _ in requests]
+        return [not_answered(f"{why}; it was not run. {fix(r)}") for r in requests]
 
     return ask
 
 
+@asynccontextmanager
+async def progress_while(
+    progress: Progress | None, message: str, total: float | None = None
+) -> AsyncIterator[None]:
+    """Send ``progress`` now and every :data:`PROGRESS_SECONDS` while the block runs (the
+    seconds waited so far, ``total``, ``message``): a call waiting for a person is not
+    timed out by a client whose timeout progress resets. A failed report is let go (the
+    client went away: the wait ends the same way)."""
+    if progress is None:
+        yield
+        return
+
+    async def beat() -> None:
+        started = anyio.current_time()
+        while True:
+            try:
+                await progress(anyio.current_time() - started, total, message)
+            except Exception as exc:
+                _log.debug("progress not sent: %s", exc)
+            await anyio.sleep(PROGRESS_SECONDS)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(beat)
+        try:
+            yield
+        finally:
+            tg.cancel_scope.cancel()
+
+
 def elicitation_asker(
-    session: ServerSession, request_id: Any, shown: Callable[[Tool], str]
+    session: ServerSession,
+    request_id: Any,
+    shown: Callable[[Tool], str],
+    progress: Progress | None = None,
 ) -> Approver:
     """An approver that asks the user of ``session``'s client, one form per call
-    (``shown`` names a tool as the client knows it)."""
+    (``shown`` names a tool as the client knows it; ``progress`` is sent while a form
+    waits, :func:`progress_while`)."""
     if not elicitation_supported(session):
         return nobody_asker(NO_ELICITATION)
 
@@ -132,11 +187,12 @@ def elicitation_asker(
         for request in requests:
             shown_name = shown(request.tool)
             try:
-                result = await session.elicit_form(
-                    message=approval_message(request, shown_name),
-                    requested_schema=APPROVAL_SCHEMA,
-                    related_request_id=request_id,
-                )
+                async with progress_while(progress, f"waiting for your approval of {shown_name}"):
+                    result = await session.elicit_form(
+                        message=approval_message(request, shown_name),
+                        requested_schema=APPROVAL_SCHEMA,
+                        related_request_id=request_id,
+                    )
             except Exception as exc:  # fails closed
                 _log.warning("elicitation for %s failed: %s", shown_name, exc)
                 answers.append(not_answered(f"the approval request failed ({exc})"))

@@ -28,13 +28,16 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import anyio
+
 from ..mcp import McpSource
+from ..mcp.connection import TEARDOWN_SECONDS
 from ..mcp.naming import PREFIX, gateway_pattern, namespace_name
 from ..policy import Policy
 from ..search import ToolIndex
 from ..tool import Tool
 
-__all__ = ["Catalog", "CatalogView", "client_name", "name_problems"]
+__all__ = ["Catalog", "CatalogView", "client_name", "name_problems", "rule_name"]
 
 _LIBRARY = PREFIX.removesuffix("__")  # the namespace no gateway server may have
 
@@ -77,6 +80,12 @@ def name_problems(
                     f"{fixed!r}"
                 )
     return problems
+
+
+def rule_name(tool: Tool) -> str:
+    """The name a policy rule matches ``tool`` by, as the gateway writes it into a rule it
+    suggests (the denial's fix, the starter policy): one place to spell it."""
+    return tool.name
 
 
 class CatalogView:
@@ -145,6 +154,22 @@ class Catalog:
                 self._view = CatalogView(tools, self.core, self.semantic)  # holds the tools
                 self._key = key
             return self._view
+
+    def starting(self) -> bool:
+        """Whether some upstream server is still making its first connection."""
+        return bool(self.source.starting())
+
+    async def started(self) -> None:
+        """Wait for the servers still starting to connect or fail: bounded by their
+        ``startup_timeout``, and the time a failed attempt takes to end its process."""
+        names = self.source.starting()
+        if not names:
+            return
+        bound = max(s.startup_timeout for s in self.source.config.servers if s.name in names)
+        with anyio.move_on_after(bound + TEARDOWN_SECONDS):
+            await self.source.refresh(names)
+            while self.source.starting():  # noqa: ASYNC110 (the verdict is on another loop)
+                await anyio.sleep(0.05)
 
     def down(self) -> list[str]:
         """``"<server> (<state>: <error>)"`` for every configured server that is not serving."""

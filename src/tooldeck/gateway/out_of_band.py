@@ -1,5 +1,9 @@
 """Approvals answered out of band: the call waits while a human runs ``tooldeck approve``.
 
+A call waits here under ``--approvals out-of-band``, or under ``auto`` (a client without
+elicitation) while a ``tooldeck approve --watch`` watches the folder
+(:meth:`ApprovalDesk.watched`): someone is there to answer.
+
 For a client that cannot ask its user (no MCP elicitation), an ask of the gateway's
 policy is written as a pending-approval file, in the format of
 :class:`~tooldeck.policy.PendingFiles` (``tooldeck.pending/1``), to
@@ -28,9 +32,11 @@ Whoever can write to ``<state>/approvals`` can approve, so the folder is made pr
 from __future__ import annotations
 
 import logging
+import math
 import os
 import stat
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -45,10 +51,11 @@ from ..approvals import (
     PendingStep,
     not_answered,
 )
-from ..policy._files import locked
+from ..policy._files import locked, watched
 from ..policy.pending import PendingFiles, load_answers
 from ..tool import Tier, Tool
 from ..transcript import AssistantMessage, StopReason, Usage
+from .approval import Progress, progress_while
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -62,11 +69,10 @@ _log = logging.getLogger("tooldeck.gateway")
 DEFAULT_TIMEOUT = 120.0
 """Seconds a call waits for ``tooldeck approve`` by default."""
 POLL_SECONDS = 0.05  # one stat() of the answers file per waiting call
-PROGRESS_SECONDS = 5.0
+WATCHED_SECONDS = 1.0
+"""How long a look at whether ``tooldeck approve --watch`` runs holds."""
 WHO = "tooldeck approve (out of band)"
 """Who approved, in the audit log, for answers given with ``tooldeck approve``."""
-
-Progress = Callable[[float, float, str], Awaitable[None]]
 
 
 class ApprovalsFolderError(ValueError):
@@ -110,9 +116,21 @@ class ApprovalDesk:
         self.files = PendingFiles(folder)
         self.closing = False
         self.waiting = 0
+        self._watched = False
+        self._look_again = -math.inf
 
     def close(self) -> None:
         self.closing = True
+
+    def watched(self) -> bool:
+        """Whether a ``tooldeck approve --watch`` watches this desk's folder: looked at
+        most once per :data:`WATCHED_SECONDS` (a lock attempt costs a fraction of a
+        millisecond, and this is asked for every call of a client without elicitation)."""
+        now = time.monotonic()
+        if now >= self._look_again:
+            self._watched = watched(self.folder)
+            self._look_again = now + WATCHED_SECONDS
+        return self._watched
 
     def asker(
         self,
@@ -127,7 +145,8 @@ class ApprovalDesk:
 
         ``tier_of`` gives the effective tier (shown, and deciding whether approve-always
         is offered), ``shown`` the name the client knows the tool by, ``progress`` a
-        client progress report (sent every few seconds while the call waits),
+        client progress report (sent every :data:`.approval.PROGRESS_SECONDS` while the
+        call waits),
         ``on_give_up`` is told when a call stops waiting without answers because it was
         cancelled (a timeout or a shutdown is a deny answer, audited as such).
         """
@@ -215,41 +234,30 @@ class ApprovalDesk:
             path,
         )
         self.waiting += 1
-        started = anyio.current_time()
-        deadline = started + self.timeout
-        next_progress = started
+        deadline = anyio.current_time() + self.timeout
         why = ""
+        waiting = f"waiting for approval: tooldeck approve {path}"
         try:
-            while True:
-                now = anyio.current_time()
-                give_up = self.closing or now >= deadline
-                answers = path.with_name(f"{key}.answers.json")
-                if give_up or answers.exists():
-                    taken = await anyio.to_thread.run_sync(self._settle, key, give_up)
-                    if isinstance(taken, dict):
-                        _log.info("%s: answered with tooldeck approve", names)
-                        return [
-                            taken.get(r.call.call_id, not_answered("no answer was given"))
-                            for r in requests
-                        ]
-                    if isinstance(taken, str):
-                        _log.warning("%s: %s; denied", names, taken)
-                        return [not_answered(taken) for _ in requests]
-                    if give_up:
-                        why = _SHUTTING_DOWN if self.closing else _timed_out(self.timeout, path)
-                        _log.warning("%s: %s", names, why.split(";")[0])
-                        return [not_answered(why) for _ in requests]
-                if progress is not None and now >= next_progress:
-                    next_progress = now + PROGRESS_SECONDS
-                    try:
-                        await progress(
-                            now - started,
-                            self.timeout,
-                            f"waiting for approval: tooldeck approve {path}",
-                        )
-                    except Exception as exc:  # the client went away: the wait ends the same way
-                        _log.debug("progress not sent: %s", exc)
-                await anyio.sleep(POLL_SECONDS)
+            async with progress_while(progress, waiting, self.timeout):
+                while True:
+                    give_up = self.closing or anyio.current_time() >= deadline
+                    answers = path.with_name(f"{key}.answers.json")
+                    if give_up or answers.exists():
+                        taken = await anyio.to_thread.run_sync(self._settle, key, give_up)
+                        if isinstance(taken, dict):
+                            _log.info("%s: answered with tooldeck approve", names)
+                            return [
+                                taken.get(r.call.call_id, not_answered("no answer was given"))
+                                for r in requests
+                            ]
+                        if isinstance(taken, str):
+                            _log.warning("%s: %s; denied", names, taken)
+                            return [not_answered(taken) for _ in requests]
+                        if give_up:
+                            why = _SHUTTING_DOWN if self.closing else _timed_out(self.timeout, path)
+                            _log.warning("%s: %s", names, why.split(";")[0])
+                            return [not_answered(why) for _ in requests]
+                    await anyio.sleep(POLL_SECONDS)
         except BaseException:
             why = why or "the call was cancelled while it waited for approval"
             with anyio.CancelScope(shield=True):

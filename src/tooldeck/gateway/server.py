@@ -5,7 +5,9 @@
 elicitation (:mod:`.approval`). When a call changes what the session lists (a
 ``tool_search`` found tools), ``notifications/tools/list_changed`` is sent before the
 answer; a watcher sends it too when an upstream server's tools change (a re-list, a
-drop, a reconnect). The server declares ``tools.listChanged``.
+drop, a reconnect, a server that was still starting coming up: the gateway serves while
+its upstream servers start, and a listing names those still starting in ``_meta``,
+:data:`STARTING_META`). The server declares ``tools.listChanged``.
 
 Sessions: over stdio the process serves one client, one session; over streamable HTTP
 each client connection (``Mcp-Session-Id``) gets its own, and a client of the stateless
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
+import sys
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -35,15 +39,16 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
-from ..approvals import Approver, PendingApproval
+from ..approvals import ApprovalRequest, Approver, PendingApproval
 from ..policy import Policy, wait_for_human
 from ._stdin import wire_stdin
+from .allow import how_to_allow
 from .approval import (
-    ALLOW,
     MODES,
     NO_ELICITATION,
-    NO_STATE,
     NOBODY,
+    OTHERWISE,
+    WATCH,
     elicitation_asker,
     elicitation_supported,
     nobody_asker,
@@ -69,7 +74,7 @@ from .stateless import (
 )
 from .wire import to_call_result
 
-__all__ = ["Gateway"]
+__all__ = ["STARTING_META", "Gateway", "http_socket"]
 
 _log = logging.getLogger("tooldeck.gateway")
 WATCH_SECONDS = 1.0
@@ -77,11 +82,29 @@ CLOSING_SECONDS = 2.0  # at shutdown: how long waiting calls get to be answered
 CLIENT_USER = "mcp-client-user"  # who answered, in the audit log, for an answer from the client
 # how to tell a session's client that its listing changed, and what it was last listed
 _Peer = tuple[Callable[[], Awaitable[None]], tuple[tuple[str, int], ...]]
+STARTING_META = "tooldeck/starting"
+"""The ``_meta`` key of a ``tools/list`` answer naming the servers still starting."""
 INSTRUCTIONS = (
     "tooldeck gateway: the tools of several MCP servers behind one policy. Only a few "
     "tools are listed; find the others with tool_search (they are then listed, or call "
     "them with call_tool). Large results are stored: read them with recall_tool_result."
 )
+
+
+def http_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` for :meth:`Gateway.serve_http` (bound before
+    anything else starts, so a port in use is said at once); raises ``OSError``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if sys.platform != "win32":  # there it would let two servers share the port
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 class _Server(Server[Any]):
@@ -132,15 +155,13 @@ class Gateway:
         self.approvals = approvals
         self.home = home
         self.desk: ApprovalDesk | None = None
-        self._no_desk = NO_STATE  # why an ask out of band is denied, if it is
         if approvals in ("auto", "out-of-band") and state is not None:
             try:
                 self.desk = ApprovalDesk(approvals_folder(state), approval_timeout)
             except ApprovalsFolderError as exc:
                 if approvals == "out-of-band":
                     raise
-                _log.warning("no out-of-band approvals: %s", exc)
-                self._no_desk = f"out-of-band approvals are off ({exc}); {ALLOW}"
+                _log.warning("no out-of-band approvals (tooldeck approve --watch): %s", exc)
         elif approvals == "out-of-band":
             raise ValueError("out-of-band approvals need a state folder (--state)")
         self._sessions: weakref.WeakKeyDictionary[Any, GatewaySession] = weakref.WeakKeyDictionary()
@@ -189,24 +210,31 @@ class Gateway:
     ) -> tuple[Approver, str]:
         """How this call's asks reach a human (``--approvals``), and who that is."""
         mode = self.approvals
+        progress = ctx.session.report_progress
         if mode in ("auto", "elicit") and elicitation_supported(ctx.session):
             if stateless(ctx):  # no back channel: the call ends its round input_required
                 return wait_for_human, CLIENT_USER
-            return elicitation_asker(ctx.session, ctx.request_id, client_name), CLIENT_USER
-        if mode == "elicit":
-            return nobody_asker(NO_ELICITATION), "nobody"
-        if mode == "deny":
-            return nobody_asker(NOBODY), "nobody"
-        if self.desk is None:
-            return nobody_asker(self._no_desk), "nobody"
-        asker = self.desk.asker(
-            session.id,
-            tier_of=session.policy.tier_of,
-            shown=client_name,
-            progress=ctx.session.report_progress,
-            on_give_up=session.gave_up,
-        )
-        return asker, WHO
+            asker = elicitation_asker(ctx.session, ctx.request_id, client_name, progress)
+            return asker, CLIENT_USER
+        desk = self.desk
+        if desk is not None and (mode == "out-of-band" or (mode == "auto" and desk.watched())):
+            asker = desk.asker(
+                session.id,
+                tier_of=session.policy.tier_of,
+                shown=client_name,
+                progress=progress,
+                on_give_up=session.gave_up,
+            )
+            return asker, WHO
+        # nobody can answer: denied at once, with what lets the call run
+        otherwise = OTHERWISE[mode]
+        if mode == "auto" and desk is not None:
+            otherwise = WATCH.format(state=self.state)
+
+        def fix(request: ApprovalRequest) -> str:
+            return how_to_allow(request, session.policy, otherwise=otherwise)
+
+        return nobody_asker(NOBODY if mode == "deny" else NO_ELICITATION, fix), "nobody"
 
     @contextmanager
     def _client(self, ctx: ServerRequestContext[Any]) -> Iterator[GatewaySession]:
@@ -289,7 +317,11 @@ class Gateway:
     ) -> types.ListToolsResult:
         with self._client(ctx) as session:
             self._remember(session, ctx)
-            return types.ListToolsResult(tools=session.listed(protocol=ctx.protocol_version))
+            starting = self.catalog.source.starting()  # listed, and announced, once up
+            meta = {STARTING_META: starting} if starting else None
+            return types.ListToolsResult(
+                tools=session.listed(protocol=ctx.protocol_version), _meta=meta
+            )
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -415,13 +447,17 @@ class Gateway:
         *,
         token: str | None = None,
         oauth: OAuthResourceServer | None = None,
+        sock: socket.socket | None = None,
+        announce: Callable[[str], None] | None = None,
     ) -> None:
         """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled (or SIGTERM /
         SIGINT: calls waiting for approval are answered, then the server stops).
 
         With ``token`` every request needs ``Authorization: Bearer <token>``; with
         ``oauth``, an access token of that authorization server (:mod:`.http_auth`);
-        without either, only loopback addresses are served.
+        without either, only loopback addresses are served. ``sock`` is the socket to
+        serve on, bound already (:func:`http_socket`; default: bound here);
+        ``announce`` is told the URL once requests are served.
         """
         import uvicorn
 
@@ -456,6 +492,11 @@ class Gateway:
                 gateway.end_streams()  # in the loop: open listen streams end, not hang on
                 await super().shutdown(sockets)
 
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                if self.started and announce is not None:
+                    announce(url)
+
         config = uvicorn.Config(
             app,
             host=host,
@@ -464,10 +505,14 @@ class Gateway:
             lifespan="on",
             timeout_graceful_shutdown=int(CLOSING_SECONDS) + 1,  # open event streams
         )
+        if sock is None:
+            sock = http_socket(host, port)
+        bound = sock.getsockname()[1]
+        url = f"http://{f'[{host}]' if ':' in host else host}:{bound}/mcp"
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)
-                await _Server(config).serve()
+                await _Server(config).serve(sockets=[sock])
                 tg.cancel_scope.cancel()
         finally:
             self.begin_closing()

@@ -186,7 +186,9 @@ class GatewaySession:
     def _entries(self, view: CatalogView) -> list[tuple[str, Tool, bool]]:
         """``(client name, tool, the gateway's own)`` of what this session lists."""
         out: list[tuple[str, Tool, bool]] = []
-        if len(view.tools) > len(view.core):
+        # while servers start, their tools are still to be found (not with --core '*')
+        searching = self.catalog.starting() and "*" not in self.catalog.core
+        if len(view.tools) > len(view.core) or searching:
             search, _ = self._own(view)
             out.append((SEARCH_TOOL_NAME, search, True))
             out.append((CALL_TOOL_NAME, _CALL_TOOL, True))
@@ -316,8 +318,12 @@ class GatewaySession:
         )
 
     async def _resolve(self, name: str) -> Tool | None:
-        """The tool a client name means; waits (bounded) for its server to come back."""
+        """The tool a client name means; waits (bounded) for servers still starting, and
+        for its server to come back."""
         view = self.catalog.view()
+        if name not in view.tools and name != RECALL_TOOL_NAME and self.catalog.starting():
+            await self.catalog.started()  # a search, or a tool of a server not up yet
+            view = self.catalog.view()
         if name == SEARCH_TOOL_NAME and len(view.tools) > len(view.core):
             return self._own(view)[0]
         if name == RECALL_TOOL_NAME:

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -44,9 +45,11 @@ __all__ = [
     "BACKOFF",
     "Connection",
     "ConnectionState",
+    "ProgramNotFound",
     "describe_error",
     "error_leaves",
     "http_transport",
+    "missing_program",
 ]
 
 _log = logging.getLogger("tooldeck.mcp")
@@ -79,11 +82,35 @@ def error_leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+class ProgramNotFound(OSError):
+    """A stdio server's command cannot be run: not found on PATH, or no such file."""
+
+
+def missing_program(config: ServerConfig) -> str | None:
+    """Why a stdio server's ``command`` cannot be started (``npx: not found on PATH``), or
+    None. Looked up as the spawn will: on the server's own ``PATH`` (its ``env``, else
+    the gateway's), a path with a folder in it from the server's ``cwd``."""
+    command = config.command
+    if command is None:
+        return None
+    if os.sep in command or (os.altsep is not None and os.altsep in command):
+        path = os.path.join(config.cwd or os.getcwd(), command)
+        if not os.path.isfile(path):
+            return f"{command}: no such file"
+        if not os.access(path, os.X_OK):
+            return f"{command}: not executable (chmod +x {command})"
+        return None
+    search = config.env.get("PATH", os.environ.get("PATH", os.defpath))
+    if shutil.which(command, path=search) is None:
+        return f"{command}: not found on PATH"
+    return None
+
+
 def describe_error(exc: BaseException) -> str:
     """A one-line description of an exception, unwrapping exception groups."""
     leaves = error_leaves(exc)
     for leaf in leaves:  # says itself what to do: the one line to show
-        if isinstance(leaf, LoginRequired | OAuthStoreError | OAuthUnavailable):
+        if isinstance(leaf, LoginRequired | OAuthStoreError | OAuthUnavailable | ProgramNotFound):
             return str(leaf)
     parts = []
     for leaf in leaves[:3]:
@@ -332,6 +359,9 @@ class Connection:
         cfg = self.config
         if cfg.transport == "stdio":
             assert cfg.command is not None and errlog is not None
+            missing = missing_program(cfg)
+            if missing is not None:  # said plainly, not as a spawn's FileNotFoundError
+                raise ProgramNotFound(missing)
             env = {**network_environment(), **cfg.env}  # the server's own env wins
             params = StdioServerParameters(
                 command=cfg.command, args=list(cfg.args), env=env or None, cwd=cfg.cwd

@@ -477,6 +477,13 @@ class McpSource:
     def _active_names(self, session_id: str | None) -> list[str]:
         return [n for n in self._servers if self._active_for(n, session_id)]
 
+    def starting(self) -> list[str]:
+        """The active servers whose first connection attempt has not concluded yet
+        (connected and listed, or failed): what :meth:`refresh` of them would wait for."""
+        if self._closed or not self._started:
+            return []
+        return [n for n in self._active_names(None) if self._servers[n].conn.concluded == 0]
+
     # -- assembly ---------------------------------------------------------------------------------
     def __call__(self, ctx: TurnContext) -> list[Tool]:
         """The creator: the current tools of every server active for ``ctx``."""

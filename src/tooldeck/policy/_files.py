@@ -6,7 +6,9 @@ running session, ``tooldeck policy revoke``, ``tooldeck approve``, a resuming wo
 An atomic rename keeps each write whole, but a read-modify-write cycle also needs the
 file to stay unchanged between the read and the write: :func:`locked` holds an
 exclusive lock on ``<file>.lock`` (``flock`` through :mod:`filelock`, released by the
-kernel if the holder dies) for the length of such a cycle.
+kernel if the holder dies) for the length of such a cycle. A folder of pending files
+that ``tooldeck approve --watch`` watches has its lock held (:func:`watching`), which a
+gateway reads as someone being there to answer (:func:`watched`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,40 @@ def safe_id(session_id: str) -> str:
     if not _SAFE_ID.fullmatch(session_id) or ".." in session_id:
         raise ValueError(f"session id {session_id[:200]!r} cannot name a file")
     return session_id
+
+
+WATCHER_LOCK = ".watcher.lock"
+"""Held in a folder of pending files by ``tooldeck approve --watch`` while it watches."""
+
+
+def watched(folder: Path) -> bool:
+    """Whether a ``tooldeck approve --watch`` holds ``folder``'s watcher lock now (the
+    kernel releases it when that process ends, however it ends)."""
+    lock = FileLock(folder / WATCHER_LOCK, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        return True
+    except OSError:
+        return False  # no such folder, or not ours to lock: nobody watches it
+    lock.release()
+    return False
+
+
+@contextmanager
+def watching(folder: Path) -> Iterator[bool]:
+    """Hold ``folder``'s watcher lock for the block; yields False (and holds nothing)
+    when another process holds it."""
+    lock = FileLock(folder / WATCHER_LOCK, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
 
 
 def session_file(directory: str | Path, session_id: str, suffix: str) -> Path:

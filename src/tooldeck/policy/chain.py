@@ -435,11 +435,11 @@ class Policy:
             weigh(TraceEntry(name, judged.verdict, judged.reason))
         if winner is None:
             verdict = TIER_DEFAULT[facts.tier]
+            # the tier is the decision's (Decision.tier): said once, by whoever shows it
             winner = TraceEntry(
                 "tier",
                 verdict,
-                f"{facts.tier}: "
-                + ("allowed by default" if verdict == "allow" else "approval required by default"),
+                "allowed by default" if verdict == "allow" else "approval required by default",
             )
             trace.append(winner)
         decided: TraceEntry = winner

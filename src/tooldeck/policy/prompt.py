@@ -32,10 +32,11 @@ from .chain import PolicyError
 from .grants import parse_pattern
 from .session import ApproveAlways, SessionPolicy
 
-__all__ = ["PromptApprover", "ask_calls"]
+__all__ = ["INPUT_ENDED", "PromptApprover", "ask_calls"]
 
 _TIER_STYLE = {"STANDARD": "green", "WRITE": "yellow", "DANGEROUS": "bold red"}
-_EOF = "no answer: the input ended"
+INPUT_ENDED = "no answer: the input ended"
+"""The message of the deny given for a call asked about after the input ended."""
 
 
 def _read(stream: TextIO, console: Console, prompt: str) -> str | None:
@@ -76,7 +77,7 @@ def _ask_one(
     while True:
         line = _read(stream, console, f"Approve {call.name} ({call.call_id})? {options} > ")
         if line is None:
-            return not_answered(_EOF)
+            return not_answered(INPUT_ENDED)
         choice = line.strip().lower()
         if choice in ("y", "yes"):
             return ApprovalAnswer(True)
@@ -109,7 +110,7 @@ def _always(stream: TextIO, console: Console, call: PendingCall) -> ApprovalAnsw
             f"Enter for every call of {call.name} > ",
         )
         if line is None:
-            return not_answered(_EOF)
+            return not_answered(INPUT_ENDED)
         if not line.strip():
             return ApproveAlways()
         try:
@@ -125,7 +126,7 @@ def _edit(stream: TextIO, console: Console) -> ApprovalAnswer:
     while True:
         line = _read(stream, console, "New arguments, as a JSON object > ")
         if line is None:
-            return not_answered(_EOF)
+            return not_answered(INPUT_ENDED)
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:

@@ -1,0 +1,197 @@
+"""The gateway's start-up: ``initialize`` answered at once while the upstream servers start
+in the background, what a client sees meanwhile, and every start-up error in one line.
+
+A real ``tooldeck serve`` in front of tests/mcp_servers/basic.py, held back from serving
+by a gate file (``BASIC_START_GATE``) that the test opens when it wants the server up, so
+nothing here depends on timing; the client is the official MCP SDK's.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from gateway_client import (
+    ALLOW_ALL,
+    PY,
+    Call,
+    Notes,
+    gateway,
+    gateway_process,
+    names,
+    result_of,
+    stdio,
+    text_of,
+    write_config,
+    write_policy,
+)
+from tooldeck.cli import app
+
+STARTING = "tooldeck/starting"
+
+
+def gated(gate: Path, **extra: Any) -> dict[str, Any]:
+    """basic.py, serving only once ``gate`` exists."""
+    return {**stdio("basic.py"), "env": {"BASIC_START_GATE": str(gate)}, **extra}
+
+
+def serve(*args: str, **options: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "tooldeck.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **options,
+    )
+
+
+def test_initialize_is_answered_while_a_server_starts_and_its_tools_are_announced(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "gate"
+    config = write_config(tmp_path, {"fast": stdio("basic.py"), "slow": gated(gate)})
+    policy = write_policy(tmp_path, ALLOW_ALL)
+    notes = Notes()
+
+    async def main() -> None:
+        args = ("--core", "*", "--policy", str(policy))
+        async with gateway(config, tmp_path / "s", *args, notes=notes, settle=False) as c:
+            # initialize was answered with "slow" held back: it is not listed, but said
+            first = await c.list_tools()
+            assert "slow" in (first.meta or {}).get(STARTING, [])
+            assert not any(t.name.startswith("slow__") for t in first.tools)
+            with anyio.fail_after(60):  # "fast" comes up by itself
+                while any(t.startswith("fast__") for t in await names(c)) is False:
+                    await notes.changed.wait()
+                    notes.changed = anyio.Event()
+            notes.changed = anyio.Event()
+            gate.touch()
+            with anyio.fail_after(60):
+                await notes.changed.wait()  # announced when it is up
+            listing = await c.list_tools()
+            assert "slow__add" in [t.name for t in listing.tools]
+            assert not (listing.meta or {}).get(STARTING)
+            assert result_of(await c.call_tool("slow__add", {"a": 1, "b": 2})) == 3
+
+    anyio.run(main)
+
+
+def test_a_call_to_a_server_still_starting_waits_for_it(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    config = write_config(tmp_path, {"slow": gated(gate)})
+    policy = write_policy(tmp_path, ALLOW_ALL)
+
+    async def main() -> None:
+        args = ("--policy", str(policy))
+        async with gateway(config, tmp_path / "s", *args, settle=False) as c:
+            # deferred loading: tool_search and call_tool are there before any tool is
+            assert {"tool_search", "call_tool"} <= set(await names(c))
+            call, search = Call(), Call()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call.run, c, "slow__add", {"a": 2, "b": 3})
+                tg.start_soon(search.run, c, "tool_search", {"query": "add two integers"})
+                await anyio.sleep(1)
+                assert not call.done.is_set() and not search.done.is_set()  # they wait
+                gate.touch()
+                assert result_of(await call.get()) == 5
+                assert "slow__add" in text_of(await search.get())
+
+    anyio.run(main)
+
+
+def test_a_server_that_never_comes_up_is_waited_for_no_longer_than_its_startup_timeout(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, {"stuck": gated(tmp_path / "never", startup_timeout=3)})
+
+    async def main() -> None:
+        async with gateway(config, tmp_path / "s", settle=False) as c:
+            result = await c.call_tool("stuck__add", {"a": 1, "b": 1})
+            assert result.is_error
+            assert "Servers not serving now: stuck" in text_of(result)
+            assert "within 3s" in text_of(result)
+
+    anyio.run(main)
+
+
+def test_a_banner_on_stderr_and_the_url_once_http_listens(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    log = tmp_path / "err"
+
+    async def main() -> None:
+        with log.open("w") as errlog:
+            async with gateway(config, tmp_path / "s", errlog=errlog):
+                pass
+
+    anyio.run(main)
+    first = log.read_text().splitlines()[0]
+    assert first.startswith("tooldeck serve ") and "1 upstream server from" in first
+    assert "policy: none" in first and "MCP over stdio" in first
+    err = tmp_path / "http.err"
+    with (
+        err.open("w") as errlog,
+        gateway_process(config, tmp_path / "h", stderr=errlog) as (
+            url,
+            _,
+        ),
+    ):
+        deadline = time.monotonic() + 30  # said once uvicorn serves (the port answers before)
+        while f"listening on {url}\n" not in err.read_text():
+            assert time.monotonic() < deadline, err.read_text()
+            time.sleep(0.05)
+    lines = err.read_text().splitlines()
+    assert lines[0].startswith("tooldeck serve ") and "MCP over HTTP" in lines[0]
+
+
+def test_start_up_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    base = ("--mcp", str(config), "--state", str(tmp_path / "s"))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        taken = serve(*base, "--http", str(port))
+    assert taken.returncode == 2, taken.stderr
+    assert taken.stderr.strip() == (
+        f"error: --http {port}: cannot listen on 127.0.0.1:{port}: the port is in use "
+        "(another server listens there); give another --http port"
+    )
+    nothing = serve(*base, stdin=subprocess.DEVNULL)
+    assert nothing.returncode == 2, nothing.stderr
+    assert nothing.stderr.startswith(f"error: stdin is {os.devnull}, so no MCP client")
+    assert len(nothing.stderr.strip().splitlines()) == 1
+    if sys.platform != "win32":
+        closed = serve(*base, preexec_fn=lambda: os.close(0))
+        assert closed.returncode == 2, closed.stderr
+        assert closed.stderr.startswith("error: stdin is closed, so no MCP client")
+        assert len(closed.stderr.strip().splitlines()) == 1
+
+
+def test_check_names_a_missing_launcher_plainly_and_exits_1(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        {"ok": stdio("basic.py"), "npm": {"command": "tooldeck-no-such-npx", "args": ["-y", "x"]}},
+    )
+    args = ["serve", "--mcp", str(config), "--state", str(tmp_path / "s"), "--check", "--lexical"]
+    out = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert out.exit_code == 1, out.output
+    assert "npm: failed, 0 tools (tooldeck-no-such-npx: not found on PATH)" in out.output
+    assert "ok: connected" in out.output
+    assert "FileNotFoundError" not in out.output
+
+
+@pytest.mark.parametrize("value", ["70000", "-1"])
+def test_a_port_out_of_range_is_one_line(tmp_path: Path, value: str) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    out = serve("--mcp", str(config), "--http", value, "--state", str(tmp_path / "s"))
+    assert out.returncode == 2 and out.stderr.startswith("error: --http ")
+    assert len(out.stderr.strip().splitlines()) == 1
