@@ -468,10 +468,11 @@ async def stdio_2026(
 ) -> AsyncIterator[Client]:
     """``tooldeck serve`` over stdio, reached by the SDK's ``Client`` in its default mode
     (it negotiates 2026-07-28 with a server that speaks it); ``options`` go to the
-    ``Client``."""
+    ``Client``; the upstream servers are up (or failed) when it is handed over."""
     serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
     params = StdioServerParameters(command=PY, args=[*serve, "--lexical", *args])
     async with Client(params, **options) as client:
+        await settled(client)
         yield client
 
 

@@ -146,7 +146,7 @@ def test_the_starter_policy_runs_reads_asks_writes_and_denies_deletes_and_shells
             assert said.startswith("Denied: nobody can approve it here: this MCP client")
             assert f"add this rule to {policy} and restart the gateway" in said
             rule = the_rule(denied)
-            assert rule.endswith('tools = "mcp__workspace__write_note"\naction = "allow"')
+            assert rule.endswith('tools = "workspace__write_note"\naction = "allow"')
             for name, arguments in (
                 ("workspace__delete_note", {"name": "todo"}),
                 ("workspace__run_shell", {"command": "ls"}),
@@ -214,10 +214,10 @@ def test_where_a_rule_would_not_help_the_denial_says_what_would(tmp_path: Path) 
     policy.write_text(
         json.dumps(
             {
-                "dangerous": ["mcp__alpha__wipe"],
+                "dangerous": ["alpha__wipe"],
                 "profile": {
                     "rules": [
-                        {"tools": "mcp__alpha__add", "action": "ask", "reason": "sums get a look"}
+                        {"tools": "alpha__add", "action": "ask", "reason": "sums get a look"}
                     ]
                 },
             }
@@ -229,7 +229,7 @@ def test_where_a_rule_would_not_help_the_denial_says_what_would(tmp_path: Path) 
         async with gateway(config, tmp_path / "s", *args) as c:
             echo = text_of(await call(c, "alpha__echo", {"text": "x"}))
             assert f"add this rule to the profile.rules list of {policy}" in echo
-            assert '{"tools": "mcp__alpha__echo", "action": "allow"}' in echo
+            assert '{"tools": "alpha__echo", "action": "allow"}' in echo
             add = text_of(await call(c, "alpha__add", {"a": 1, "b": 2}))
             assert "policy asks about alpha__add (profile: sums get a look)" in add
             assert "allow" not in add.split("sums get a look")[0] and "[[" not in add
@@ -276,7 +276,7 @@ def test_a_form_waiting_for_its_answer_sends_progress(tmp_path: Path) -> None:
     assert messages[0] == "waiting for your approval of alpha__echo"
     # why it is asked, the tier said once
     assert (
-        "Why this is asked: mcp__alpha__echo is WRITE: approval required by default\n" in (forms[0])
+        "Why this is asked: alpha__echo is WRITE: approval required by default\n" in (forms[0])
     )
 
 

@@ -215,7 +215,7 @@ def test_the_gateway_runs_each_name_on_its_own_server(tmp_path: Path) -> None:
             assert text_of(wrapped) == 'delete_page:{"path": "y"}', text_of(wrapped)
             # the hostile tool is asked about, and asking is denied here: never run
             asked = await c.call_tool(client(hostile), {"path": "x"})
-            assert asked.is_error and CRAFTED not in text_of(asked), text_of(asked)
+            assert asked.is_error and f"{CRAFTED}:" not in text_of(asked), text_of(asked)
             assert text_of(asked).startswith("Denied"), text_of(asked)
 
     anyio.run(main)

@@ -241,8 +241,12 @@ def serve_command(
     if init:
         _init(mcp, policy, force=force)
         return
-    if import_from is not None or force:
-        raise user_error("--import-from goes with --import CLIENT; --force with --import or --init")
+    if import_from is not None:
+        raise user_error("--import-from FILE and --force go with --import CLIENT")
+    if force:
+        raise user_error(
+            "--force is for --init or --import CLIENT (it replaces the files they write)"
+        )
     if mcp is None and not tools and not definitions:
         raise user_error(
             "give --mcp CONFIG (the MCP servers to serve), --tools MODULE:ATTR (your own "
