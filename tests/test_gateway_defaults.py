@@ -216,9 +216,7 @@ def test_where_a_rule_would_not_help_the_denial_says_what_would(tmp_path: Path) 
             {
                 "dangerous": ["alpha__wipe"],
                 "profile": {
-                    "rules": [
-                        {"tools": "alpha__add", "action": "ask", "reason": "sums get a look"}
-                    ]
+                    "rules": [{"tools": "alpha__add", "action": "ask", "reason": "sums get a look"}]
                 },
             }
         )
@@ -275,9 +273,7 @@ def test_a_form_waiting_for_its_answer_sends_progress(tmp_path: Path) -> None:
     anyio.run(main)
     assert messages[0] == "waiting for your approval of alpha__echo"
     # why it is asked, the tier said once
-    assert (
-        "Why this is asked: alpha__echo is WRITE: approval required by default\n" in (forms[0])
-    )
+    assert "Why this is asked: alpha__echo is WRITE: approval required by default\n" in (forms[0])
 
 
 def test_no_rule_is_suggested_for_a_tool_of_tooldecks_own_that_is_dangerous(
