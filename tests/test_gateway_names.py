@@ -43,6 +43,7 @@ from gateway_client import (
     write_policy,
 )
 from test_gateway_upstreams import git_server
+from test_mcp_names import one_line_error
 from tooldeck.cli import app
 from tooldeck.mcp.naming import exposed_name
 from tooldeck.policy.rules import Selector, ToolFacts
@@ -266,14 +267,6 @@ def test_the_search_answer_is_called_as_it_reads(tmp_path: Path, repo: Path) -> 
 
 
 # -- what the user writes: policy rules, --core, policy explain ---------------------------------
-def one_line_error(out: Any) -> str:
-    assert out.exit_code == 2, out.output
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
-    line: str = lines[0]
-    return line
-
-
 def test_rules_and_core_in_the_library_spelling_are_refused_with_the_gateway_spelling(
     tmp_path: Path,
 ) -> None:
