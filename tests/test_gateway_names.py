@@ -16,6 +16,7 @@ and ``tooldeck policy explain`` take those names too; the library's spelling
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
 from pathlib import Path
@@ -291,6 +292,38 @@ def test_rules_and_core_in_the_library_spelling_are_refused_with_the_gateway_spe
     clash = write_config(tmp_path / "m", {"mcp": time_server()})
     named = one_line_error(runner.invoke(app, ["serve", "--mcp", str(clash), "--check"]))
     assert "server 'mcp'" in named and "rename it" in named, named
+
+
+def test_a_core_glob_for_no_server_is_refused_and_one_for_no_tool_is_said_once_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = write_config(tmp_path, {"time": time_server()})
+    state = tmp_path / "s"
+    serve = ["serve", "--mcp", str(config), "--state", str(state), "--check"]
+    typo = one_line_error(CliRunner().invoke(app, [*serve, "--core", "tiem__*"]))
+    assert "--core 'tiem__*' names no server of the config (servers: time)" in typo, typo
+    assert not state.exists()
+    # the server part is right, the tool part names nothing: said when the server is up
+    with caplog.at_level(logging.WARNING, logger="tooldeck.gateway"):
+        out = CliRunner().invoke(app, [*serve, "--core", "time__get_curent_time"])
+    assert out.exit_code == 0, out.output
+    said = [r.getMessage() for r in caplog.records if "--core" in r.getMessage()]
+    assert len(said) == 1 and "'time__get_curent_time' matches none of the 2 tools" in said[0]
+
+
+def test_an_offload_threshold_above_the_guard_is_one_line_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, {"time": time_server()})
+    state = tmp_path / "s"
+    serve = ["serve", "--mcp", str(config), "--state", str(state), "--check"]
+    line = one_line_error(CliRunner().invoke(app, [*serve, "--guard-tokens", "1000"]))
+    assert "--offload-tokens 15000 is above --guard-tokens 1000" in line, line
+    assert "give --offload-tokens at most 1000" in line
+    assert not state.exists()
+    # what the line says to do works
+    args = [*serve, "--guard-tokens", "1000", "--offload-tokens", "1000"]
+    assert CliRunner().invoke(app, args).exit_code == 0
 
 
 def test_the_documented_refusal_is_the_one_serve_prints(

@@ -258,11 +258,14 @@ def serve_command(
     except (McpConfigError, PolicyError) as exc:
         problems = "; ".join(exc.problems)
         raise user_error(f"{exc.source}: {problems}") from exc
-    misnamed = name_problems((s.name for s in config.servers), rules, core or ())
-    if misnamed:  # tools named the library's way (mcp__...): matched nothing here
-        raise user_error("; ".join(misnamed))
-    if offload_tokens < 0 or guard_tokens < 200:
-        raise user_error("give --offload-tokens >= 0 and --guard-tokens >= 200")
+    if offload_tokens < 0 or guard_tokens < 400:
+        raise user_error("give --offload-tokens >= 0 and --guard-tokens >= 400")
+    if offload_tokens > guard_tokens:
+        raise user_error(
+            f"--offload-tokens {offload_tokens} is above --guard-tokens {guard_tokens}: "
+            "results in between would be cut without being stored; give --offload-tokens "
+            f"at most {guard_tokens} (0 turns offloading off)"
+        )
     if not 0 < approval_timeout <= 86_400:
         raise user_error(
             f"--approval-timeout {approval_timeout:g} is out of range; give a number of "
@@ -277,6 +280,10 @@ def serve_command(
     if category and not definitions:
         raise user_error("--category binds handlers of --definitions; give --definitions FILE")
     native = _native(definitions, category, tools or [], tools_home)
+    own = [t.name for t in native.tools] if native else []
+    misnamed = name_problems((s.name for s in config.servers), rules, core or (), own)
+    if misnamed:  # tools named the library's way (mcp__...), or no server: match nothing
+        raise user_error("; ".join(misnamed))
     state_dir = state.expanduser()
     if approvals == "out-of-band" and not check_only:
         _private_approvals(state_dir)

@@ -24,6 +24,7 @@ re-lists, drops or comes back); its search index is built on first use.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -39,6 +40,7 @@ from ..tool import Tool
 
 __all__ = ["Catalog", "CatalogView", "client_name", "name_problems", "rule_name"]
 
+_log = logging.getLogger("tooldeck.gateway")
 _LIBRARY = PREFIX.removesuffix("__")  # the namespace no gateway server may have
 
 
@@ -49,12 +51,20 @@ def client_name(tool: Tool) -> str:
 
 
 def name_problems(
-    servers: Iterable[str], policy: Policy | None = None, core: Sequence[str] = ()
+    servers: Iterable[str],
+    policy: Policy | None = None,
+    core: Sequence[str] = (),
+    native: Iterable[str] = (),
 ) -> list[str]:
     """What the gateway refuses in a config, a policy and ``--core`` globs: each tool
-    name written the library's way (``mcp__...``), with its gateway spelling, and a
-    server named ``mcp``. Empty when there is nothing to refuse."""
+    name written the library's way (``mcp__...``), with its gateway spelling; a server
+    named ``mcp``; a ``--core`` glob whose server part (before ``__``, without wildcards)
+    names no configured server and that matches none of tooldeck's own tools
+    (``native``). Empty when there is nothing to refuse."""
     problems: list[str] = []
+    servers = list(servers)
+    spaces = {namespace_name(s) for s in servers}
+    natives = list(native)
     for server in servers:
         if namespace_name(server) == _LIBRARY:
             problems.append(
@@ -69,6 +79,12 @@ def name_problems(
                 f"--core {pattern!r}: the gateway names tools <server>__<tool>, without "
                 f"{PREFIX!r}; give --core {fixed!r}"
             )
+        elif _names_no_server(pattern, spaces, natives):
+            known = ", ".join(sorted(spaces)) or "none"
+            problems.append(
+                f"--core {pattern!r} names no server of the config (servers: {known}); "
+                "tools are named <server>__<tool>"
+            )
     if policy is not None:
         files = ", ".join(policy.sources) or "the policy"
         for where, selector in policy.selectors():
@@ -80,6 +96,15 @@ def name_problems(
                     f"{fixed!r}"
                 )
     return problems
+
+
+def _names_no_server(pattern: str, spaces: set[str], natives: Sequence[str]) -> bool:
+    """Whether ``pattern`` is ``<server>__...`` with a literal server part that is no
+    server's namespace, and matches none of ``natives``."""
+    server, sep, _ = pattern.partition("__")
+    if not sep or any(c in server for c in "*?[") or server in spaces:
+        return False
+    return not any(fnmatch.fnmatchcase(n, pattern) for n in natives)
 
 
 def rule_name(tool: Tool) -> str:
@@ -98,6 +123,10 @@ class CatalogView:
         self.core: tuple[str, ...] = tuple(
             n for n in self.tools if any(fnmatch.fnmatchcase(n, p) for p in core)
         )
+        self.unmatched: tuple[str, ...] = tuple(
+            p for p in core if not any(fnmatch.fnmatchcase(n, p) for n in self.tools)
+        )
+        """The ``core`` globs that match none of these tools."""
         self._semantic = semantic
         self._index: ToolIndex | None = None
         self._lock = threading.Lock()
@@ -145,6 +174,7 @@ class Catalog:
         self._key: tuple[int, ...] | None = None
         self._view: CatalogView | None = None
         self._lock = threading.Lock()
+        self._warned: set[str] = set()
 
     def view(self) -> CatalogView:
         tools = [*self.native, *self.source.tools()]
@@ -153,7 +183,24 @@ class Catalog:
             if self._view is None or key != self._key:
                 self._view = CatalogView(tools, self.core, self.semantic)  # holds the tools
                 self._key = key
-            return self._view
+            view = self._view
+        self._say_unmatched(view)
+        return view
+
+    def _say_unmatched(self, view: CatalogView) -> None:
+        """Warn once of a ``--core`` glob that matches no tool, when no server is still
+        starting (a glob for a server that failed matches nothing too: said the same)."""
+        fresh = [p for p in view.unmatched if p not in self._warned]
+        if not fresh or self.source.starting():
+            return
+        self._warned.update(fresh)
+        for pattern in fresh:
+            _log.warning(
+                "--core %r matches none of the %d tools served (tools are named "
+                "<server>__<tool>; tooldeck mcp list CONFIG shows them)",
+                pattern,
+                len(view.tools),
+            )
 
     def starting(self) -> bool:
         """Whether some upstream server is still making its first connection."""

@@ -146,9 +146,15 @@ class Gateway:
         self.catalog = catalog
         self.policy = policy or Policy()
         servers = (s.name for s in catalog.source.config.servers)
-        problems = name_problems(servers, self.policy, catalog.core)
+        own = (t.name for t in catalog.native)
+        problems = name_problems(servers, self.policy, catalog.core, own)
         if problems:  # a rule or glob that would match nothing here: never silently
             raise ValueError("; ".join(problems))
+        if offload_tokens > guard_tokens:  # checked here, not at the first result
+            raise ValueError(
+                f"offload_tokens ({offload_tokens}) is above guard_tokens ({guard_tokens}): "
+                "results in between would be cut without being stored"
+            )
         self.state = state
         self.offload_tokens = offload_tokens
         self.guard_tokens = guard_tokens
