@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from .errors import TooldeckError
 from .tool import Tool
 from .transcript import AssistantMessage, Item, ToolCall, ToolOutput, Usage
 
@@ -119,7 +120,7 @@ def not_answered(why: str) -> ApprovalAnswer:
 Approver = Callable[[Sequence[ApprovalRequest]], Awaitable[Sequence[ApprovalAnswer]]]
 
 
-class PendingApproval(Exception):
+class PendingApproval(TooldeckError):
     """Raised by an approver when nobody can answer now: the step waits for a human.
 
     The dispatcher runs nothing of the step, fills in ``requests`` (the whole batch
