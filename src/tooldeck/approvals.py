@@ -25,6 +25,7 @@ from .transcript import AssistantMessage, Item, ToolCall, ToolOutput, Usage
 
 __all__ = [
     "ApprovalAnswer",
+    "ApprovalCallback",
     "ApprovalRequest",
     "Approver",
     "PendingApproval",
@@ -118,6 +119,13 @@ def not_answered(why: str) -> ApprovalAnswer:
 
 
 Approver = Callable[[Sequence[ApprovalRequest]], Awaitable[Sequence[ApprovalAnswer]]]
+
+ApprovalCallback = Callable[
+    [ApprovalRequest], bool | ApprovalAnswer | Awaitable[bool | ApprovalAnswer]
+]
+"""A plain function of one request, as ``approver=`` also takes it: ``True`` approves,
+``False`` denies, an :class:`ApprovalAnswer` denies with a message or edits the
+arguments; it may be async (see :class:`tooldeck.policy.ask.CallbackApprover`)."""
 
 
 class PendingApproval(TooldeckError):
