@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
     from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
     from .events import EventBus
-    from .loop import RunResult, Session, run, run_sync, stream
+    from .loop import RunResult, Session
     from .model import Model, ModelRequest, ModelSettings
+    from .oneshot import run, run_sync, stream
     from .providers.scripted import ScriptedModel
     from .registry import Handlers, ToolRegistry
     from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
@@ -66,9 +67,9 @@ _LAZY: dict[str, str] = {
     "EventBus": "events",
     "RunResult": "loop",
     "Session": "loop",
-    "run": "loop",
-    "run_sync": "loop",
-    "stream": "loop",
+    "run": "oneshot",
+    "run_sync": "oneshot",
+    "stream": "oneshot",
     "Model": "model",
     "ModelRequest": "model",
     "ModelSettings": "model",

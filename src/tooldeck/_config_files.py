@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
+from .errors import TooldeckError
+
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
@@ -69,7 +71,7 @@ MAX_DEPTH = 100  # levels of nested arrays / tables / mappings
 MAX_YAML_NODES = 100_000  # values of a YAML document, aliases counted at every use
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(TooldeckError, ValueError):
     """A config file cannot be used; ``problem`` says why, without the file's name."""
 
     def __init__(self, problem: str, *, path: str | None = None):

@@ -18,10 +18,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import TooldeckError
+
 __all__ = ["PathRefused", "home_path", "home_text", "resolve_home", "resolve_in_home"]
 
 
-class PathRefused(ValueError):
+class PathRefused(TooldeckError, ValueError):
     """A path no file tool would touch; ``message`` says why, for the model."""
 
     def __init__(self, message: str) -> None:

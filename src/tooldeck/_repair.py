@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import TooldeckError
+
 __all__ = ["RUNGS", "RepairFailed", "repair"]
 
 RUNGS = (
@@ -55,7 +57,7 @@ _CLOSERS = {"{": "}", "[": "]"}
 _JSON_WS = " \t\r\n"
 
 
-class RepairFailed(Exception):
+class RepairFailed(TooldeckError):
     def __init__(self, reason: str, tried: list[str]):
         super().__init__(reason)
         self.reason = reason

@@ -19,11 +19,13 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
+from .errors import TooldeckError
 from .tool import Tool
 from .transcript import AssistantMessage, Item, ToolCall, ToolOutput, Usage
 
 __all__ = [
     "ApprovalAnswer",
+    "ApprovalCallback",
     "ApprovalRequest",
     "Approver",
     "PendingApproval",
@@ -118,8 +120,15 @@ def not_answered(why: str) -> ApprovalAnswer:
 
 Approver = Callable[[Sequence[ApprovalRequest]], Awaitable[Sequence[ApprovalAnswer]]]
 
+ApprovalCallback = Callable[
+    [ApprovalRequest], bool | ApprovalAnswer | Awaitable[bool | ApprovalAnswer]
+]
+"""A plain function of one request, as ``approver=`` also takes it: ``True`` approves,
+``False`` denies, an :class:`ApprovalAnswer` denies with a message or edits the
+arguments; it may be async (see :class:`tooldeck.policy.ask.CallbackApprover`)."""
 
-class PendingApproval(Exception):
+
+class PendingApproval(TooldeckError):
     """Raised by an approver when nobody can answer now: the step waits for a human.
 
     The dispatcher runs nothing of the step, fills in ``requests`` (the whole batch

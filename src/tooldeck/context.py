@@ -11,12 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import TooldeckError
+
 __all__ = ["AbortSignal", "Aborted", "Protection", "ToolContext"]
 
 _log = logging.getLogger("tooldeck.tool")
 
 
-class Aborted(Exception):
+class Aborted(TooldeckError):
     """Raised by :meth:`AbortSignal.raise_if_aborted` once the signal has fired."""
 
 

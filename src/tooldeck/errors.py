@@ -5,6 +5,32 @@ the whole family with one clause and still tell definition problems (raised at i
 build time) from model-output problems (raised per call) from provider problems (a model
 that cannot be built or reached: :class:`ProviderError` and its kinds).
 
+The classes defined here are the shared ones; a module's own error lives next to the
+code that raises it (``WorkflowError``, ``StoreError``, ``WebSearchError``,
+``ConfigFileError``...) and derives from :class:`TooldeckError` too, keeping the
+built-in base its callers catch: ``class ConfigFileError(TooldeckError, ValueError)``, so
+``except ValueError`` still works. ``tests/test_exception_hierarchy.py`` imports every
+module and fails on a public exception class outside the family.
+
+Control flow that is not a failure is in the family as well, on purpose:
+
+- :class:`~tooldeck.approvals.PendingApproval` (an approver cannot answer now) never
+  leaves a turn: the loop turns it into a waiting :class:`~tooldeck.loop.RunResult`. It is
+  caught by name before any broader clause, so being a :class:`TooldeckError` changes
+  nothing for the dispatcher, the loop or the gateway.
+- :class:`~tooldeck.context.Aborted` (raised by ``AbortSignal.raise_if_aborted``) stays an
+  :class:`Exception`, not a :class:`BaseException` like :class:`asyncio.CancelledError`:
+  what stops an aborted call is the cancellation of its task, which a tool's ``except
+  Exception`` (or ``except TooldeckError``) cannot swallow; ``Aborted`` only lets a tool
+  stop sooner, and a tool that catches it just ends its own call.
+
+One public class is outside, deliberately: ``tooldeck.workflows.store.protocol.Rollback``
+is not an error but the signal an operation raises to roll its transaction back and
+return a value; the store that runs the operation catches it, and keeping it out of the
+family means an operation's own ``except TooldeckError`` cannot swallow the rollback.
+Exceptions whose names start with ``_`` are signals raised and caught inside one module.
+No tooldeck exception derives from :class:`BaseException` directly.
+
 Provider errors live here, not next to the adapters, so that code catching them (the CLI,
 a caller's ``except``) never has to import a provider SDK. They are made from the SDKs'
 own exceptions in one place, :mod:`tooldeck.providers.errors`, and keep the SDK's

@@ -26,11 +26,11 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypeVar
 
 from ._sync import run_sync as _run_sync
-from .approvals import ApprovalRequest, PendingCall, PendingStep, PendingStore
+from .approvals import ApprovalCallback, PendingCall, PendingStep, PendingStore
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
 from .continuation import ContinuePolicy
@@ -67,20 +67,30 @@ from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
 __all__ = [
+    "MAX_STEPS",
+    "TIMEOUT",
     "PendingCall",
     "PendingStep",
     "PendingStore",
     "RunResult",
     "Session",
+    "ToolsetSource",
     "TurnStream",
-    "run",
-    "run_sync",
-    "stream",
+    "new_session_id",
 ]
 
 _log = logging.getLogger("tooldeck.loop")
 
 T = TypeVar("T")
+
+MAX_STEPS = 20  # model steps in a turn, by default
+TIMEOUT = 300.0  # seconds one tool call may run, by default
+
+
+def new_session_id() -> str:
+    """A new random session id (16 hex digits)."""
+    return uuid.uuid4().hex[:16]
+
 
 _NOT_RUN = {
     StopReason.REFUSAL: "the model refused",
@@ -137,6 +147,8 @@ ToolsetSource = (
 class Session:
     """A conversation: keeps the transcript across turns and runs each turn through the loop.
 
+    ``Session(model, tools, approve="WRITE", ...)``: everything after ``model`` and
+    ``tools`` is given by name (a misspelt name is a mypy error and a ``TypeError``).
     ``tools`` is a :class:`Toolset`, a :class:`~tooldeck.plan.ToolPlanner`, a function
     ``(TurnContext) -> Toolset`` that assembles the tools afresh before every model step
     (so a tool found by search, or the recall tool after a first offload, is callable
@@ -169,14 +181,15 @@ class Session:
 
     model: Model | str  # a str is a model_from_string spec ("openai:gpt-5.4"): owned
     tools: ToolsetSource = ()
-    session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+    _: KW_ONLY  # the rest by name only: Session(model, tools, approve="WRITE")
+    session_id: str = field(default_factory=new_session_id)
     instructions: str | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
-    max_steps: int = 20
+    max_steps: int = MAX_STEPS
     policy: PolicyHook | None = None
-    approver: Approver | Callable[[ApprovalRequest], Any] | None = None
+    approver: Approver | ApprovalCallback | None = None
     approve: ApproveRule | None = None  # ask before these run: "WRITE", ("WRITE", "x"), fn
-    timeout: float | None = 300.0
+    timeout: float | None = TIMEOUT
     result_hooks: Sequence[ResultHook] = ()
     events: EventBus = field(default_factory=EventBus)
     turn: TurnContext | None = None
@@ -657,48 +670,3 @@ def _answers_by_id(
             + (f"; not waiting: {', '.join(unknown)}" if unknown else "")
         )
     return by_id
-
-
-async def run(model: Model | str, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
-    """Run one turn: ``await tooldeck.run(model, toolset, "prompt")``.
-
-    Options are :class:`Session` fields (``instructions``, ``settings``, ``max_steps``,
-    ``policy``, ``approver``, ``timeout``, ``result_hooks``, ``guard``, ``events``,
-    ``turn``, ``session_id``, ``continue_on_max_tokens``) plus ``signal`` (an
-    :class:`AbortSignal`) and ``output_type`` / ``output_retries`` (shorthands for those
-    ``settings``).
-    """
-    signal = options.pop("signal", None)
-    async with Session(model, tools, **_typed_options(options)) as session:
-        return await session.run(prompt, signal=signal)  # a model it made is closed after
-
-
-def _typed_options(options: dict[str, Any]) -> dict[str, Any]:
-    """``output_type`` / ``output_retries`` folded into ``settings`` (run and stream)."""
-    if {"output_type", "output_retries"} & options.keys():
-        base: ModelSettings = options.get("settings") or ModelSettings()
-        kind = options.pop("output_type", base.output_spec and base.output_spec.source)
-        options["settings"] = base.expecting(kind, retries=options.pop("output_retries", None))
-    return options
-
-
-def stream(
-    model: Model | str, tools: ToolsetSource, prompt: str, **options: Any
-) -> TurnStream[RunResult]:
-    """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
-
-    Takes the options of :func:`run`; see :meth:`Session.stream`.
-    """
-    signal = options.pop("signal", None)
-    session = Session(model, tools, **_typed_options(options))
-    return session.stream(prompt, signal=signal)
-
-
-def run_sync(model: Model | str, tools: ToolsetSource, prompt: str, **options: Any) -> RunResult:
-    """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
-
-    Refuses inside a running event loop (Jupyter, async code): ``await tooldeck.run(...)``
-    there. Calls of one thread share one event loop, so a model is reused with its
-    connections.
-    """
-    return _run_sync(run(model, tools, prompt, **options), instead="await tooldeck.run(...)")

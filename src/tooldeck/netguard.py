@@ -34,6 +34,7 @@ import anyio
 import httpcore
 import httpx
 
+from .errors import TooldeckError
 from .netbody import ACCEPT_ENCODING
 
 __all__ = [
@@ -165,7 +166,7 @@ def blocked_reason(address: str | IPAddress) -> str | None:
     return None
 
 
-class Refused(httpx.TransportError):
+class Refused(TooldeckError, httpx.TransportError):
     """A request the guard would not send: the one line to show is :meth:`line`."""
 
     def __init__(self, host: str, address: str, reason: str, *, url: str | None = None):

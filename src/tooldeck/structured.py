@@ -43,6 +43,7 @@ __all__ = [
     "OutputKind",
     "OutputProjection",
     "OutputType",
+    "OutputTypeSpec",
     "project_output",
 ]
 
@@ -215,6 +216,11 @@ class OutputType:
         except ValueError as exc:
             raise ValueError(f"the structured answer is not JSON: {exc}") from None
         return self.load(value)
+
+
+OutputTypeSpec: TypeAlias = type[Any] | Mapping[str, Any] | OutputType
+"""What ``output_type=`` takes: a Pydantic model class, a dataclass, a TypedDict, a JSON
+Schema (a mapping), or an :class:`OutputType` already made."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ._config_files import MAX_DEPTH, ConfigFileError, check_model, parse_json, read_text
+from .errors import TooldeckError
 from .events import (
     ApprovalRequested,
     CallFinished,
@@ -84,7 +85,7 @@ _STYLES = {
 }
 
 
-class TimelineError(ValueError):
+class TimelineError(TooldeckError, ValueError):
     """A file that is neither a saved timeline nor an OTLP/JSON trace."""
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from .. import _paths
 from .._paths import resolve_home
 from ..context import ToolContext
+from ..errors import TooldeckError
 from ..result import ToolResult
 from ._confined import READ_FLAGS, Home, LeavesHome, Spot, Unstable, opened_dir, replace_at
 
@@ -57,7 +58,7 @@ BINARY_SNIFF_BYTES = 8192
 LOCK_WAIT_SECONDS = 10.0  # how long a write waits for another one holding the file's lock
 
 
-class ToolFailure(Exception):
+class ToolFailure(TooldeckError):
     """A failure the model should read; handlers turn it into ``ToolResult.error``."""
 
     def __init__(self, message: str, *, details: Any = None):

@@ -31,6 +31,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import TooldeckError
+
 __all__ = [
     "DIR_FLAGS",
     "MAX_SYMLINKS",
@@ -51,7 +53,7 @@ READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 _SYMLINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK, errno.ENOTDIR})  # EMLINK: BSDs
 
 
-class LeavesHome(Exception):
+class LeavesHome(TooldeckError):
     """A symlink on the way leads out of the home; ``parts`` is where it was met."""
 
     def __init__(self, parts: tuple[str, ...], target: str):
@@ -60,7 +62,7 @@ class LeavesHome(Exception):
         self.target = target
 
 
-class Unstable(OSError):
+class Unstable(TooldeckError, OSError):
     """A path component kept changing while it was being opened (a racing process)."""
 
 

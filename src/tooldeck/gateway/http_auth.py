@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..errors import TooldeckError
+
 if TYPE_CHECKING:
     import httpx2
     from mcp.server.auth.provider import AccessToken
@@ -54,7 +56,7 @@ MIN_TOKEN = 32
 ASGIApp = Any
 
 
-class TokenError(ValueError):
+class TokenError(TooldeckError, ValueError):
     """An unusable token (the message is one line for the user)."""
 
 

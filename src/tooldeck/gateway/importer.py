@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from .._config_files import MAX_BYTES, ConfigFileError, load_jsonc
+from ..errors import TooldeckError
 from ..mcp.config import McpConfigError, ServerConfig
 
 __all__ = [
@@ -69,7 +70,7 @@ _UNSET = re.compile(r": environment variable \w+ is not set")
 _HTTP_TYPES = {"http", "streamable-http", "streamable_http", "streamablehttp"}
 
 
-class ClientConfigError(ValueError):
+class ClientConfigError(TooldeckError, ValueError):
     """Nothing can be imported (no file, an unreadable one, no servers); one line."""
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..assembly import AssemblyError, CreatorFn, Toolset, TurnContext, assemble
+from ..errors import TooldeckError
 from ..offload import RECALL_TOOL_NAME
 from ..registry import Definition, Handlers, RegistryError, ToolRegistry
 from ..tool import Tool
@@ -148,7 +149,7 @@ def serve_native(
     return NativeTools(tuple(served.tools), left_out, source)
 
 
-class ToolsSpecError(ValueError):
+class ToolsSpecError(TooldeckError, ValueError):
     """``--tools MODULE:ATTR`` names nothing the gateway can serve; the message is one
     line saying what to give instead."""
 

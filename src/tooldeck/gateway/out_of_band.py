@@ -51,6 +51,7 @@ from ..approvals import (
     PendingStep,
     not_answered,
 )
+from ..errors import TooldeckError
 from ..policy._files import locked, watched
 from ..policy.pending import PendingFiles, load_answers
 from ..tool import Tier, Tool
@@ -75,7 +76,7 @@ WHO = "tooldeck approve (out of band)"
 """Who approved, in the audit log, for answers given with ``tooldeck approve``."""
 
 
-class ApprovalsFolderError(ValueError):
+class ApprovalsFolderError(TooldeckError, ValueError):
     """The approvals folder cannot be made private (or is not)."""
 
 

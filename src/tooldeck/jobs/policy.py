@@ -45,6 +45,7 @@ from ..approvals import (
     not_answered,
 )
 from ..delegation import _child_policy
+from ..errors import TooldeckError
 from ..policy import SessionPolicy
 from ..policy.ask import AskBefore
 from ..policy.both import BothMustAllow
@@ -151,7 +152,7 @@ def job_policy(
 
 
 # -- what a job or a schedule keeps of the session that made it ------------------------------
-class CreatorPolicyError(ValueError):
+class CreatorPolicyError(TooldeckError, ValueError):
     """The policy of the session that made a job cannot be recorded, or rebuilt; says why."""
 
 

@@ -34,6 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..errors import TooldeckError
 from ..result import ToolResult
 from ..telemetry.propagation import current as current_trace
 from ..telemetry.propagation import inject_headers, restored
@@ -82,7 +83,7 @@ def error_leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-class ProgramNotFound(OSError):
+class ProgramNotFound(TooldeckError, OSError):
     """A stdio server's command cannot be run: not found on PATH, or no such file."""
 
 

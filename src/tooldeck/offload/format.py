@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from ..errors import TooldeckError
 from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
 from .view import View
 
@@ -56,7 +57,7 @@ REF_FILE = re.compile(r"(ref_[0-9a-f]{16})\.json")
 _PLAIN_SESSION = re.compile(r"(?!s-)[a-z0-9][a-z0-9_.-]{0,99}")
 
 
-class DamagedFile(ValueError):
+class DamagedFile(TooldeckError, ValueError):
     """A stored file does not have the expected layout."""
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..context import ToolContext
+from ..errors import TooldeckError
 from ..result import TextPart, ToolResult
 from ..tool import Tool
 from .summary import clip, example
@@ -32,7 +33,7 @@ NO_OFFLOAD = "no_offload"
 RECALL_HEADER_TOKENS = 120  # reserved for a recall page's header line
 
 
-class RecallError(Exception):
+class RecallError(TooldeckError):
     """A recall that cannot be served; the message is written for the model."""
 
 

@@ -66,8 +66,9 @@ __all__ = [
     "protection",
 ]
 
-ApproveRule: TypeAlias = str | Sequence[str] | Callable[[ApprovalRequest], Any]
-"""What ``approve=`` takes: a tier (and those above it), selectors, or a predicate."""
+ApproveRule: TypeAlias = str | Sequence[str] | Callable[[ApprovalRequest], bool | Awaitable[bool]]
+"""What ``approve=`` takes: a tier (and those above it), selectors, or a predicate (sync
+or async; ``False`` lets the call run, anything else asks)."""
 
 _HINT = "give 'WRITE', ('WRITE', 'DANGEROUS'), tool names, or a function of the request"
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import exception_line
+from ..errors import TooldeckError, exception_line
 from ..jobs.policy import record_creator
 from ..jobs.store import JobTable, by_id_or_prefix
 from ..workflows.store.base import WorkflowStore
@@ -59,7 +59,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class ScheduleError(ValueError):
+class ScheduleError(TooldeckError, ValueError):
     """A schedule request that cannot be carried out; the message says what to fix."""
 
 

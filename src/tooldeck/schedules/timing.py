@@ -28,6 +28,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from ..errors import TooldeckError
+
 __all__ = ["WALK_LIMIT", "Timing", "TimingError", "zone"]
 
 WALK_LIMIT = 200_000
@@ -35,7 +37,7 @@ WALK_LIMIT = 200_000
 frequent cron); past it, the last ones are found walking backwards from now."""
 
 
-class TimingError(ValueError):
+class TimingError(TooldeckError, ValueError):
     """A schedule's time specification is invalid; the message says what to fix."""
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
+from ..errors import TooldeckError
 from .settings import _tracing, configure
 
 __all__ = ["OtelUnavailable", "setup_from_env", "setup_otlp"]
@@ -22,7 +23,7 @@ __all__ = ["OtelUnavailable", "setup_from_env", "setup_otlp"]
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
-class OtelUnavailable(RuntimeError):
+class OtelUnavailable(TooldeckError, RuntimeError):
     """The OpenTelemetry SDK or its OTLP exporter is not installed."""
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 from urllib.parse import urlsplit
 
+from ..errors import TooldeckError
+
 __all__ = [
     "RECENCIES",
     "ErrorKind",
@@ -95,7 +97,7 @@ class WebProvider(Protocol):
     ) -> SearchResults: ...
 
 
-class WebSearchError(Exception):
+class WebSearchError(TooldeckError):
     """A search that failed; ``line`` is for the model, ``detail`` for logs.
 
     ``kind`` is one of :data:`ErrorKind`: ``auth`` (the key is missing, wrong or not

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias, cast
 
 from .._config_files import ConfigFileError, load_toml
+from ..errors import TooldeckError
 from ..netguard import NetPolicy
 from ._base import WebProvider, WebSearchError
 
@@ -107,7 +108,7 @@ _OPTIONS: dict[str, dict[str, type | tuple[type, ...]]] = {
 }
 
 
-class WebConfigError(ValueError):
+class WebConfigError(TooldeckError, ValueError):
     """The web configuration cannot be used; the message is one line saying what to fix."""
 
 

@@ -23,6 +23,7 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from ..errors import TooldeckError
 from ..telemetry.propagation import carrier
 from .executor import TaskFn
 
@@ -65,7 +66,7 @@ DBOS only recovers a workflow on an executor of the same version, so it is fixed
 rather than computed from the code of the registered functions."""
 
 
-class DbosUnavailable(RuntimeError):
+class DbosUnavailable(TooldeckError, RuntimeError):
     """DBOS is not installed, or its system tables are not in the database yet."""
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from ..assembly import TurnContext
 from ..context import AbortSignal
+from ..errors import TooldeckError
 from ..events import (
     CallFinished,
     CallStarted,
@@ -94,7 +95,7 @@ REMINDER = (
 )
 
 
-class WorkflowError(ValueError):
+class WorkflowError(TooldeckError, ValueError):
     """A request the engine cannot carry out (unknown workflow or run, bad inputs)."""
 
 

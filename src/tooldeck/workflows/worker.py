@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 from dbos import DBOS
 
 from ..context import AbortSignal
+from ..errors import TooldeckError
 from ..errors import exception_line as _one_line
 from ..jobs.durable import JOB_QUEUE, JOB_WORKFLOW
 from ..jobs.runner import JobManager, JobRuntime
@@ -82,7 +83,7 @@ def _extra(event: str, task_id: str | None = None, **fields: Any) -> dict[str, A
 _current: Worker | None = None
 
 
-class WorkerLost(RuntimeError):
+class WorkerLost(TooldeckError, RuntimeError):
     """This worker's lease ran out and another worker took its work over."""
 
 

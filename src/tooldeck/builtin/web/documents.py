@@ -21,6 +21,8 @@ import pkgutil
 import re
 from email.message import Message
 
+from ...errors import TooldeckError
+
 __all__ = [
     "NOT_TEXT_CODECS",
     "RefusedCharset",
@@ -95,7 +97,7 @@ def _text_charsets() -> frozenset[str]:
 _TEXT_CHARSETS = _text_charsets()
 
 
-class RefusedCharset(ValueError):
+class RefusedCharset(TooldeckError, ValueError):
     """A page declares, as its charset, a codec that is not a text charset."""
 
     def __init__(self, declared: str) -> None:

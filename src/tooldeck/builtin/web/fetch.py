@@ -34,6 +34,7 @@ import anyio
 import httpx
 
 from ...context import ToolContext
+from ...errors import TooldeckError
 from ...netbody import read_capped
 from ...netguard import NetPolicy, Refused, guarded_client
 from ...result import ToolResult
@@ -63,7 +64,7 @@ class Fetched:
     capped: bool = False  # reading stopped at the byte limit
 
 
-class HopRefused(Exception):
+class HopRefused(TooldeckError):
     """A redirect hop the session's policy does not allow."""
 
     def __init__(self, url: str, action: str, reason: str) -> None:

@@ -51,6 +51,7 @@ from typing import IO, Any
 
 import anyio
 
+from ...errors import TooldeckError
 from .convert import Page, convert
 from .documents import content_type
 
@@ -90,7 +91,7 @@ main(int(sys.argv[2]))
 """
 
 
-class WorkerGone(Exception):
+class WorkerGone(TooldeckError):
     """The worker process ended before it answered."""
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias, TypeVar
 
+from ...errors import TooldeckError
+
 __all__ = [
     "TASK_STATES",
     "TERMINAL_TASK_STATES",
@@ -66,7 +68,7 @@ TERMINAL_WORKFLOW_STATES = frozenset({"succeeded", "failed", "cancelled"})
 T = TypeVar("T")
 
 
-class StoreError(Exception):
+class StoreError(TooldeckError):
     """The store cannot do what was asked (unknown id, bad configuration, no server)."""
 
 
@@ -125,7 +127,12 @@ class Rows:
 
 
 class Rollback(Exception):
-    """Raised by an operation to roll its transaction back and return ``value``."""
+    """Raised by an operation to roll its transaction back and return ``value``.
+
+    Not an error, so not a :class:`~tooldeck.errors.TooldeckError` (deliberately: an
+    operation's own ``except TooldeckError`` must not swallow it); it never leaves the
+    store that runs the operation.
+    """
 
     def __init__(self, value: Any):
         super().__init__("rollback")

@@ -1,0 +1,289 @@
+"""One turn in a fresh :class:`~tooldeck.loop.Session`: run, stream, run_sync.
+
+``await tooldeck.run(model, tools, "prompt", approve="WRITE")`` is a session made for one
+prompt and closed after it. Every keyword is spelt out and typed (no ``**options``), so a
+misspelt one (``aprove=``) is an error mypy and an editor show, and at run time a
+``TypeError`` naming it, before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._sync import run_sync as _run_sync
+from .approvals import ApprovalCallback, Approver, PendingStore, PolicyHook
+from .assembly import TurnContext
+from .context import AbortSignal
+from .continuation import ContinuePolicy
+from .dispatch import ResultHook
+from .events import EventBus
+from .loop import MAX_STEPS, TIMEOUT, RunResult, Session, ToolsetSource, new_session_id
+from .model import Model, ModelSettings
+from .notices import NoticeSource
+from .policy.ask import ApproveRule
+from .streaming import TurnStream
+from .structured import OutputTypeSpec
+from .transcript import Item
+
+__all__ = ["run", "run_sync", "stream"]
+
+
+async def run(
+    model: Model | str,
+    tools: ToolsetSource,
+    prompt: str,
+    *,
+    instructions: str | None = None,
+    settings: ModelSettings | None = None,
+    output_type: OutputTypeSpec | None = None,
+    output_retries: int | None = None,
+    max_steps: int = MAX_STEPS,
+    timeout: float | None = TIMEOUT,  # noqa: ASYNC109 - each tool call's, not this call's
+    approve: ApproveRule | None = None,
+    approver: Approver | ApprovalCallback | None = None,
+    policy: PolicyHook | None = None,
+    result_hooks: Sequence[ResultHook] = (),
+    guard: bool = True,
+    signal: AbortSignal | None = None,
+    turn: TurnContext | None = None,
+    events: EventBus | None = None,
+    session_id: str | None = None,
+    transcript: list[Item] | None = None,
+    pending_store: PendingStore | None = None,
+    notices: NoticeSource | None = None,
+    continue_on_max_tokens: ContinuePolicy | None = None,
+    owns_model: bool = False,
+) -> RunResult:
+    """Run one turn: ``await tooldeck.run(model, tools, "prompt")``.
+
+    ``model`` is a :class:`~tooldeck.model.Model` or a ``kind:model`` string (then made
+    here and closed after the turn); ``tools`` what :class:`~tooldeck.loop.Session`
+    takes. The keywords (each a :class:`~tooldeck.loop.Session` field of the same name
+    unless said otherwise):
+
+    - ``instructions``: the system instructions.
+    - ``settings``: the :class:`~tooldeck.model.ModelSettings` (default: the defaults).
+    - ``output_type`` / ``output_retries``: shorthands for those settings: the structured
+      answer (a Pydantic model class, a dataclass, a TypedDict or a JSON Schema mapping;
+      ``RunResult.structured`` is the validated instance) and how many invalid answers
+      are sent back before the turn ends with ``error``. Not given: the settings' own.
+    - ``max_steps``: model steps before the turn stops (20).
+    - ``timeout``: seconds one tool call may run (300; ``None``: no limit).
+    - ``approve``: ask before some calls run (``"WRITE"``: WRITE and DANGEROUS tools; a
+      tuple of tiers or tool names; a function of the request, ``False`` for "do not ask").
+    - ``approver``: who answers: an async batch :data:`~tooldeck.approvals.Approver`, or a
+      plain function of one request (:data:`~tooldeck.approvals.ApprovalCallback`);
+      without one, ``approve=`` asks at the console.
+    - ``policy``: the policy hook (a :class:`~tooldeck.policy.SessionPolicy`...); with
+      ``approve`` too, the stricter verdict wins.
+    - ``result_hooks``: transform each executed call's result before it is recorded.
+    - ``guard``: add the default large-result guard when no result hook is an offload
+      store's (``True``).
+    - ``signal``: an :class:`~tooldeck.context.AbortSignal` that stops the turn (not a
+      Session field: :meth:`Session.run` takes it).
+    - ``turn``: the :class:`~tooldeck.assembly.TurnContext` (home, web, jobs); without it
+      the turn has none of them.
+    - ``events``: the :class:`~tooldeck.events.EventBus` the turn's events go to.
+    - ``session_id``: the session's id (default: a new random one).
+    - ``transcript``: earlier items the turn continues (the list is extended in place).
+    - ``pending_store``: where a step waiting for approval is kept, so that another
+      process can resume it.
+    - ``notices``: things to tell the model before the prompt (ended background jobs).
+    - ``continue_on_max_tokens``: go on after a response cut off at its output limit.
+    - ``owns_model``: close a :class:`~tooldeck.model.Model` passed in after the turn
+      (a model made from a string is always closed).
+    """
+    session = _session(
+        model,
+        tools,
+        instructions=instructions,
+        settings=settings,
+        output_type=output_type,
+        output_retries=output_retries,
+        max_steps=max_steps,
+        timeout=timeout,
+        approve=approve,
+        approver=approver,
+        policy=policy,
+        result_hooks=result_hooks,
+        guard=guard,
+        turn=turn,
+        events=events,
+        session_id=session_id,
+        transcript=transcript,
+        pending_store=pending_store,
+        notices=notices,
+        continue_on_max_tokens=continue_on_max_tokens,
+        owns_model=owns_model,
+    )
+    async with session:  # a model it made is closed after
+        return await session.run(prompt, signal=signal)
+
+
+def stream(
+    model: Model | str,
+    tools: ToolsetSource,
+    prompt: str,
+    *,
+    instructions: str | None = None,
+    settings: ModelSettings | None = None,
+    output_type: OutputTypeSpec | None = None,
+    output_retries: int | None = None,
+    max_steps: int = MAX_STEPS,
+    timeout: float | None = TIMEOUT,
+    approve: ApproveRule | None = None,
+    approver: Approver | ApprovalCallback | None = None,
+    policy: PolicyHook | None = None,
+    result_hooks: Sequence[ResultHook] = (),
+    guard: bool = True,
+    signal: AbortSignal | None = None,
+    turn: TurnContext | None = None,
+    events: EventBus | None = None,
+    session_id: str | None = None,
+    transcript: list[Item] | None = None,
+    pending_store: PendingStore | None = None,
+    notices: NoticeSource | None = None,
+    continue_on_max_tokens: ContinuePolicy | None = None,
+    owns_model: bool = False,
+) -> TurnStream[RunResult]:
+    """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
+
+    Takes the keywords of :func:`run`, with the same meaning; see :meth:`Session.stream`.
+    """
+    session = _session(
+        model,
+        tools,
+        instructions=instructions,
+        settings=settings,
+        output_type=output_type,
+        output_retries=output_retries,
+        max_steps=max_steps,
+        timeout=timeout,
+        approve=approve,
+        approver=approver,
+        policy=policy,
+        result_hooks=result_hooks,
+        guard=guard,
+        turn=turn,
+        events=events,
+        session_id=session_id,
+        transcript=transcript,
+        pending_store=pending_store,
+        notices=notices,
+        continue_on_max_tokens=continue_on_max_tokens,
+        owns_model=owns_model,
+    )
+    return session.stream(prompt, signal=signal)
+
+
+def run_sync(
+    model: Model | str,
+    tools: ToolsetSource,
+    prompt: str,
+    *,
+    instructions: str | None = None,
+    settings: ModelSettings | None = None,
+    output_type: OutputTypeSpec | None = None,
+    output_retries: int | None = None,
+    max_steps: int = MAX_STEPS,
+    timeout: float | None = TIMEOUT,
+    approve: ApproveRule | None = None,
+    approver: Approver | ApprovalCallback | None = None,
+    policy: PolicyHook | None = None,
+    result_hooks: Sequence[ResultHook] = (),
+    guard: bool = True,
+    signal: AbortSignal | None = None,
+    turn: TurnContext | None = None,
+    events: EventBus | None = None,
+    session_id: str | None = None,
+    transcript: list[Item] | None = None,
+    pending_store: PendingStore | None = None,
+    notices: NoticeSource | None = None,
+    continue_on_max_tokens: ContinuePolicy | None = None,
+    owns_model: bool = False,
+) -> RunResult:
+    """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
+
+    Takes the keywords of :func:`run`, with the same meaning. Refuses inside a running
+    event loop (Jupyter, async code): ``await tooldeck.run(...)`` there. Calls of one
+    thread share one event loop, so a model is reused with its connections.
+    """
+    turn_of_run = run(
+        model,
+        tools,
+        prompt,
+        instructions=instructions,
+        settings=settings,
+        output_type=output_type,
+        output_retries=output_retries,
+        max_steps=max_steps,
+        timeout=timeout,
+        approve=approve,
+        approver=approver,
+        policy=policy,
+        result_hooks=result_hooks,
+        guard=guard,
+        signal=signal,
+        turn=turn,
+        events=events,
+        session_id=session_id,
+        transcript=transcript,
+        pending_store=pending_store,
+        notices=notices,
+        continue_on_max_tokens=continue_on_max_tokens,
+        owns_model=owns_model,
+    )
+    return _run_sync(turn_of_run, instead="await tooldeck.run(...)")
+
+
+def _session(
+    model: Model | str,
+    tools: ToolsetSource,
+    *,
+    instructions: str | None,
+    settings: ModelSettings | None,
+    output_type: OutputTypeSpec | None,
+    output_retries: int | None,
+    max_steps: int,
+    timeout: float | None,
+    approve: ApproveRule | None,
+    approver: Approver | ApprovalCallback | None,
+    policy: PolicyHook | None,
+    result_hooks: Sequence[ResultHook],
+    guard: bool,
+    turn: TurnContext | None,
+    events: EventBus | None,
+    session_id: str | None,
+    transcript: list[Item] | None,
+    pending_store: PendingStore | None,
+    notices: NoticeSource | None,
+    continue_on_max_tokens: ContinuePolicy | None,
+    owns_model: bool,
+) -> Session:
+    """The session of one turn; ``output_type`` / ``output_retries`` folded into settings."""
+    settings = settings or ModelSettings()
+    if output_type is not None or output_retries is not None:
+        if output_type is None and settings.output_spec is not None:
+            output_type = settings.output_spec.source  # output_retries alone: keep the type
+        settings = settings.expecting(output_type, retries=output_retries)
+    return Session(
+        model,
+        tools,
+        session_id=new_session_id() if session_id is None else session_id,
+        instructions=instructions,
+        settings=settings,
+        max_steps=max_steps,
+        policy=policy,
+        approver=approver,
+        approve=approve,
+        timeout=timeout,
+        result_hooks=result_hooks,
+        events=EventBus() if events is None else events,
+        turn=turn,
+        transcript=[] if transcript is None else transcript,
+        pending_store=pending_store,
+        guard=guard,
+        continue_on_max_tokens=continue_on_max_tokens,
+        owns_model=owns_model,
+        notices=notices,
+    )
