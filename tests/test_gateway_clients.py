@@ -1,0 +1,233 @@
+"""Real MCP clients nobody on the project wrote, against a real ``tooldeck serve``: the
+official Python SDK's client, fastmcp's ``Client`` and pydantic-ai's ``MCPToolset`` (and
+one pydantic-ai agent run), each over stdio and over streamable HTTP. These clients can
+elicit, so an approval is asked of their user (an elicitation handler) and the call runs.
+
+Each one lists the tools, calls ``tool_search``, calls the tool by exactly the name the
+search answered (directly, and through ``call_tool``), makes a call the policy denies and
+sees the denial, and makes a call that needs approval. The gateway is in front of PyPI's
+mcp-server-time and tests/mcp_servers/basic.py (tests/real_clients.py). The clients that
+cannot elicit (the MCP Inspector's CLI, openai-agents) are in
+tests/test_gateway_clients_cli.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from fastmcp import Client as FastMCPClient
+from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from gateway_client import (
+    APPROVE,
+    PY,
+    Answers,
+    gateway,
+    http_client,
+    names,
+    served_gateway,
+    text_of,
+)
+from real_clients import (
+    ASKS,
+    DENIAL,
+    DENIED,
+    FOUND,
+    GATEWAY_TOOLS,
+    QUERY,
+    approvals,
+    is_current_time,
+    serve_args,
+    setup,
+    the_found_name,
+)
+
+USER = "mcp-client-user"  # who approved, in the audit log: the client's user, by elicitation
+
+
+# -- the official Python SDK (ClientSession) ------------------------------------------------
+async def _sdk(client: Any, answers: Answers) -> None:
+    assert set(await names(client)) == GATEWAY_TOOLS
+    found = await client.call_tool("tool_search", {"query": QUERY})
+    name = the_found_name(text_of(found))
+    assert name in await names(client)  # announced with list_changed, listed again
+    assert is_current_time(text_of(await client.call_tool(name, {"timezone": "UTC"})))
+    wrapped = {"name": name, "arguments": {"timezone": "UTC"}}
+    assert is_current_time(text_of(await client.call_tool("call_tool", wrapped)))
+    denied = await client.call_tool(DENIED, {})
+    assert denied.is_error and DENIAL in text_of(denied)
+    ran = await client.call_tool(ASKS, {"text": "approved"})
+    assert not ran.is_error and text_of(ran) == "approved"
+    assert [ASKS in p.message for p in answers.asked] == [True]
+
+
+def test_the_python_sdk_client_over_stdio(tmp_path: Path) -> None:
+    config, policy, state = setup(tmp_path)
+    answers = Answers(APPROVE)
+
+    async def main() -> None:
+        async with gateway(config, state, "--policy", str(policy), elicit=answers) as c:
+            await _sdk(c, answers)
+
+    anyio.run(main)
+    assert approvals(state) == [(ASKS, "approve", USER)]
+
+
+def test_the_python_sdk_client_over_http(tmp_path: Path) -> None:
+    config, policy, state = setup(tmp_path)
+    answers = Answers(APPROVE)
+
+    async def main(url: str) -> None:
+        async with http_client(url, elicit=answers) as c:
+            await _sdk(c, answers)
+
+    with served_gateway(config, state, "--policy", str(policy)) as url:
+        anyio.run(main, url)
+    assert approvals(state) == [(ASKS, "approve", USER)]
+
+
+# -- fastmcp's Client ------------------------------------------------------------------------
+class Approver:
+    """A fastmcp (and pydantic-ai) elicitation handler: approves, and keeps each message."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def __call__(self, message: str, response_type: Any, params: Any, context: Any) -> Any:
+        self.asked.append(message)
+        return {"approve": True}
+
+
+async def _fastmcp(transport: Any) -> None:
+    approver = Approver()
+    async with FastMCPClient(transport, elicitation_handler=approver, timeout=120) as c:
+        assert {t.name for t in await c.list_tools()} == GATEWAY_TOOLS
+        found = await c.call_tool("tool_search", {"query": QUERY})
+        name = the_found_name(text_of(found))
+        assert name in {t.name for t in await c.list_tools()}
+        direct = await c.call_tool(name, {"timezone": "UTC"})
+        assert is_current_time(text_of(direct)) and direct.data.timezone == "UTC"
+        wrapped = await c.call_tool("call_tool", {"name": name, "arguments": {"timezone": "UTC"}})
+        assert is_current_time(text_of(wrapped))
+        denied = await c.call_tool(DENIED, {}, raise_on_error=False)
+        assert denied.is_error and DENIAL in text_of(denied)
+        ran = await c.call_tool(ASKS, {"text": "approved"}, raise_on_error=False)
+        assert not ran.is_error and text_of(ran) == "approved"
+    assert [ASKS in m for m in approver.asked] == [True]
+
+
+def test_fastmcp_client_over_stdio(tmp_path: Path) -> None:
+    """Over stdio fastmcp speaks MCP 2026-07-28 (no handshake): the approval is an
+    ``input_required`` round, which its client answers with the elicitation handler."""
+    config, policy, state = setup(tmp_path)
+    anyio.run(_fastmcp, StdioTransport(PY, serve_args(config, policy, state)))
+    assert approvals(state) == [(ASKS, "approve", USER)]
+
+
+def test_fastmcp_client_over_http(tmp_path: Path) -> None:
+    config, policy, state = setup(tmp_path)
+    with served_gateway(config, state, "--policy", str(policy)) as url:
+        anyio.run(_fastmcp, StreamableHttpTransport(url))
+    assert approvals(state) == [(ASKS, "approve", USER)]
+
+
+# -- pydantic-ai's MCPToolset, and an agent run ----------------------------------------------
+async def _toolset(toolset: MCPToolset[Any], approver: Approver, *, relisted: bool) -> None:
+    async with toolset:
+        assert {t.name for t in await toolset.list_tools()} == GATEWAY_TOOLS
+        name = the_found_name(await toolset.direct_call_tool("tool_search", {"query": QUERY}))
+        if relisted:  # its tool cache is dropped on list_changed (handshake sessions only)
+            assert name in {t.name for t in await toolset.list_tools()}
+        now = await toolset.direct_call_tool(name, {"timezone": "UTC"})
+        assert now["timezone"] == "UTC" and "datetime" in now
+        wrapped = {"name": name, "arguments": {"timezone": "UTC"}}
+        assert (await toolset.direct_call_tool("call_tool", wrapped))["timezone"] == "UTC"
+        with pytest.raises(ModelRetry, match=DENIAL):  # what its agent gives the model
+            await toolset.direct_call_tool(DENIED, {})
+        assert await toolset.direct_call_tool(ASKS, {"text": "approved"}) == "approved"
+    assert [ASKS in m for m in approver.asked] == [True]
+
+
+@pytest.mark.filterwarnings("ignore:`elicitation_handler` will never be called")
+def test_pydantic_ai_mcp_toolset_over_stdio(tmp_path: Path) -> None:
+    """Over stdio its fastmcp client speaks MCP 2026-07-28: it warns that the elicitation
+    handler will never be called (no connection for a server request), yet the gateway's
+    approval reaches it as an ``input_required`` round. It opens no
+    ``subscriptions/listen`` stream, so its cached listing misses what the search added:
+    the found tool is called by its name all the same (the gateway knows every tool)."""
+    config, policy, state = setup(tmp_path)
+    approver = Approver()
+    transport = StdioTransport(PY, serve_args(config, policy, state))
+    toolset: MCPToolset[Any] = MCPToolset(transport, elicitation_handler=approver)
+    anyio.run(lambda: _toolset(toolset, approver, relisted=False))
+    assert approvals(state) == [(ASKS, "approve", USER)]
+
+
+class Scripted:
+    """A pydantic-ai model (``FunctionModel``) that does what a model would: search, call
+    the tool the search named (by its name when listed, else through ``call_tool``), then
+    a call the policy denies and one that asks, each through ``call_tool``."""
+
+    def __init__(self) -> None:
+        self.listed_found = False
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = sum(isinstance(m, ModelResponse) for m in messages)
+        if step == 0:
+            return ModelResponse(parts=[ToolCallPart("tool_search", {"query": QUERY})])
+        if step == 1:
+            answer = next(p for p in messages[-1].parts if isinstance(p, ToolReturnPart))
+            name = the_found_name(answer.model_response_str())
+            self.listed_found = name in {t.name for t in info.function_tools}
+            if self.listed_found:
+                return ModelResponse(parts=[ToolCallPart(name, {"timezone": "UTC"})])
+            wrapped = {"name": name, "arguments": {"timezone": "UTC"}}
+            return ModelResponse(parts=[ToolCallPart("call_tool", wrapped)])
+        if step == 2:
+            wrapped = {"name": DENIED, "arguments": {}}
+            return ModelResponse(parts=[ToolCallPart("call_tool", wrapped)])
+        if step == 3:
+            wrapped = {"name": ASKS, "arguments": {"text": "approved for the agent"}}
+            return ModelResponse(parts=[ToolCallPart("call_tool", wrapped)])
+        return ModelResponse(parts=[TextPart("done")])
+
+
+def test_pydantic_ai_mcp_toolset_and_an_agent_run_over_http(tmp_path: Path) -> None:
+    config, policy, state = setup(tmp_path)
+    approver = Approver()
+    model = Scripted()
+
+    async def main(url: str) -> None:
+        toolset: MCPToolset[Any] = MCPToolset(url, elicitation_handler=approver)
+        await _toolset(toolset, approver, relisted=True)
+        agent_toolset: MCPToolset[Any] = MCPToolset(url, elicitation_handler=approver)
+        agent = Agent(FunctionModel(model), toolsets=[agent_toolset])
+        run = await agent.run("What time is it in UTC?")
+        assert run.output == "done"
+        parts = [p for m in run.all_messages() for p in m.parts]
+        returned = [p for p in parts if isinstance(p, ToolReturnPart)]
+        assert [p.tool_name for p in returned] == ["tool_search", FOUND, "call_tool", "call_tool"]
+        assert is_current_time(returned[1].model_response_str())
+        # the denial goes back to the model as a retry prompt, in the gateway's words
+        assert returned[2].content == DENIAL and returned[2].outcome == "retried"
+        assert returned[3].content == "approved for the agent"
+
+    with served_gateway(config, state, "--policy", str(policy)) as url:
+        anyio.run(main, url)
+    assert model.listed_found  # the agent's listing had the found tool (list_changed)
+    assert approvals(state) == [(ASKS, "approve", USER)] * 2
+    assert len(approver.asked) == 2
