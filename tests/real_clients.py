@@ -80,12 +80,14 @@ def is_current_time(text: str) -> bool:
 
 
 def approvals(state: Path) -> list[tuple[str, str, str | None]]:
-    """``(tool, decision, who)`` of every answered approval in the audit logs."""
-    return [
-        (e["tool"], e["decision"], e.get("approved_by") or e.get("denied_by"))
-        for e in audit_lines(state)
-        if e["level"] == "approval"
-    ]
+    """``(tool, decision, who approved)`` of every answered approval in the audit logs (of every
+    session), in the order they were given."""
+    answered = sorted((e for e in audit_lines(state) if e["level"] == "approval"), key=_time)
+    return [(e["tool"], e["decision"], e.get("approved_by")) for e in answered]
+
+
+def _time(entry: dict[str, Any]) -> Any:
+    return entry["time"]
 
 
 class Watcher:
