@@ -20,6 +20,7 @@ import anyio
 import pytest
 from fastmcp import Client as FastMCPClient
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+from mcp.shared.exceptions import MCPError
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.mcp import MCPToolset
@@ -36,6 +37,7 @@ from gateway_client import (
     APPROVE,
     PY,
     Answers,
+    audit_lines,
     gateway,
     http_client,
     names,
@@ -55,6 +57,7 @@ from real_clients import (
     setup,
     the_found_name,
 )
+from tooldeck.gateway.approval import CANCELLED
 
 USER = "mcp-client-user"  # who approved, in the audit log: the client's user, by elicitation
 
@@ -138,11 +141,37 @@ def test_fastmcp_client_over_stdio(tmp_path: Path) -> None:
     assert approvals(state) == [(ASKS, "approve", USER)]
 
 
+async def _times_out_while_asked(transport: Any) -> None:
+    """A call whose approval form its user leaves open past the client's request timeout:
+    the client cancels the call (and the form with it); nothing runs, and the session
+    keeps serving."""
+    asked = anyio.Event()
+
+    async def never(message: str, response_type: Any, params: Any, context: Any) -> Any:
+        asked.set()
+        await anyio.sleep(120)  # the cancel ends this first
+        return {"approve": True}
+
+    async with FastMCPClient(transport, elicitation_handler=never) as c:
+        with pytest.raises(MCPError, match="timed out"):
+            await c.call_tool(ASKS, {"text": "left open"}, timeout=3)
+        assert asked.is_set()
+        found = await c.call_tool("tool_search", {"query": QUERY})
+        assert the_found_name(text_of(found)) == FOUND
+
+
 def test_fastmcp_client_over_http(tmp_path: Path) -> None:
+    """Over HTTP fastmcp speaks the handshake: the approval is an elicitation request
+    within the call. A call cancelled while its form is open is audited as a deny, as a
+    call cancelled while it waits for tooldeck approve is."""
     config, policy, state = setup(tmp_path)
     with served_gateway(config, state, "--policy", str(policy)) as url:
         anyio.run(_fastmcp, StreamableHttpTransport(url))
-    assert approvals(state) == [(ASKS, "approve", USER)]
+        anyio.run(_times_out_while_asked, StreamableHttpTransport(url))
+    assert approvals(state) == [(ASKS, "approve", USER), (ASKS, "deny", None)]
+    denied = [e for e in audit_lines(state) if e["level"] == "approval" and e["decision"] == "deny"]
+    assert [e["reason"] for e in denied] == [CANCELLED]
+    assert not any("left open" in p.read_text() for p in state.glob("*.calls.jsonl"))
 
 
 # -- pydantic-ai's MCPToolset, and an agent run ----------------------------------------------
