@@ -59,6 +59,7 @@ from real_clients import (
 )
 from tooldeck.gateway.approval import CANCELLED
 
+CLOSED = "the approval request failed (the user closed the window)"
 USER = "mcp-client-user"  # who approved, in the audit log: the client's user, by elicitation
 
 
@@ -160,6 +161,19 @@ async def _times_out_while_asked(transport: Any) -> None:
         assert the_found_name(text_of(found)) == FOUND
 
 
+async def _elicitation_fails(transport: Any) -> None:
+    """An elicitation handler that raises: fastmcp answers the form request with an error
+    (its message), and the call is denied saying so, in the client's words."""
+
+    async def closed(message: str, response_type: Any, params: Any, context: Any) -> Any:
+        raise RuntimeError("the user closed the window")
+
+    async with FastMCPClient(transport, elicitation_handler=closed) as c:
+        failed = await c.call_tool(ASKS, {"text": "failed"}, raise_on_error=False)
+        assert failed.is_error
+        assert text_of(failed) == f"Denied: {CLOSED}.", text_of(failed)
+
+
 def test_fastmcp_client_over_http(tmp_path: Path) -> None:
     """Over HTTP fastmcp speaks the handshake: the approval is an elicitation request
     within the call. A call cancelled while its form is open is audited as a deny, as a
@@ -168,9 +182,10 @@ def test_fastmcp_client_over_http(tmp_path: Path) -> None:
     with served_gateway(config, state, "--policy", str(policy)) as url:
         anyio.run(_fastmcp, StreamableHttpTransport(url))
         anyio.run(_times_out_while_asked, StreamableHttpTransport(url))
-    assert approvals(state) == [(ASKS, "approve", USER), (ASKS, "deny", None)]
+        anyio.run(_elicitation_fails, StreamableHttpTransport(url))
+    assert approvals(state) == [(ASKS, "approve", USER), (ASKS, "deny", None), (ASKS, "deny", None)]
     denied = [e for e in audit_lines(state) if e["level"] == "approval" and e["decision"] == "deny"]
-    assert [e["reason"] for e in denied] == [CANCELLED]
+    assert sorted(e["reason"] for e in denied) == sorted([CANCELLED, CLOSED])
     assert not any("left open" in p.read_text() for p in state.glob("*.calls.jsonl"))
 
 

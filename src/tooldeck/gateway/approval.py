@@ -199,8 +199,9 @@ def elicitation_asker(
                         related_request_id=request_id,
                     )
             except Exception as exc:  # fails closed
-                _log.warning("elicitation for %s failed: %s", shown_name, exc)
-                answers.append(not_answered(f"the approval request failed ({exc})"))
+                why = _cause(exc)  # the client's error, not the progress task group's
+                _log.warning("elicitation for %s failed: %s", shown_name, why)
+                answers.append(not_answered(f"the approval request failed ({why})"))
                 continue
             except BaseException:  # cancelled: none of these calls runs, each is audited
                 if on_give_up is not None:
@@ -211,6 +212,13 @@ def elicitation_asker(
         return answers
 
     return ask
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The one error inside (nested) exception groups of one error each, else ``exc``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def answer_of(result: types.ElicitResult) -> ApprovalAnswer:
