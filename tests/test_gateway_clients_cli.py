@@ -13,6 +13,7 @@ tests/real_clients.py.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,9 +55,11 @@ class Inspector:
     """``mcp-inspector --cli`` against one target (a command line, or a URL): each method
     is one process, and one MCP session."""
 
-    def __init__(self, entry: Path, target: list[str]) -> None:
+    def __init__(self, entry: Path, target: list[str], home: Path) -> None:
         self.entry = entry
         self.target = target
+        # it keeps a catalog and storage under ~/.mcp-inspector: not the user's home
+        self.env = {**os.environ, "HOME": str(home)}
 
     async def run(self, method: str, tool: str | None = None, **args: Any) -> tuple[int, Any]:
         """Its exit status and the JSON it printed: a result on stdout, or an error of its
@@ -68,7 +71,9 @@ class Inspector:
             text = value if isinstance(value, str) else json.dumps(value)
             command += ["--tool-arg", f"{key}={text}"]
         with anyio.fail_after(180):
-            done = await anyio.run_process([*command, "--", *self.target], check=False)
+            done = await anyio.run_process(
+                [*command, "--", *self.target], check=False, env=self.env
+            )
         out = done.stdout.decode() or done.stderr.decode()
         try:
             return done.returncode, json.loads(out)
@@ -107,7 +112,7 @@ async def _inspected(cli: Inspector, policy: Path, state: Path, *, direct: bool)
 def test_the_inspector_cli_over_stdio(inspector: Path, tmp_path: Path) -> None:
     """Each command starts the gateway anew (its own stdio session)."""
     config, policy, state = setup(tmp_path)
-    cli = Inspector(inspector, [PY, *serve_args(config, policy, state)])
+    cli = Inspector(inspector, [PY, *serve_args(config, policy, state)], tmp_path / "home")
     anyio.run(lambda: _inspected(cli, policy, state, direct=False))
     assert approvals(state) == [(ASKS, "deny", None), (ASKS, "approve", WATCHER)]
 
@@ -115,7 +120,8 @@ def test_the_inspector_cli_over_stdio(inspector: Path, tmp_path: Path) -> None:
 def test_the_inspector_cli_over_http(inspector: Path, tmp_path: Path) -> None:
     config, policy, state = setup(tmp_path)
     with served_gateway(config, state, "--policy", str(policy)) as url:
-        anyio.run(lambda: _inspected(Inspector(inspector, [url]), policy, state, direct=True))
+        cli = Inspector(inspector, [url], tmp_path / "home")
+        anyio.run(lambda: _inspected(cli, policy, state, direct=True))
     assert approvals(state) == [(ASKS, "deny", None), (ASKS, "approve", WATCHER)]
 
 
