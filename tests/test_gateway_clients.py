@@ -106,14 +106,15 @@ def test_the_python_sdk_client_over_http(tmp_path: Path) -> None:
 
 # -- fastmcp's Client ------------------------------------------------------------------------
 class Approver:
-    """A fastmcp (and pydantic-ai) elicitation handler: approves, and keeps each message."""
+    """A fastmcp (and pydantic-ai) elicitation handler: approves (but a call whose
+    arguments say "refuse"), and keeps each message."""
 
     def __init__(self) -> None:
         self.asked: list[str] = []
 
     async def __call__(self, message: str, response_type: Any, params: Any, context: Any) -> Any:
         self.asked.append(message)
-        return {"approve": True}
+        return {"approve": "refuse" not in message}
 
 
 async def _fastmcp(transport: Any) -> None:
@@ -131,7 +132,32 @@ async def _fastmcp(transport: Any) -> None:
         assert denied.is_error and DENIAL in text_of(denied)
         ran = await c.call_tool(ASKS, {"text": "approved"}, raise_on_error=False)
         assert not ran.is_error and text_of(ran) == "approved"
-    assert [ASKS in m for m in approver.asked] == [True]
+        await _at_once(c)
+    assert [ASKS in m for m in approver.asked] == [True] * 5
+
+
+async def _at_once(c: FastMCPClient[Any]) -> None:
+    """Four calls that ask, at once: each is asked on its own form and gets its own
+    answer (two approved, two refused)."""
+    got: dict[str, tuple[bool, str]] = {}
+
+    async def call(text: str) -> None:
+        result = await c.call_tool(ASKS, {"text": text}, raise_on_error=False)
+        got[text] = (result.is_error, text_of(result))
+
+    async with anyio.create_task_group() as tg:
+        for text in ("one", "refuse two", "three", "refuse four"):
+            tg.start_soon(call, text)
+    refused = (True, "Denied by the user: the user did not approve")
+    assert got == {
+        "one": (False, "one"),
+        "refuse two": refused,
+        "three": (False, "three"),
+        "refuse four": refused,
+    }
+
+
+ANSWERED = [(ASKS, "approve", USER)] * 3 + [(ASKS, "deny", None)] * 2
 
 
 def test_fastmcp_client_over_stdio(tmp_path: Path) -> None:
@@ -139,7 +165,7 @@ def test_fastmcp_client_over_stdio(tmp_path: Path) -> None:
     ``input_required`` round, which its client answers with the elicitation handler."""
     config, policy, state = setup(tmp_path)
     anyio.run(_fastmcp, StdioTransport(PY, serve_args(config, policy, state)))
-    assert approvals(state) == [(ASKS, "approve", USER)]
+    assert sorted(approvals(state), key=str) == sorted(ANSWERED, key=str)
 
 
 async def _times_out_while_asked(transport: Any) -> None:
@@ -183,9 +209,11 @@ def test_fastmcp_client_over_http(tmp_path: Path) -> None:
         anyio.run(_fastmcp, StreamableHttpTransport(url))
         anyio.run(_times_out_while_asked, StreamableHttpTransport(url))
         anyio.run(_elicitation_fails, StreamableHttpTransport(url))
-    assert approvals(state) == [(ASKS, "approve", USER), (ASKS, "deny", None), (ASKS, "deny", None)]
+    gave_up = [(ASKS, "deny", None)] * 2  # the form left open; the form that failed
+    assert sorted(approvals(state), key=str) == sorted(ANSWERED + gave_up, key=str)
     denied = [e for e in audit_lines(state) if e["level"] == "approval" and e["decision"] == "deny"]
-    assert sorted(e["reason"] for e in denied) == sorted([CANCELLED, CLOSED])
+    refused = ["the user did not approve"] * 2
+    assert sorted(e["reason"] for e in denied) == sorted([CANCELLED, CLOSED, *refused])
     assert not any("left open" in p.read_text() for p in state.glob("*.calls.jsonl"))
 
 
