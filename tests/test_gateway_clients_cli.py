@@ -20,14 +20,24 @@ from typing import Any
 
 import anyio
 import pytest
+from agents import Agent, RunConfig, Runner
+from agents.items import ModelResponse
 from agents.mcp import MCPServer, MCPServerStdio, MCPServerStreamableHttp
+from agents.models.interface import Model
+from agents.usage import Usage
 from mcp.shared.exceptions import MCPError
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 
 from gateway_client import PY, npm_server, served_gateway, text_of
 from real_clients import (
     ASKS,
     DENIAL,
     DENIED,
+    FOUND,
     GATEWAY_TOOLS,
     QUERY,
     approvals,
@@ -42,6 +52,7 @@ from real_clients import (
 
 WATCHER = "tooldeck approve (out of band)"
 INSPECTOR = ("@modelcontextprotocol/inspector", "2.12.0", "mcp-inspector")
+NO_TRACING = RunConfig(tracing_disabled=True)  # offline: no traces sent to OpenAI
 
 
 # -- the MCP Inspector's CLI -----------------------------------------------------------------
@@ -144,6 +155,73 @@ async def _connected(server: MCPServer, policy: Path, state: Path) -> None:
     assert nobody.is_error and says_how_to_allow(text_of(nobody), policy, state)
 
 
+class Scripted(Model):
+    """An openai-agents model (it has no offline one built in) that does what a model
+    would: search, call the tool the search named (by its name when listed, else through
+    ``call_tool``), then a call the policy denies and one that asks, through
+    ``call_tool``; what it was given is kept (the tools listed, the calls' outputs)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[list[str], list[str]]] = []
+
+    async def get_response(
+        self, *args: Any, input: list[Any], tools: list[Any], **kwargs: Any
+    ) -> ModelResponse:
+        outputs = [_output(i) for i in input if i.get("type") == "function_call_output"]
+        listed = [t.name for t in tools]
+        self.seen.append((listed, outputs))
+        step = len(outputs)
+        if step == 0:
+            return _call(step, "tool_search", {"query": QUERY})
+        if step == 1:
+            name = the_found_name(outputs[-1])
+            if name in listed:
+                return _call(step, name, {"timezone": "UTC"})
+            return _call(step, "call_tool", {"name": name, "arguments": {"timezone": "UTC"}})
+        if step == 2:
+            return _call(step, "call_tool", {"name": DENIED, "arguments": {}})
+        if step == 3:
+            return _call(step, "call_tool", {"name": ASKS, "arguments": {"text": "agent"}})
+        text = ResponseOutputText(text="done", type="output_text", annotations=[])
+        done = ResponseOutputMessage(
+            id="m", content=[text], role="assistant", status="completed", type="message"
+        )
+        return ModelResponse(output=[done], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def _call(step: int, name: str, arguments: dict[str, Any]) -> ModelResponse:
+    call = ResponseFunctionToolCall(
+        id=f"fc{step}",
+        call_id=f"call{step}",
+        name=name,
+        arguments=json.dumps(arguments),
+        type="function_call",
+        status="completed",
+    )
+    return ModelResponse(output=[call], usage=Usage(), response_id=None)
+
+
+def _output(item: Any) -> str:
+    out = item["output"]
+    return out if isinstance(out, str) else "\n".join(part.get("text", "") for part in out)
+
+
+async def _agent_run(server: MCPServer, policy: Path, state: Path) -> None:
+    """One openai-agents agent run with the gateway as its MCP server: its model is given
+    the found tool listed, the tool's answer, the denial and the answer at once."""
+    model = Scripted()
+    agent = Agent(name="assistant", model=model, mcp_servers=[server])
+    run = await Runner.run(agent, "What time is it in UTC?", run_config=NO_TRACING)
+    assert run.final_output == "done"
+    listed, outputs = model.seen[-1]
+    assert FOUND in listed  # it lists the tools again each turn
+    assert is_current_time(outputs[1]) and DENIAL in outputs[2]
+    assert says_how_to_allow(outputs[3], policy, state)
+
+
 async def _approved(server: MCPServer, state: Path) -> None:
     ran = await approved_by_watcher(state, lambda: server.call_tool(ASKS, {"text": "approved"}))
     assert not ran.is_error and text_of(ran) == "approved"
@@ -165,12 +243,14 @@ def test_openai_agents_over_stdio(gateway_files: tuple[Path, Path, Path]) -> Non
         await server.connect()
         try:
             await _connected(server, policy, state)
+            await _agent_run(server, policy, state)
             await _approved(server, state)
         finally:
             await server.cleanup()
 
     anyio.run(main)
-    assert approvals(state) == [(ASKS, "deny", None), (ASKS, "approve", WATCHER)]
+    at_once = [(ASKS, "deny", None)] * 2  # the client's call, its agent's
+    assert approvals(state) == [*at_once, (ASKS, "approve", WATCHER)]
 
 
 async def _gives_up(server: MCPServer, state: Path) -> None:
@@ -199,6 +279,7 @@ def test_openai_agents_over_http(gateway_files: tuple[Path, Path, Path]) -> None
         await waits.connect()
         try:
             await _connected(server, policy, state)
+            await _agent_run(server, policy, state)
             await _gives_up(server, state)
             await _approved(waits, state)
         finally:
@@ -208,4 +289,5 @@ def test_openai_agents_over_http(gateway_files: tuple[Path, Path, Path]) -> None
     with served_gateway(config, state, "--policy", str(policy)) as url:
         anyio.run(main, url)
     gave_up = (ASKS, "deny", None)  # audited as a deny, by nobody
-    assert approvals(state) == [(ASKS, "deny", None), gave_up, (ASKS, "approve", WATCHER)]
+    at_once = [(ASKS, "deny", None)] * 2  # the client's call, its agent's
+    assert approvals(state) == [*at_once, gave_up, (ASKS, "approve", WATCHER)]
