@@ -6,8 +6,10 @@ Each one lists the tools, calls ``tool_search``, calls the tool the search named
 exactly that name, makes a call the policy denies and sees the denial, and makes a call
 that needs approval: with nobody to ask it is denied at once, saying how to allow it;
 with a real ``tooldeck approve --watch`` running, the same call waits, the person there
-approves it, and it runs. The gateway and its upstream servers are those of
-tests/real_clients.py.
+approves it, and it runs. openai-agents also runs one agent (``Runner.run``, a scripted
+model) through the gateway, and its default 5 s request timeout is let end a wait for a
+watcher who does not answer (the gateway withdraws the approval). The gateway and its
+upstream servers are those of tests/real_clients.py.
 """
 
 from __future__ import annotations
