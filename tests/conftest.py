@@ -30,6 +30,7 @@ _LONG_FIRST = (
     "test_workflows_workers.py",
     "test_workflows_faults.py",
     "test_gateway_out_of_band.py",
+    "test_gateway_clients_cli.py",
     "test_jobs_processes.py",
     "test_gateway_stateless.py",
     "test_telemetry_integration.py",

@@ -57,6 +57,7 @@ from ..tool import Tool
 __all__ = [
     "APPROVAL_SCHEMA",
     "ARGUMENTS_SHOWN",
+    "CANCELLED",
     "MODES",
     "NOBODY",
     "NO_ELICITATION",
@@ -82,6 +83,8 @@ ARGUMENTS_SHOWN = 2000
 PROGRESS_SECONDS = 5.0
 """How often a client is sent progress while its call waits for a person."""
 NO_ELICITATION = "nobody can approve it here: this MCP client cannot ask its user (no elicitation)"
+CANCELLED = "the call was cancelled while its approval form waited for the user"
+"""Why a call cancelled while asked by elicitation (a client's timeout, say) was denied."""
 NOBODY = "nobody can approve it: the gateway asks nobody (tooldeck serve --approvals deny)"
 OTHERWISE = {
     "auto": "use an MCP client with elicitation, or restart the gateway with --approvals "
@@ -175,10 +178,12 @@ def elicitation_asker(
     request_id: Any,
     shown: Callable[[Tool], str],
     progress: Progress | None = None,
+    on_give_up: Callable[[ApprovalRequest, str], None] | None = None,
 ) -> Approver:
     """An approver that asks the user of ``session``'s client, one form per call
     (``shown`` names a tool as the client knows it; ``progress`` is sent while a form
-    waits, :func:`progress_while`)."""
+    waits, :func:`progress_while`; ``on_give_up`` is told of each call whose wait the
+    client cancelled, its request timeout say, so that it is audited as a deny)."""
     if not elicitation_supported(session):
         return nobody_asker(NO_ELICITATION)
 
@@ -194,13 +199,26 @@ def elicitation_asker(
                         related_request_id=request_id,
                     )
             except Exception as exc:  # fails closed
-                _log.warning("elicitation for %s failed: %s", shown_name, exc)
-                answers.append(not_answered(f"the approval request failed ({exc})"))
+                why = _cause(exc)  # the client's error, not the progress task group's
+                _log.warning("elicitation for %s failed: %s", shown_name, why)
+                answers.append(not_answered(f"the approval request failed ({why})"))
                 continue
+            except BaseException:  # cancelled: none of these calls runs, each is audited
+                if on_give_up is not None:
+                    for asked in requests:
+                        on_give_up(asked, CANCELLED)
+                raise
             answers.append(answer_of(result))
         return answers
 
     return ask
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The one error inside (nested) exception groups of one error each, else ``exc``."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def answer_of(result: types.ElicitResult) -> ApprovalAnswer:

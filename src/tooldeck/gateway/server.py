@@ -220,7 +220,9 @@ class Gateway:
         if mode in ("auto", "elicit") and elicitation_supported(ctx.session):
             if stateless(ctx):  # no back channel: the call ends its round input_required
                 return wait_for_human, CLIENT_USER
-            asker = elicitation_asker(ctx.session, ctx.request_id, client_name, progress)
+            asker = elicitation_asker(
+                ctx.session, ctx.request_id, client_name, progress, on_give_up=session.gave_up
+            )
             return asker, CLIENT_USER
         desk = self.desk
         if desk is not None and (mode == "out-of-band" or (mode == "auto" and desk.watched())):
