@@ -135,6 +135,16 @@ def serve_command(
             "results then go).",
         ),
     ] = 1800.0,
+    sessions: Annotated[
+        str | None,
+        typer.Option(
+            "--sessions",
+            metavar="WHERE",
+            help="With --http: keep client sessions in a store other gateway processes share "
+            "(and a restart keeps): a PostgreSQL DSN (postgresql://...) or a SQLite file. "
+            "Give them the same --state folder too.",
+        ),
+    ] = None,
     approvals: Annotated[
         Approvals,
         typer.Option(
@@ -303,6 +313,8 @@ def serve_command(
             f"{stdin_problem}, so no MCP client can talk to the gateway: let the client "
             "start tooldeck serve (see docs/gateway.md), or serve HTTP with --http PORT"
         )
+    if sessions is not None and (http is None or check_only):
+        raise user_error("--sessions keeps the sessions of HTTP clients; give --http PORT with it")
     sock = _socket(host, http) if http is not None and not check_only else None
 
     async def run() -> None:
@@ -316,38 +328,40 @@ def serve_command(
                 semantic=False if lexical else "auto",
                 native=native.tools if native else (),
             )
-            try:
-                gateway = Gateway(
-                    catalog,
-                    rules,
-                    state=state_dir,
-                    offload_tokens=offload_tokens,
-                    guard_tokens=guard_tokens,
-                    approvals="deny" if check_only else approvals,  # --check makes no files
-                    approval_timeout=approval_timeout,
-                    home=tools_home,
-                    session_idle=session_idle,
-                )
-            except ValueError as exc:
-                raise user_error(f"--approvals {approvals}: {exc}") from exc
-            if check_only:
-                report = check(gateway)
-                _print_check(report, json_output, native.left_out if native else ())
-                if any(s["state"] not in ("connected", "idle") for s in report.servers):
-                    raise typer.Exit(1)  # a server did not start: the answer is no
-                return
-            exporting = _export_telemetry()
-            _banner(config, rules, approvals, "HTTP" if http is not None else "stdio")
-            try:
-                if http is not None:
-                    await gateway.serve_http(
-                        host, http, token=token, oauth=oauth, sock=sock, announce=_listening
+            async with _shared_sessions(sessions, session_idle) as shared:
+                try:
+                    gateway = Gateway(
+                        catalog,
+                        rules,
+                        state=state_dir,
+                        offload_tokens=offload_tokens,
+                        guard_tokens=guard_tokens,
+                        approvals="deny" if check_only else approvals,  # --check makes no files
+                        approval_timeout=approval_timeout,
+                        home=tools_home,
+                        session_idle=session_idle,
+                        sessions=shared,
                     )
-                else:
-                    await gateway.serve_stdio()
-            finally:
-                if exporting:  # before the upstream servers are closed, which takes time
-                    _flush_telemetry()
+                except ValueError as exc:
+                    raise user_error(f"--approvals {approvals}: {exc}") from exc
+                if check_only:
+                    report = check(gateway)
+                    _print_check(report, json_output, native.left_out if native else ())
+                    if any(s["state"] not in ("connected", "idle") for s in report.servers):
+                        raise typer.Exit(1)  # a server did not start: the answer is no
+                    return
+                exporting = _export_telemetry()
+                _banner(config, rules, approvals, "HTTP" if http is not None else "stdio")
+                try:
+                    if http is not None:
+                        await gateway.serve_http(
+                            host, http, token=token, oauth=oauth, sock=sock, announce=_listening
+                        )
+                    else:
+                        await gateway.serve_stdio()
+                finally:
+                    if exporting:  # before the upstream servers are closed, which takes time
+                        _flush_telemetry()
 
     if check_only:
         with _failures_said_by_the_report():
@@ -357,6 +371,29 @@ def serve_command(
 
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@asynccontextmanager
+async def _shared_sessions(where: str | None, idle: float) -> AsyncIterator[Any]:
+    """``--sessions WHERE``, open (``None`` without it); a store that cannot be opened
+    is one line."""
+    if where is None:
+        yield None
+        return
+    from ..gateway.session_store import is_postgres
+    from ..gateway.shared import SharedSessions
+    from ..workflows.store import StoreError, redact_dsn
+
+    shown = redact_dsn(where) if is_postgres(where) else where
+    opened = SharedSessions.opened(where, idle)
+    try:
+        shared = await opened.__aenter__()
+    except StoreError as exc:
+        raise user_error(f"--sessions {shown}: {exc}") from exc
+    try:
+        yield shared
+    finally:
+        await opened.__aexit__(None, None, None)
 
 
 def _fail(message: str) -> NoReturn:

@@ -25,22 +25,26 @@ import signal
 import socket
 import sys
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import principal_components
 from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
 
 from ..approvals import ApprovalRequest, Approver, PendingApproval
 from ..policy import Policy, wait_for_human
+from ..workflows.store import StoreError
 from ._stdin import wire_stdin
 from .allow import how_to_allow
 from .approval import (
@@ -64,6 +68,7 @@ from .out_of_band import (
     approvals_folder,
 )
 from .session import GatewaySession
+from .shared import EXPIRE_SECONDS, SessionGone, SharedSessions, http_key, principal_key_of
 from .stateless import (
     DEFAULT_IDLE,
     Listeners,
@@ -75,6 +80,8 @@ from .stateless import (
 from .wire import to_call_result
 
 __all__ = ["STARTING_META", "Gateway", "http_socket"]
+
+_T = TypeVar("_T")
 
 _log = logging.getLogger("tooldeck.gateway")
 WATCH_SECONDS = 1.0
@@ -89,6 +96,23 @@ INSTRUCTIONS = (
     "tools are listed; find the others with tool_search (they are then listed, or call "
     "them with call_tool). Large results are stored: read them with recall_tool_result."
 )
+
+
+def _owner() -> dict[str, Any] | None:
+    """The OAuth principal of this request (as the SDK compares session owners), if any."""
+    token = get_access_token()
+    if token is None:
+        return None
+    client_id, issuer, subject = principal_components(token)
+    return {"client_id": client_id, "issuer": issuer, "subject": subject}
+
+
+def _gone() -> MCPError:
+    return MCPError(
+        types.INVALID_REQUEST,
+        "this session ended (the client closed it, or it was unused too long); "
+        "start a new one (initialize)",
+    )
 
 
 def http_socket(host: str, port: int) -> socket.socket:
@@ -138,6 +162,7 @@ class Gateway:
         approval_timeout: float = DEFAULT_TIMEOUT,
         home: Path | None = None,
         session_idle: float = DEFAULT_IDLE,
+        sessions: SharedSessions | None = None,
     ) -> None:
         from .. import __version__
 
@@ -169,6 +194,8 @@ class Gateway:
         self._single: GatewaySession | None = None  # stdio: the one client
         self._stdio = False
         self.session_idle = session_idle
+        self.sessions = sessions  # shared with other gateway processes (:mod:`.shared`)
+        self._expired_at = 0.0
         # clients of the stateless protocol (2026-07-28): sessions by principal, their
         # listen streams, their approvals waiting for a retry
         self.asks = InputAsks(ASK_SECONDS)
@@ -189,13 +216,18 @@ class Gateway:
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             get_tool_input_schema=self._input_schema,
         )
-        security = RequestStateSecurity.ephemeral(ttl=ASK_SECONDS)
+        if sessions is None:
+            security = RequestStateSecurity.ephemeral(ttl=ASK_SECONDS)
+        else:  # any process opens what another sealed
+            security = RequestStateSecurity(keys=[sessions.sealing_key], ttl=ASK_SECONDS)
         self.server.middleware += [
             self._only_known_principals,
+            self._record_initialize,
             RequestStateBoundary(security, default_audience=self.server.name),
         ]
 
-    def new_session(self) -> GatewaySession:
+    def new_session(self, session_id: str | None = None) -> GatewaySession:
+        shared = self.sessions is not None and session_id is not None
         return GatewaySession(
             self.catalog,
             self.policy,
@@ -203,6 +235,8 @@ class Gateway:
             offload_tokens=self.offload_tokens,
             guard_tokens=self.guard_tokens,
             home=self.home,
+            session_id=session_id,
+            grants=SharedSessions.grant_store() if shared else None,
         )
 
     def _asker(
@@ -236,16 +270,58 @@ class Gateway:
 
         return nobody_asker(NOBODY if mode == "deny" else NO_ELICITATION, fix), "nobody"
 
-    @contextmanager
-    def _client(self, ctx: ServerRequestContext[Any]) -> Iterator[GatewaySession]:
-        """The session of the client that sent this request (see the module docstring)."""
+    @asynccontextmanager
+    async def _client(self, ctx: ServerRequestContext[Any]) -> AsyncIterator[GatewaySession]:
+        """The session of the client that sent this request (see the module docstring);
+        with a shared store, brought up to date before and written back after."""
+        shared = self.sessions
         if self._stdio or (stateless(ctx) and not over_http(ctx)):
             yield self._local()
-        elif stateless(ctx):
-            with self.principals.hold(principal_key(ctx)) as session:
-                yield session
-        else:
+            return
+        if stateless(ctx):
+            key = principal_key(ctx)
+            if shared is None:
+                with self.principals.hold(key) as session:
+                    yield session
+                return
+            record = await self._shared(shared.find_or_make(principal_key_of(key), _owner()))
+            with self.principals.hold(key, make=lambda: self.new_session(record.id)) as session:
+                shared.attach(session, record)
+                try:
+                    yield session
+                finally:
+                    await self._shared(shared.save(session))
+            return
+        if shared is None:
             yield self._by_connection(ctx)
+            return
+        connection = getattr(ctx.session, "_connection", None)
+        known = self._sessions.get(connection) if connection is not None else None
+        if known is None:  # new here: the session another process (or this one) opened
+            http_id = str(getattr(connection, "session_id", None))
+            found = await self._shared(shared.find(http_key(http_id)))
+            if found is None:
+                raise _gone()
+            known = self._by_connection(ctx, found.id)
+            shared.attach(known, found)
+        else:
+            await self._shared(shared.load(known))
+        try:
+            yield known
+        finally:
+            await self._shared(shared.save(known))
+
+    async def _shared(self, step: Awaitable[_T]) -> _T:
+        """A step of the shared store; its failure is one line to the client."""
+        try:
+            return await step
+        except SessionGone:
+            raise _gone() from None
+        except StoreError as exc:
+            _log.warning("the session store failed: %s", exc)
+            raise MCPError(
+                types.INTERNAL_ERROR, f"the gateway's session store failed: {exc}"
+            ) from None
 
     def _local(self) -> GatewaySession:
         if self._single is None:
@@ -253,13 +329,15 @@ class Gateway:
             _log.info("client session %s started", self._single.id)
         return self._single
 
-    def _by_connection(self, ctx: ServerRequestContext[Any]) -> GatewaySession:
+    def _by_connection(
+        self, ctx: ServerRequestContext[Any], session_id: str | None = None
+    ) -> GatewaySession:
         key = getattr(ctx.session, "_connection", None)
         if key is None:
             raise RuntimeError("the MCP SDK gave this request no connection")
         session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[key] = self.new_session()
+            session = self._sessions[key] = self.new_session(session_id)
             # the connection ended (its HTTP session closed or idled out): so did the session
             key.exit_stack.callback(self._connection_ended, key)
             weakref.finalize(key, session.close)  # a transport that never closes its stack
@@ -311,11 +389,33 @@ class Gateway:
             principal_key(ctx)
         return await call_next(ctx)
 
+    async def _record_initialize(
+        self, ctx: ServerRequestContext[Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Middleware: with a shared store, an HTTP session initialized here is written
+        there (before the client is answered), so any process serves its next request."""
+        result = await call_next(ctx)
+        if ctx.method != "initialize" or self.sessions is None or not over_http(ctx):
+            return result
+        http_id = getattr(getattr(ctx.session, "_connection", None), "session_id", None)
+        if http_id is None or not isinstance(result, dict):
+            return result
+        protocol = result.get("protocolVersion")
+        await self._shared(
+            self.sessions.record_http(
+                http_id,
+                owner=_owner(),
+                protocol=protocol if isinstance(protocol, str) else None,
+                client=dict(ctx.params) if ctx.params is not None else None,
+            )
+        )
+        return result
+
     # -- handlers ---------------------------------------------------------------------
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        with self._client(ctx) as session:
+        async with self._client(ctx) as session:
             self._remember(session, ctx)
             starting = self.catalog.source.starting()  # listed, and announced, once up
             meta = {STARTING_META: starting} if starting else None
@@ -326,7 +426,7 @@ class Gateway:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        with self._client(ctx) as session:
+        async with self._client(ctx) as session:
             before = session.listed_names()
             if stateless(ctx) and params.request_state is not None:
                 # the retry of a call that asked: the client's answer, taken once
@@ -365,7 +465,7 @@ class Gateway:
         self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         """``subscriptions/listen``: a stream of this client's session's changes only."""
-        with self._client(ctx) as session:  # held open: the session lives while it listens
+        async with self._client(ctx) as session:  # held open: the session lives while it listens
             self._remember(session, ctx)
             return await self._listeners_of(session).handler(ctx, params)
 
@@ -377,6 +477,7 @@ class Gateway:
             await anyio.sleep(WATCH_SECONDS)
             self.asks.expire()
             self.principals.expire()
+            await self._expire_shared()
             for session, (announce, listed) in list(self._peers.items()):
                 now = session.listing_key()
                 if now == listed:
@@ -386,6 +487,18 @@ class Gateway:
                     await announce()
                 except Exception as exc:
                     _log.debug("list_changed not sent to %s: %s", session.id, exc)
+
+    async def _expire_shared(self) -> None:
+        """Now and then: forget the shared sessions nobody used for the idle time."""
+        shared = self.sessions
+        now = anyio.current_time()
+        if shared is None or now - self._expired_at < EXPIRE_SECONDS:
+            return
+        self._expired_at = now
+        try:
+            await shared.expire(self.state)
+        except StoreError as exc:
+            _log.warning("the session store failed: %s", exc)
 
     # -- serving ----------------------------------------------------------------------
     def begin_closing(self) -> None:
@@ -478,6 +591,14 @@ class Gateway:
         app: Any = self.server.streamable_http_app(
             host=host, session_idle_timeout=self.session_idle, **auth
         )
+        shared = self.sessions
+        if shared is not None:  # a session another process opened is served here too
+            from .adopt import adopt_sessions
+
+            async def find(http_id: str) -> Any:
+                return await shared.find(http_key(http_id))
+
+            adopt_sessions(self.server.session_manager, find, shared.ended)
         if token is not None:
             app = BearerToken(app, token)
         gateway = self

@@ -1,0 +1,296 @@
+"""Several ``tooldeck serve --http`` processes sharing one session store (``--sessions``).
+
+Real processes, real stores (a SQLite file; the PostgreSQL server of
+tests/test_workflows_support.py, in a fresh schema), the official SDK's client over
+streamable HTTP. "One address" in front of two processes is an httpx transport that
+sends each HTTP request to the next process in turn (:class:`Alternating`), so a
+session initialized on one is served by the other a request later. Checked: found tools,
+approve-always grants and stored results made on one process hold on the other; a
+process killed (``kill -9``) and started again mid-session carries on with it; an id
+the store does not have is 404, as is another principal's; a store that goes away is
+one line to the client, not a hang.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from gateway_client import (
+    PY,
+    _listening,
+    answered_out_of_band,
+    audit_lines,
+    free_port,
+    result_of,
+    stdio,
+    text_of,
+    write_config,
+    write_policy,
+)
+from test_workflows_support import PG_DSN
+from test_workflows_workers import Outage
+
+pytest_plugins = ["test_workflows_support"]
+
+REF = re.compile(r"ref_[0-9a-f]{16}")
+# echo and pid run; add is WRITE (no rule): asked, out of band (tooldeck approve)
+POLICY = '[profile]\n[[profile.rules]]\ntools = ["alpha__echo", "alpha__pid"]\naction = "allow"\n'
+OOB = ("--approvals", "out-of-band", "--approval-timeout", "20")
+
+
+class Alternating(httpx2.AsyncBaseTransport):
+    """One address, several gateway processes: each request goes to the next port."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self.sent: list[tuple[str, int]] = []
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        port = self.ports[len(self.sent) % len(self.ports)]
+        self.sent.append((request.method, port))
+        request.url = request.url.copy_with(port=port)
+        request.headers["host"] = f"127.0.0.1:{port}"
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class Gateways:
+    """``tooldeck serve --http`` processes on fixed ports, one store, one state folder."""
+
+    def __init__(self, tmp_path: Path, where: str, env: dict[str, str], *args: str) -> None:
+        self.config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+        self.policy = write_policy(tmp_path, POLICY)
+        self.state = tmp_path / "s"
+        self.where = where
+        self.env = {**os.environ, **env}
+        self.args = args
+        self.procs: dict[int, subprocess.Popen[Any]] = {}
+
+    def command(self, port: int) -> list[str]:
+        return [
+            PY,
+            "-m",
+            "tooldeck.cli",
+            "serve",
+            "--mcp",
+            str(self.config),
+            "--state",
+            str(self.state),
+            "--policy",
+            str(self.policy),
+            "--lexical",
+            "--sessions",
+            self.where,
+            "--http",
+            str(port),
+            *self.args,
+        ]
+
+    def start(self, port: int | None = None) -> int:
+        port = port or free_port()
+        proc = subprocess.Popen(self.command(port), env=self.env)
+        self.procs[port] = proc
+        _listening(proc, port, "the gateway")
+        return port
+
+    def kill(self, port: int) -> None:
+        proc = self.procs.pop(port)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def sessions(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, dict[str, str]]:
+    """``--sessions WHERE`` and the environment that goes with it, for each store."""
+    if store_kind == "sqlite":
+        return str(tmp_path / "sessions.sqlite3"), {}
+    schema: str = request.getfixturevalue("pg_schema")
+    return PG_DSN, {"TOOLDECK_WORKFLOWS_SCHEMA": schema}
+
+
+@contextmanager
+def gateways(tmp_path: Path, where: str, env: dict[str, str], *args: str) -> Iterator[Gateways]:
+    running = Gateways(tmp_path, where, env, *args)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@asynccontextmanager
+async def client(front: Alternating) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx2.AsyncClient(transport=front, timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client("http://127.0.0.1/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as c,
+    ):
+        with anyio.fail_after(30):
+            await c.initialize()
+        yield c
+
+
+async def names(c: ClientSession) -> list[str]:
+    return [t.name for t in (await c.list_tools()).tools]
+
+
+def test_a_session_is_one_session_on_two_processes(
+    tmp_path: Path, sessions: tuple[str, dict[str, str]]
+) -> None:
+    where, env = sessions
+    with gateways(tmp_path, where, env, *OOB) as running:
+        ports = [running.start(), running.start()]
+        front = Alternating(ports)
+
+        async def main() -> None:
+            async with client(front) as c:
+                found = await c.call_tool("tool_search", {"query": "add two numbers"})
+                assert "alpha__add" in text_of(found)
+                for _ in range(4):  # listed by each process
+                    assert "alpha__add" in await names(c)
+                # approve-always, answered out of band while the call waits on one process
+                result, _ = await answered_out_of_band(
+                    c, running.state, "alpha__add", {"a": 1, "b": 2}, "a\n\n"
+                )
+                assert result_of(result) == 3, text_of(result)
+                for i in range(4):  # the grant holds on both: nothing asked again
+                    again = await c.call_tool("alpha__add", {"a": i, "b": 1})
+                    assert not again.is_error and result_of(again) == i + 1, text_of(again)
+                # a result stored by one process is recalled from the other
+                stored = await c.call_tool("alpha__echo", {"text": "kept " * 40_000})
+                ref = REF.search(text_of(stored))
+                assert ref is not None, text_of(stored)[:300]
+                for _ in range(2):
+                    page = await c.call_tool("recall_tool_result", {"ref_id": ref.group()})
+                    assert not page.is_error and "kept kept" in text_of(page), text_of(page)
+
+        anyio.run(main)
+        posts = {port for method, port in front.sent if method == "POST"}
+        assert posts == set(ports)  # both processes served the session's requests
+        assert list((running.state / "approvals").glob("*.pending.json")) == []
+    asked = [e for e in audit_lines(running.state) if e["tool"] == "alpha__add"]
+    decisions = [e["decision"] for e in asked if e["level"] != "policy" or e["decision"]]
+    assert len({e["session_id"] for e in asked}) == 1  # one session, whichever process
+    assert decisions.count("allow") >= 4, asked
+
+
+def test_a_killed_process_started_again_carries_on_with_the_session(
+    tmp_path: Path, sessions: tuple[str, dict[str, str]]
+) -> None:
+    where, env = sessions
+    with gateways(tmp_path, where, env) as running:
+        ports = [running.start(), running.start()]
+        front = Alternating(ports)
+
+        async def main() -> None:
+            async with client(front) as c:
+                found = await c.call_tool("tool_search", {"query": "add two numbers"})
+                assert "alpha__add" in text_of(found)
+                stored = await c.call_tool("alpha__echo", {"text": "kept " * 40_000})
+                ref = REF.search(text_of(stored))
+                assert ref is not None
+                running.kill(ports[0])  # kill -9, mid-session
+                running.start(ports[0])  # the same address again
+                for _ in range(4):
+                    assert "alpha__add" in await names(c)
+                    page = await c.call_tool("recall_tool_result", {"ref_id": ref.group()})
+                    assert not page.is_error and "kept kept" in text_of(page), text_of(page)
+                echoed = await c.call_tool("alpha__echo", {"text": "still here"})
+                assert text_of(echoed) == "still here"
+
+        anyio.run(main)
+
+
+def test_an_unknown_session_id_is_404_on_every_process(
+    tmp_path: Path, sessions: tuple[str, dict[str, str]]
+) -> None:
+    where, env = sessions
+    with gateways(tmp_path, where, env) as running:
+        port = running.start()
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        headers = {
+            "Mcp-Session-Id": "0123456789abcdef0123456789abcdef",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        answer = httpx2.post(f"http://127.0.0.1:{port}/mcp", json=ping, headers=headers)
+        assert answer.status_code == 404
+
+
+def test_a_session_store_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    closed = free_port()  # nothing listens there
+    dsn = f"postgresql://postgres@127.0.0.1:{closed}/test"
+    serve = [PY, "-m", "tooldeck.cli", "serve", "--mcp", str(config), "--lexical"]
+    run = subprocess.run(
+        [*serve, "--sessions", dsn, "--http", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode != 0
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --sessions"), run.stderr
+    assert "Traceback" not in run.stderr
+    stdio_run = subprocess.run(
+        [*serve, "--sessions", str(tmp_path / "x.sqlite3")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stdio_run.returncode != 0 and "give --http PORT" in stdio_run.stderr
+
+
+def test_a_store_that_goes_away_is_one_line_to_the_client_not_a_hang(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    outage = Outage()
+    try:
+        env = {"TOOLDECK_WORKFLOWS_SCHEMA": pg_schema}
+        with gateways(tmp_path, outage.dsn, env) as running:
+            front = Alternating([running.start()])
+
+            async def main() -> None:
+                async with client(front) as c:
+                    assert "tool_search" in await names(c)
+                    outage.cut()
+                    # the store's retry window (5 s), then one line: no hang
+                    with anyio.fail_after(60), pytest.raises(MCPError) as failed:
+                        await c.call_tool("alpha__echo", {"text": "x"})
+                    message = str(failed.value)
+                    assert "the gateway's session store failed" in message, message
+                    assert "\n" not in message
+                    outage.restore()
+                    with anyio.fail_after(60):
+                        back = await c.call_tool("alpha__echo", {"text": "back"})
+                    assert text_of(back) == "back"
+
+            anyio.run(main)
+    finally:
+        outage.cut()
