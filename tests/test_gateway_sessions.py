@@ -25,22 +25,25 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway_client import (
+    INTROSPECTOR,
     PY,
     _listening,
     answered_out_of_band,
     audit_lines,
     free_port,
+    oauth_args,
     result_of,
     stdio,
     text_of,
     write_config,
     write_policy,
 )
+from oauth_server import serving
 from test_workflows_support import PG_DSN
 from test_workflows_workers import Outage
 
@@ -50,6 +53,8 @@ REF = re.compile(r"ref_[0-9a-f]{16}")
 # echo and pid run; add is WRITE (no rule): asked, out of band (tooldeck approve)
 POLICY = '[profile]\n[[profile.rules]]\ntools = ["alpha__echo", "alpha__pid"]\naction = "allow"\n'
 OOB = ("--approvals", "out-of-band", "--approval-timeout", "20")
+MODERN = "2026-07-28"
+ONE_ADDRESS = "http://127.0.0.1:9/mcp"  # what the clients are given; each request is rerouted
 
 
 class Alternating(httpx2.AsyncBaseTransport):
@@ -148,7 +153,7 @@ def gateways(tmp_path: Path, where: str, env: dict[str, str], *args: str) -> Ite
 async def client(front: Alternating) -> AsyncIterator[ClientSession]:
     async with (
         httpx2.AsyncClient(transport=front, timeout=httpx2.Timeout(30, read=300)) as http,
-        streamable_http_client("http://127.0.0.1/mcp", http_client=http) as (read, write),
+        streamable_http_client(ONE_ADDRESS, http_client=http) as (read, write),
         ClientSession(read, write) as c,
     ):
         with anyio.fail_after(30):
@@ -264,7 +269,8 @@ def test_a_session_store_that_cannot_be_opened_is_one_line(tmp_path: Path) -> No
         text=True,
         timeout=60,
     )
-    assert stdio_run.returncode != 0 and "give --http PORT" in stdio_run.stderr
+    assert stdio_run.returncode != 0
+    assert stdio_run.stderr.startswith("error: --sessions keeps the sessions of HTTP clients")
 
 
 def test_a_store_that_goes_away_is_one_line_to_the_client_not_a_hang(
@@ -294,3 +300,163 @@ def test_a_store_that_goes_away_is_one_line_to_the_client_not_a_hang(
             anyio.run(main)
     finally:
         outage.cut()
+
+
+# -- with OAuth: a session is its principal's, on every process ----------------------------
+@asynccontextmanager
+async def client_2026(front: Alternating, token: str, **options: Any) -> AsyncIterator[Client]:
+    """The SDK's ``Client`` in its default mode (MCP 2026-07-28 with this gateway's OAuth)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = httpx2.Timeout(30, read=300)
+    async with (
+        httpx2.AsyncClient(transport=front, headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(ONE_ADDRESS, http_client=http), **options) as c,
+    ):
+        yield c
+
+
+@asynccontextmanager
+async def handshake_client(front: Alternating, token: str) -> AsyncIterator[ClientSession]:
+    """The SDK's ``ClientSession`` (the initialize handshake: an HTTP session)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = httpx2.Timeout(30, read=300)
+    async with (
+        httpx2.AsyncClient(transport=front, headers=headers, timeout=timeout) as http,
+        streamable_http_client(ONE_ADDRESS, http_client=http) as (read, write),
+        ClientSession(read, write) as c,
+    ):
+        with anyio.fail_after(30):
+            await c.initialize()
+        yield c
+
+
+def test_with_oauth_a_session_is_its_principals_on_every_process(tmp_path: Path) -> None:
+    where = str(tmp_path / "sessions.sqlite3")
+    with serving(introspector=INTROSPECTOR) as servers:
+        args = [*oauth_args(servers, tmp_path), "--oauth-resource", ONE_ADDRESS]
+        with gateways(tmp_path, where, {}, *args) as running:
+            ports = [running.start(), running.start()]
+
+            def token(subject: str, client_id: str = "agent") -> str:
+                body = {"resource": ONE_ADDRESS, "subject": subject, "client_id": client_id}
+                return str(servers.control("mint", body)["access_token"])
+
+            alice, bob = token("alice"), token("bob")
+
+            async def main() -> None:
+                # the stateless protocol: alice's requests, on either process, are one session
+                async with client_2026(Alternating(ports), alice) as a:
+                    assert a.protocol_version == MODERN
+                    await a.call_tool("tool_search", {"query": "add two numbers"})
+                    stored = await a.call_tool("alpha__echo", {"text": "alice only " * 20_000})
+                    ref = REF.search(text_of(stored))
+                    assert ref is not None
+                    for _ in range(2):
+                        assert "alpha__add" in [t.name for t in (await a.list_tools()).tools]
+                        page = await a.call_tool("recall_tool_result", {"ref_id": ref.group()})
+                        assert "alice only" in text_of(page)
+                async with client_2026(Alternating(ports[::-1]), bob) as b:
+                    assert "alpha__add" not in [t.name for t in (await b.list_tools()).tools]
+                    theirs = await b.call_tool("recall_tool_result", {"ref_id": ref.group()})
+                    assert theirs.is_error and "alice only" not in text_of(theirs)
+                # the handshake: alice's HTTP session is hers, on every process
+                front = Alternating(ports)
+                async with handshake_client(front, alice) as h:
+                    await h.call_tool("tool_search", {"query": "the server's process id"})
+                    assert "alpha__pid" in await names(h)
+                    assert "alpha__pid" in await names(h)
+                    [session_id] = _session_ids(running.state)
+                    # bob, or alice through another app, with alice's HTTP session id: 404
+                    # from a process that holds it, and from one that never served it
+                    for port in [*ports, third]:
+                        for who in (bob, token("alice", "another-app")):
+                            answer = await _list_with(port, session_id, who)
+                            assert answer.status_code == 404, (port, answer.text)
+                    mine = await _list_with(third, session_id, alice)
+                    assert mine.status_code == 200 and "alpha__pid" in mine.text, mine.text
+                # closed by the client (DELETE): gone on every process
+                assert _session_ids(running.state) == []
+                for port in [*ports, third]:
+                    assert (await _list_with(port, session_id, alice)).status_code == 404
+
+            third = running.start()
+            anyio.run(main)
+
+
+def _session_ids(state: Path) -> list[str]:
+    """The HTTP session ids in the store (the SQLite file beside the state folder)."""
+    import sqlite3
+
+    conn = sqlite3.connect(state.parent / "sessions.sqlite3")
+    try:
+        rows = conn.execute(
+            "SELECT key FROM gateway_sessions WHERE key LIKE 'http:%' ORDER BY created_at"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [str(r[0]).removeprefix("http:") for r in rows]
+
+
+async def _list_with(port: int, session_id: str, token: str) -> httpx2.Response:
+    headers = {
+        "Mcp-Session-Id": session_id,
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
+    async with httpx2.AsyncClient(timeout=30) as http:
+        return await http.post(f"http://127.0.0.1:{port}/mcp", json=body, headers=headers)
+
+
+# -- the store itself: two processes' updates of one session, at the same time -----------
+def test_concurrent_updates_of_one_session_lose_nothing(make_store: Any) -> None:
+    """Two stores (two connections: two processes) merge uses and grants into one
+    session at the same time: every grant is kept, every tool used is listed."""
+    from tooldeck.gateway.session_store import SessionRecord, SessionTable
+
+    async def main() -> None:
+        async with make_store() as one, make_store() as two:
+            tables = [SessionTable(one), SessionTable(two)]
+            await tables[0].create(SessionRecord("http:s1", "gw-0000000000000001"))
+
+            async def writer(table: SessionTable, side: str) -> None:
+                for i in range(15):
+                    grant = {"id": f"g_{side}{i}", "tool": f"t{side}{i}", "args": None}
+                    await table.merge("http:s1", [[f"{side}{i}"]], [grant], limit=100)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(writer, tables[0], "a")
+                tg.start_soon(writer, tables[1], "b")
+            record = await tables[1].get("http:s1")
+            assert record is not None
+            assert sorted(g["id"] for g in record.grants) == sorted(
+                [f"g_a{i}" for i in range(15)] + [f"g_b{i}" for i in range(15)]
+            )
+            assert sorted(record.loaded) == sorted(
+                [f"a{i}" for i in range(15)] + [f"b{i}" for i in range(15)]
+            )
+            assert record.revision == 30
+            # the least recently used go past the limit, on both lists alike
+            capped = await tables[0].merge("http:s1", [["z"]], [], limit=4)
+            assert capped is not None and capped.used[-1] == "z" and len(capped.used) == 4
+            assert capped.loaded == [n for n in record.loaded if n in capped.used] + ["z"]
+
+    anyio.run(main)
+
+
+def test_a_sessions_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
+    """A --sessions file that is not a database is one line, not a traceback."""
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    bogus = tmp_path / "not-a-db.sqlite3"
+    bogus.write_text("this is not SQLite\n" * 100)
+    serve = [PY, "-m", "tooldeck.cli", "serve", "--mcp", str(config), "--lexical"]
+    run = subprocess.run(
+        [*serve, "--sessions", str(bogus), "--http", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode != 0
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: --sessions {bogus}"), run.stderr

@@ -307,14 +307,14 @@ def serve_command(
             f"--host {host} is not a loopback address; serving it needs a "
             "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN) or --oauth-issuer"
         )
+    if sessions is not None and (http is None or check_only):
+        raise user_error("--sessions keeps the sessions of HTTP clients; give --http PORT with it")
     stdin_problem = None if http is not None or check_only else _stdin_problem()
     if stdin_problem:
         raise user_error(
             f"{stdin_problem}, so no MCP client can talk to the gateway: let the client "
             "start tooldeck serve (see docs/gateway.md), or serve HTTP with --http PORT"
         )
-    if sessions is not None and (http is None or check_only):
-        raise user_error("--sessions keeps the sessions of HTTP clients; give --http PORT with it")
     sock = _socket(host, http) if http is not None and not check_only else None
 
     async def run() -> None:

@@ -10,8 +10,9 @@ then served as if the session had always been here. An id the store does not hav
 one opened by another OAuth principal, is answered 404 as before (the SDK's answer for a
 session of another credential too: nothing tells a stranger the session exists).
 
-A ``DELETE`` the manager accepted ends the session in the store too, so every process
-answers 404 for it from then on.
+A ``DELETE`` the manager accepted ends the session in the store too; a process that
+still holds the session looks it up at its next request, finds it gone and lets it go,
+so every process answers 404 for it from then on.
 
 This reaches into the SDK's manager (its private session table and task group): the
 SDK has no hook for sessions kept outside the process. Its stateless mode would not do:
@@ -64,9 +65,14 @@ def adopt_sessions(manager: StreamableHTTPSessionManager, find: Find, ended: End
 
     async def stateful(scope: Scope, receive: Receive, send: Send) -> None:
         session_id = _header(scope, MCP_SESSION_ID_HEADER)
-        if session_id is not None and session_id not in manager._server_instances:
+        if session_id is not None:
             try:
-                await _adopt(manager, session_id, scope, find)
+                held = manager._server_instances.get(session_id)
+                if held is None:
+                    await _adopt(manager, session_id, scope, find)
+                elif await find(session_id) is None:  # ended by way of another process
+                    _log.info("session %s ended elsewhere", session_id[:64])
+                    await manager._discard_session(session_id, held)
             except StoreError as exc:  # the store is gone: said in one line, at once
                 _log.warning("session %s not looked up: %s", session_id[:64], exc)
                 await _error(scope, receive, send, f"the gateway's session store failed: {exc}")
