@@ -132,7 +132,9 @@ class Gateways:
 
 
 @pytest.fixture
-def sessions(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, dict[str, str]]:
+def sessions(
+    store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> tuple[str, dict[str, str]]:
     """``--sessions WHERE`` and the environment that goes with it, for each store."""
     if store_kind == "sqlite":
         return str(tmp_path / "sessions.sqlite3"), {}
