@@ -13,6 +13,7 @@ one line to the client, not a hang.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -24,14 +25,18 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway_client import (
+    ALWAYS,
+    APPROVE,
     INTROSPECTOR,
     PY,
+    Answers,
     _listening,
     answered_out_of_band,
     audit_lines,
@@ -46,6 +51,7 @@ from gateway_client import (
 from oauth_server import serving
 from test_workflows_support import PG_DSN
 from test_workflows_workers import Outage
+from tooldeck.policy import arguments_digest
 
 pytest_plugins = ["test_workflows_support"]
 
@@ -54,6 +60,7 @@ REF = re.compile(r"ref_[0-9a-f]{16}")
 POLICY = '[profile]\n[[profile.rules]]\ntools = ["alpha__echo", "alpha__pid"]\naction = "allow"\n'
 OOB = ("--approvals", "out-of-band", "--approval-timeout", "20")
 MODERN = "2026-07-28"
+INVALID_STATE = "Invalid or expired requestState"
 ONE_ADDRESS = "http://127.0.0.1:9/mcp"  # what the clients are given; each request is rerouted
 
 
@@ -163,6 +170,12 @@ async def client(front: Alternating) -> AsyncIterator[ClientSession]:
         yield c
 
 
+def evidence(state: Path, tool: str) -> list[dict[str, Any]]:
+    """The executed calls of ``tool`` in the evidence records under ``state``."""
+    lines = [json.loads(line) for p in state.glob("*.calls.jsonl") for line in p.open()]
+    return [e for e in lines if e["tool"] == tool]
+
+
 async def names(c: ClientSession) -> list[str]:
     return [t.name for t in (await c.list_tools()).tools]
 
@@ -263,7 +276,7 @@ def test_a_session_store_that_cannot_be_opened_is_one_line(tmp_path: Path) -> No
     )
     assert run.returncode != 0
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --sessions"), run.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: --sessions: cannot connect"), run.stderr
     assert "Traceback" not in run.stderr
     stdio_run = subprocess.run(
         [*serve, "--sessions", str(tmp_path / "x.sqlite3")],
@@ -343,7 +356,7 @@ def test_with_oauth_a_session_is_its_principals_on_every_process(tmp_path: Path)
                 body = {"resource": ONE_ADDRESS, "subject": subject, "client_id": client_id}
                 return str(servers.control("mint", body)["access_token"])
 
-            alice, bob = token("alice"), token("bob")
+            alice, bob, carol = token("alice"), token("bob"), token("carol")
 
             async def main() -> None:
                 # the stateless protocol: alice's requests, on either process, are one session
@@ -361,6 +374,35 @@ def test_with_oauth_a_session_is_its_principals_on_every_process(tmp_path: Path)
                     assert "alpha__add" not in [t.name for t in (await b.list_tools()).tools]
                     theirs = await b.call_tool("recall_tool_result", {"ref_id": ref.group()})
                     assert theirs.is_error and "alice only" not in text_of(theirs)
+                # approvals by input_required rounds: asked on one process, answered on
+                # the other (the seal's key and the ask are shared), once over both
+                front = Alternating(ports)
+                answers = Answers(ALWAYS)
+                async with client_2026(front, carol, elicitation_callback=answers) as c:
+                    args, yes = {"a": 20, "b": 22}, {"approval": APPROVE}
+                    first = await c.session.call_tool("alpha__add", args, allow_input_required=True)
+                    assert isinstance(first, types.InputRequiredResult) and first.request_state
+                    state = first.request_state
+                    ran = await c.session.call_tool(
+                        "alpha__add", args, input_responses=yes, request_state=state
+                    )
+                    assert result_of(ran) == 42
+                    assert front.sent[-1][1] != front.sent[-2][1]  # asked on one, run on the other
+                    for _ in ports:  # a replay, to either process: refused
+                        with pytest.raises(MCPError, match=INVALID_STATE):
+                            await c.session.call_tool(
+                                "alpha__add", args, input_responses=yes, request_state=state
+                            )
+                    # the SDK drives the rounds; approve-always holds on both processes
+                    assert result_of(await c.call_tool("alpha__add", {"a": 1, "b": 1})) == 2
+                    for i in range(3):
+                        plain = await c.session.call_tool(
+                            "alpha__add", {"a": i, "b": 0}, allow_input_required=True
+                        )
+                        assert not isinstance(plain, types.InputRequiredResult)
+                        assert result_of(plain) == i
+                runs = [e for e in evidence(running.state, "alpha__add")]
+                assert len([e for e in runs if e["args_sha256"] == arguments_digest(args)]) == 1
                 # the handshake: alice's HTTP session is hers, on every process
                 front = Alternating(ports)
                 async with handshake_client(front, alice) as h:
@@ -461,4 +503,5 @@ def test_a_sessions_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> N
     )
     assert run.returncode != 0
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: --sessions {bogus}"), run.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: --sessions: "), run.stderr
+    assert str(bogus) in lines[0]

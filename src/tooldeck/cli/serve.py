@@ -380,16 +380,14 @@ async def _shared_sessions(where: str | None, idle: float) -> AsyncIterator[Any]
     if where is None:
         yield None
         return
-    from ..gateway.session_store import is_postgres
     from ..gateway.shared import SharedSessions
-    from ..workflows.store import StoreError, redact_dsn
+    from ..workflows.store import StoreError
 
-    shown = redact_dsn(where) if is_postgres(where) else where
     opened = SharedSessions.opened(where, idle)
     try:
         shared = await opened.__aenter__()
-    except StoreError as exc:
-        raise user_error(f"--sessions {shown}: {exc}") from exc
+    except StoreError as exc:  # it names the database (a DSN without its password)
+        raise user_error(f"--sessions: {exc}") from exc
     try:
         yield shared
     finally:

@@ -28,23 +28,19 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.provider import principal_components
 from mcp.server.caching import CacheHint
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.shared.exceptions import MCPError
 
 from ..approvals import ApprovalRequest, Approver, PendingApproval
 from ..policy import Policy, wait_for_human
-from ..workflows.store import StoreError
 from ._stdin import wire_stdin
 from .allow import how_to_allow
 from .approval import (
@@ -68,7 +64,8 @@ from .out_of_band import (
     approvals_folder,
 )
 from .session import GatewaySession
-from .shared import EXPIRE_SECONDS, SessionGone, SharedSessions, http_key, principal_key_of
+from .shared import SharedSessions, http_key
+from .shared_asks import SharedAsks
 from .stateless import (
     DEFAULT_IDLE,
     Listeners,
@@ -80,8 +77,6 @@ from .stateless import (
 from .wire import to_call_result
 
 __all__ = ["STARTING_META", "Gateway", "http_socket"]
-
-_T = TypeVar("_T")
 
 _log = logging.getLogger("tooldeck.gateway")
 WATCH_SECONDS = 1.0
@@ -96,23 +91,6 @@ INSTRUCTIONS = (
     "tools are listed; find the others with tool_search (they are then listed, or call "
     "them with call_tool). Large results are stored: read them with recall_tool_result."
 )
-
-
-def _owner() -> dict[str, Any] | None:
-    """The OAuth principal of this request (as the SDK compares session owners), if any."""
-    token = get_access_token()
-    if token is None:
-        return None
-    client_id, issuer, subject = principal_components(token)
-    return {"client_id": client_id, "issuer": issuer, "subject": subject}
-
-
-def _gone() -> MCPError:
-    return MCPError(
-        types.INVALID_REQUEST,
-        "this session ended (the client closed it, or it was unused too long); "
-        "start a new one (initialize)",
-    )
 
 
 def http_socket(host: str, port: int) -> socket.socket:
@@ -195,10 +173,10 @@ class Gateway:
         self._stdio = False
         self.session_idle = session_idle
         self.sessions = sessions  # shared with other gateway processes (:mod:`.shared`)
-        self._expired_at = 0.0
         # clients of the stateless protocol (2026-07-28): sessions by principal, their
         # listen streams, their approvals waiting for a retry
         self.asks = InputAsks(ASK_SECONDS)
+        self.shared_asks = SharedAsks(self.asks, sessions) if sessions else None
         self.principals = PrincipalSessions(
             self.new_session, session_idle, ended=self._ended, keep=self.asks.waiting
         )
@@ -284,44 +262,24 @@ class Gateway:
                 with self.principals.hold(key) as session:
                     yield session
                 return
-            record = await self._shared(shared.find_or_make(principal_key_of(key), _owner()))
+            record = await shared.of_principal(key)
             with self.principals.hold(key, make=lambda: self.new_session(record.id)) as session:
                 shared.attach(session, record)
-                try:
+                async with shared.around(session, fresh=True):
                     yield session
-                finally:
-                    await self._shared(shared.save(session))
             return
         if shared is None:
             yield self._by_connection(ctx)
             return
         connection = getattr(ctx.session, "_connection", None)
         known = self._sessions.get(connection) if connection is not None else None
+        fresh = known is None
         if known is None:  # new here: the session another process (or this one) opened
-            http_id = str(getattr(connection, "session_id", None))
-            found = await self._shared(shared.find(http_key(http_id)))
-            if found is None:
-                raise _gone()
-            known = self._by_connection(ctx, found.id)
-            shared.attach(known, found)
-        else:
-            await self._shared(shared.load(known))
-        try:
+            record = await shared.of_http(connection)
+            known = self._by_connection(ctx, record.id)
+            shared.attach(known, record)
+        async with shared.around(known, fresh=fresh):
             yield known
-        finally:
-            await self._shared(shared.save(known))
-
-    async def _shared(self, step: Awaitable[_T]) -> _T:
-        """A step of the shared store; its failure is one line to the client."""
-        try:
-            return await step
-        except SessionGone:
-            raise _gone() from None
-        except StoreError as exc:
-            _log.warning("the session store failed: %s", exc)
-            raise MCPError(
-                types.INTERNAL_ERROR, f"the gateway's session store failed: {exc}"
-            ) from None
 
     def _local(self) -> GatewaySession:
         if self._single is None:
@@ -366,8 +324,12 @@ class Gateway:
         self._peers[session] = (announce, session.listing_key())
 
     def _ended(self, session: GatewaySession) -> None:
-        """A session by principal ended: its waiting asks are denied, its streams end."""
-        self.asks.end(session)
+        """A session by principal ended: its waiting asks are denied (or, shared, left to
+        the other processes), its streams end."""
+        if self.sessions is not None:
+            self.asks.let_go(session)
+        else:
+            self.asks.end(session)
         self._peers.pop(session, None)
         listeners = self._listeners.pop(session, None)
         if listeners is not None:
@@ -395,20 +357,8 @@ class Gateway:
         """Middleware: with a shared store, an HTTP session initialized here is written
         there (before the client is answered), so any process serves its next request."""
         result = await call_next(ctx)
-        if ctx.method != "initialize" or self.sessions is None or not over_http(ctx):
-            return result
-        http_id = getattr(getattr(ctx.session, "_connection", None), "session_id", None)
-        if http_id is None or not isinstance(result, dict):
-            return result
-        protocol = result.get("protocolVersion")
-        await self._shared(
-            self.sessions.record_http(
-                http_id,
-                owner=_owner(),
-                protocol=protocol if isinstance(protocol, str) else None,
-                client=dict(ctx.params) if ctx.params is not None else None,
-            )
-        )
+        if ctx.method == "initialize" and self.sessions is not None and over_http(ctx):
+            await self.sessions.initialized(ctx, result)
         return result
 
     # -- handlers ---------------------------------------------------------------------
@@ -430,7 +380,10 @@ class Gateway:
             before = session.listed_names()
             if stateless(ctx) and params.request_state is not None:
                 # the retry of a call that asked: the client's answer, taken once
-                call_id, answer = self.asks.answer(session, params)
+                if self.shared_asks is not None:  # asked here, or by another process
+                    call_id, answer = await self.shared_asks.answer(session, params)
+                else:
+                    call_id, answer = self.asks.answer(session, params)
                 nobody = nobody_asker("no answer was given")
                 result = await session.call(
                     params.name,
@@ -452,6 +405,8 @@ class Gateway:
                         protocol=ctx.protocol_version,
                     )
                 except PendingApproval as pending:
+                    if self.shared_asks is not None:
+                        return await self.shared_asks.ask(session, params, pending, client_name)
                     return self.asks.ask(session, params, pending, client_name)
             if session.listed_names() != before:
                 self._remember(session, ctx)
@@ -475,9 +430,12 @@ class Gateway:
         that idled out, and deny the asks nobody answered (runs until cancelled)."""
         while True:
             await anyio.sleep(WATCH_SECONDS)
+            if self.shared_asks is not None:
+                await self.shared_asks.expire()  # logged, not raised, if the store fails
             self.asks.expire()
             self.principals.expire()
-            await self._expire_shared()
+            if self.sessions is not None:
+                await self.sessions.tick(self.state)
             for session, (announce, listed) in list(self._peers.items()):
                 now = session.listing_key()
                 if now == listed:
@@ -487,18 +445,6 @@ class Gateway:
                     await announce()
                 except Exception as exc:
                     _log.debug("list_changed not sent to %s: %s", session.id, exc)
-
-    async def _expire_shared(self) -> None:
-        """Now and then: forget the shared sessions nobody used for the idle time."""
-        shared = self.sessions
-        now = anyio.current_time()
-        if shared is None or now - self._expired_at < EXPIRE_SECONDS:
-            return
-        self._expired_at = now
-        try:
-            await shared.expire(self.state)
-        except StoreError as exc:
-            _log.warning("the session store failed: %s", exc)
 
     # -- serving ----------------------------------------------------------------------
     def begin_closing(self) -> None:

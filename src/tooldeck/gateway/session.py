@@ -167,6 +167,7 @@ class GatewaySession:
         self._cache: tuple[CatalogView, Tool, Toolset] | None = None
         self.on_use: Callable[[list[str]], None] | None = None  # told of each _use
         self.keep_results = False  # a shared session's results outlive this process's hold
+        self.call_prefix = self.id  # shared: this process's own, so call ids never collide
 
     def close(self) -> None:
         """The session ended: its stored results go (audit log and evidence record stay)."""
@@ -302,7 +303,7 @@ class GatewaySession:
             result_hooks=(self.evidence.hook, self.store.hook),
             timeout=None,  # each upstream server's own timeout applies
         )
-        call_id = call_id or f"{self.id}-{next(self._calls)}"
+        call_id = call_id or f"{self.call_prefix}-{next(self._calls)}"
         call = ToolCall(call_id, tool.name if tool else _short(name), args)
         outcome = await dispatcher.dispatch([call], answers=answers)
         result = outcome.outputs[0].result

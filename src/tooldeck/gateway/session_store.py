@@ -185,8 +185,10 @@ def op_delete(key: str) -> Op[bool]:
     return rows.rowcount > 0
 
 
-def op_expire(before: datetime) -> Op[list[str]]:
-    """Forget the sessions unused since ``before``; the gateway session ids of those."""
+def op_expire(before: datetime, at: datetime) -> Op[list[str]]:
+    """Forget the sessions unused since ``before``, and the asks expired at ``at`` (their
+    process stopped before it could deny them); the gateway session ids forgotten."""
+    yield Q("DELETE FROM gateway_asks WHERE until < ?", (at,))
     rows = yield Q("DELETE FROM gateway_sessions WHERE touched_at < ? RETURNING id", (before,))
     return [str(r[0]) for r in rows.rows]
 
@@ -202,6 +204,37 @@ def op_secret(name: str, value: str, at: datetime | None = None) -> Op[str]:
     row = (yield Q("SELECT value FROM gateway_secrets WHERE name = ?", (name,))).one()
     assert row is not None
     return str(row[0])
+
+
+def op_put_ask(
+    ask_id: str, session_id: str, call_id: str, call: str, until: datetime, at: datetime
+) -> Op[None]:
+    """An approval asked of a stateless client (:mod:`.input_required`), waiting for its
+    retry, which any process may take (once: :func:`op_take_ask`)."""
+    yield Q(
+        "INSERT INTO gateway_asks (id, session_id, call_id, call, until, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        (ask_id, session_id, call_id, call, until, at),
+    )
+
+
+def op_take_ask(ask_id: str, session_id: str, call: str, at: datetime) -> Op[str | None]:
+    """Take the ask ``ask_id`` of the session ``session_id`` about ``call`` (not expired at
+    ``at``): its call id, or ``None`` (no such ask, answered already, another session's,
+    another call, or expired: those stay for the asking process to deny)."""
+    rows = yield Q(
+        "DELETE FROM gateway_asks WHERE id = ? AND session_id = ? AND call = ? AND until > ? "
+        "RETURNING call_id",
+        (ask_id, session_id, call, at),
+    )
+    row = rows.one()
+    return str(row[0]) if row else None
+
+
+def op_drop_ask(ask_id: str) -> Op[bool]:
+    """Remove the ask (its time is up): ``False`` if another process took it already."""
+    rows = yield Q("DELETE FROM gateway_asks WHERE id = ?", (ask_id,))
+    return rows.rowcount > 0
 
 
 class SessionTable:
@@ -232,8 +265,23 @@ class SessionTable:
         return await self.store._run(lambda: op_delete(key))
 
     async def expire(self, idle: float) -> list[str]:
-        before = now() - timedelta(seconds=idle)
-        return await self.store._run(lambda: op_expire(before))
+        at = now()
+        before = at - timedelta(seconds=idle)
+        return await self.store._run(lambda: op_expire(before, at - timedelta(minutes=1)))
+
+    async def put_ask(
+        self, ask_id: str, session_id: str, call_id: str, call: str, seconds: float
+    ) -> None:
+        at = now()
+        until = at + timedelta(seconds=seconds)
+        await self.store._run(lambda: op_put_ask(ask_id, session_id, call_id, call, until, at))
+
+    async def take_ask(self, ask_id: str, session_id: str, call: str) -> str | None:
+        at = now()
+        return await self.store._run(lambda: op_take_ask(ask_id, session_id, call, at))
+
+    async def drop_ask(self, ask_id: str) -> bool:
+        return await self.store._run(lambda: op_drop_ask(ask_id))
 
     async def secret(self, name: str) -> str:
         """The shared secret ``name`` (32 random bytes, hex), made by the first asker."""

@@ -21,20 +21,29 @@ from __future__ import annotations
 import logging
 import secrets
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import principal_components
+from mcp.shared.exceptions import MCPError
 
 from ..offload import OffloadStore
 from ..policy import Grant, GrantStore, PolicyError
 from ..policy.grants import grant_of
-from ..workflows.store import WorkflowStore
+from ..workflows.store import StoreError, WorkflowStore
 from .session import GatewaySession, remember
 from .session_store import SessionRecord, SessionTable, open_session_store
 
 __all__ = ["EXPIRE_SECONDS", "SEALING_SECRET", "SessionGone", "SharedSessions", "http_key"]
+
+_T = TypeVar("_T")
 
 _log = logging.getLogger("tooldeck.gateway")
 SEALING_SECRET = "request-state-key"
@@ -65,6 +74,7 @@ class SharedSessions:
         self.sealing_key = sealing_key
         self.idle = idle
         self._syncs: weakref.WeakKeyDictionary[GatewaySession, _Sync] = weakref.WeakKeyDictionary()
+        self._ticked = 0.0
 
     @classmethod
     @asynccontextmanager
@@ -123,6 +133,8 @@ class SharedSessions:
             sync = self._syncs[session] = _Sync(record.key)
             session.on_use = sync.uses.append
             session.keep_results = True
+            # call ids (pending approval files, audit, evidence) unique over processes
+            session.call_prefix = f"{session.id}-{secrets.token_hex(3)}"
         self._apply(session, sync, record)
 
     async def load(self, session: GatewaySession) -> None:
@@ -184,6 +196,71 @@ class SharedSessions:
                 except OSError as exc:
                     _log.warning("the stored results of %s were not removed: %s", session_id, exc)
 
+    # -- around a request (:meth:`.server.Gateway._client`) -----------------------------
+    async def guarded(self, step: Awaitable[_T]) -> _T:
+        """A step of the store; its failure is one line to the client (an MCP error)."""
+        try:
+            return await step
+        except SessionGone:
+            raise gone() from None
+        except StoreError as exc:
+            _log.warning("the session store failed: %s", exc)
+            raise MCPError(
+                types.INTERNAL_ERROR, f"the gateway's session store failed: {exc}"
+            ) from None
+
+    async def of_http(self, connection: Any) -> SessionRecord:
+        """The record of the HTTP session of ``connection`` (the SDK's), opened by this
+        process or another; an MCP error if it ended."""
+        http_id = str(getattr(connection, "session_id", None))
+        record = await self.guarded(self.find(http_key(http_id)))
+        if record is None:
+            raise gone()
+        return record
+
+    async def of_principal(self, principal: str) -> SessionRecord:
+        """The record of the session of an OAuth principal (stateless protocol)."""
+        return await self.guarded(self.find_or_make(f"principal:{principal}", request_owner()))
+
+    @asynccontextmanager
+    async def around(self, session: GatewaySession, *, fresh: bool) -> AsyncIterator[None]:
+        """Bring ``session`` up to date (unless ``fresh``: just attached), then write
+        what the request changed, whatever became of it."""
+        if not fresh:
+            await self.guarded(self.load(session))
+        try:
+            yield
+        finally:
+            await self.guarded(self.save(session))
+
+    async def initialized(self, ctx: ServerRequestContext[Any], result: Any) -> None:
+        """An ``initialize`` over HTTP was answered ``result``: the session is written
+        (before the client has the answer), so any process serves its next request."""
+        http_id = getattr(getattr(ctx.session, "_connection", None), "session_id", None)
+        if http_id is None or not isinstance(result, dict):
+            return
+        protocol = result.get("protocolVersion")
+        await self.guarded(
+            self.record_http(
+                http_id,
+                owner=request_owner(),
+                protocol=protocol if isinstance(protocol, str) else None,
+                client=dict(ctx.params) if ctx.params is not None else None,
+            )
+        )
+
+    async def tick(self, state: Path | None) -> None:
+        """Now and then (every :data:`EXPIRE_SECONDS`): forget the sessions nobody used
+        for the idle time."""
+        now = anyio.current_time()
+        if now - self._ticked < EXPIRE_SECONDS:
+            return
+        self._ticked = now
+        try:
+            await self.expire(state)
+        except StoreError as exc:
+            _log.warning("the session store failed: %s", exc)
+
     @staticmethod
     def grant_store() -> GrantStore:
         """The grants of a shared session: in memory, kept in step with the store."""
@@ -194,5 +271,18 @@ def http_key(session_id: str) -> str:
     return f"http:{session_id}"
 
 
-def principal_key_of(principal: str) -> str:
-    return f"principal:{principal}"
+def request_owner() -> dict[str, Any] | None:
+    """The OAuth principal of this request (as the SDK compares session owners), if any."""
+    token = get_access_token()
+    if token is None:
+        return None
+    client_id, issuer, subject = principal_components(token)
+    return {"client_id": client_id, "issuer": issuer, "subject": subject}
+
+
+def gone() -> MCPError:
+    return MCPError(
+        types.INVALID_REQUEST,
+        "this session ended (the client closed it, or it was unused too long); "
+        "start a new one (initialize)",
+    )

@@ -183,7 +183,8 @@ def _v5(json: str) -> list[str]:
 def _v6(json: str, ts: str) -> list[str]:
     """The gateway's client sessions, shared by several ``tooldeck serve`` processes
     (:mod:`tooldeck.gateway.session_store`): one row per session key (an HTTP session id,
-    or a principal of the stateless protocol), and the gateway's shared secrets."""
+    or a principal of the stateless protocol), the gateway's shared secrets, and the
+    approvals asked of stateless clients (``input_required``) waiting for their retry."""
     return [
         f"""CREATE TABLE gateway_sessions (
             key TEXT PRIMARY KEY,
@@ -201,6 +202,14 @@ def _v6(json: str, ts: str) -> list[str]:
         f"""CREATE TABLE gateway_secrets (
             name TEXT PRIMARY KEY,
             value TEXT NOT NULL,
+            created_at {ts} NOT NULL
+        )""",
+        f"""CREATE TABLE gateway_asks (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            call TEXT NOT NULL,
+            until {ts} NOT NULL,
             created_at {ts} NOT NULL
         )""",
     ]
