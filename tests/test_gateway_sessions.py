@@ -34,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from gateway_client import (
     ALWAYS,
     APPROVE,
+    DECLINE,
     INTROSPECTOR,
     PY,
     Answers,
@@ -159,11 +160,11 @@ def gateways(tmp_path: Path, where: str, env: dict[str, str], *args: str) -> Ite
 
 
 @asynccontextmanager
-async def client(front: Alternating) -> AsyncIterator[ClientSession]:
+async def client(front: Alternating, elicit: Any = None) -> AsyncIterator[ClientSession]:
     async with (
         httpx2.AsyncClient(transport=front, timeout=httpx2.Timeout(30, read=300)) as http,
         streamable_http_client(ONE_ADDRESS, http_client=http) as (read, write),
-        ClientSession(read, write) as c,
+        ClientSession(read, write, elicitation_callback=elicit) as c,
     ):
         with anyio.fail_after(30):
             await c.initialize()
@@ -218,6 +219,37 @@ def test_a_session_is_one_session_on_two_processes(
     decisions = [e["decision"] for e in asked if e["level"] != "policy" or e["decision"]]
     assert len({e["session_id"] for e in asked}) == 1  # one session, whichever process
     assert decisions.count("allow") >= 4, asked
+
+
+def test_an_approval_asked_by_elicitation_may_be_answered_by_way_of_either_process(
+    tmp_path: Path, sessions: tuple[str, dict[str, str]]
+) -> None:
+    """The client's answer to an elicitation lands on the other process, which passes it
+    on to the one whose call waits for it."""
+    where, env = sessions
+    with gateways(tmp_path, where, env) as running:
+        ports = [running.start(), running.start()]
+        front = Alternating(ports)
+        answers = Answers(APPROVE, DECLINE, ALWAYS)
+
+        async def main() -> None:
+            async with client(front, answers) as c:
+                await c.call_tool("tool_search", {"query": "add two numbers"})
+                with anyio.fail_after(60):
+                    once = await c.call_tool("alpha__add", {"a": 1, "b": 2})
+                    assert result_of(once) == 3, text_of(once)
+                    declined = await c.call_tool("alpha__add", {"a": 1, "b": 3})
+                    assert declined.is_error and "Denied by the user" in text_of(declined)
+                    always = await c.call_tool("alpha__add", {"a": 2, "b": 2})
+                    assert result_of(always) == 4, text_of(always)
+                for i in range(4):  # approve-always: asked no more, on either process
+                    again = await c.call_tool("alpha__add", {"a": i, "b": 10})
+                    assert result_of(again) == i + 10, text_of(again)
+                assert len(answers.asked) == 3
+
+        anyio.run(main)
+        answered = [p for m, p in front.sent if m == "POST"]
+        assert set(answered) == set(ports)
 
 
 def test_a_killed_process_started_again_carries_on_with_the_session(

@@ -23,7 +23,7 @@ it drops the ``Mcp-Session-Id`` and every server-to-client request of a call
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -41,6 +41,7 @@ from mcp_types import ErrorData as _ErrorData
 from starlette.types import Message, Receive, Scope, Send
 
 from ..workflows.store import StoreError
+from .replies import PASSED_ON, only_answers
 from .session_store import SessionRecord
 
 __all__ = ["adopt_sessions", "owner_of"]
@@ -48,6 +49,7 @@ __all__ = ["adopt_sessions", "owner_of"]
 _log = logging.getLogger("tooldeck.gateway")
 Find = Callable[[str], Awaitable[SessionRecord | None]]
 Ended = Callable[[str], Awaitable[None]]
+PassOn = Callable[[str, bytes, Sequence[tuple[bytes, bytes]]], Awaitable[None]]
 
 
 def owner_of(user: Any) -> dict[str, Any] | None:
@@ -58,9 +60,15 @@ def owner_of(user: Any) -> dict[str, Any] | None:
     return None
 
 
-def adopt_sessions(manager: StreamableHTTPSessionManager, find: Find, ended: Ended) -> None:
+def adopt_sessions(
+    manager: StreamableHTTPSessionManager,
+    find: Find,
+    ended: Ended,
+    pass_on: PassOn | None = None,
+) -> None:
     """Make ``manager`` serve the sessions ``find`` knows (by HTTP session id) that it
-    does not hold, and tell ``ended`` of each session a client deleted."""
+    does not hold, tell ``ended`` of each session a client deleted, and ``pass_on`` each
+    POST of a client's answers only (:mod:`.replies`) before it is served here."""
     handle = manager._handle_stateful_request
 
     async def stateful(scope: Scope, receive: Receive, send: Send) -> None:
@@ -77,21 +85,58 @@ def adopt_sessions(manager: StreamableHTTPSessionManager, find: Find, ended: End
                 _log.warning("session %s not looked up: %s", session_id[:64], exc)
                 await _error(scope, receive, send, f"the gateway's session store failed: {exc}")
                 return
+        if (
+            session_id in manager._server_instances
+            and pass_on is not None
+            and scope.get("method") == "POST"
+            and _header(scope, PASSED_ON) is None
+        ):
+            body = await _body(receive)
+            receive = _replay(body, receive)
+            if session_id is not None and only_answers(body):
+                await pass_on(session_id, body, scope.get("headers", ()))
         if session_id is None or scope.get("method") != "DELETE":
             await handle(scope, receive, send)
             return
-        status: list[int] = []
 
         async def watched(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status.append(int(message["status"]))
+            # ended in the store before the client hears it is: then no process serves it
+            if message["type"] == "http.response.start" and int(message["status"]) < 300:
+                try:
+                    await ended(session_id)
+                except StoreError as exc:  # it idles out in the store instead
+                    _log.warning("session %s not ended in the store: %s", session_id[:64], exc)
             await send(message)
 
         await handle(scope, receive, watched)
-        if status and status[0] < 300:
-            await ended(session_id)
 
     manager._handle_stateful_request = stateful  # type: ignore[method-assign]
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with ``body`` (read already) given again first."""
+    given = False
+
+    async def again() -> Message:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
 
 
 def _header(scope: Scope, name: str) -> str | None:

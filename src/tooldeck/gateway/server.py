@@ -227,6 +227,9 @@ class Gateway:
             if stateless(ctx):  # no back channel: the call ends its round input_required
                 return wait_for_human, CLIENT_USER
             asker = elicitation_asker(ctx.session, ctx.request_id, client_name, progress)
+            http_id = getattr(getattr(ctx.session, "_connection", None), "session_id", None)
+            if self.sessions is not None and http_id is not None:  # the answer may come
+                asker = self.sessions.replies.asker(http_key(http_id), asker)  # elsewhere
             return asker, CLIENT_USER
         desk = self.desk
         if desk is not None and (mode == "out-of-band" or (mode == "auto" and desk.watched())):
@@ -544,7 +547,10 @@ class Gateway:
             async def find(http_id: str) -> Any:
                 return await shared.find(http_key(http_id))
 
-            adopt_sessions(self.server.session_manager, find, shared.ended)
+            async def pass_on(http_id: str, body: bytes, headers: Any) -> None:
+                await shared.replies.pass_on(http_key(http_id), body, headers)
+
+            adopt_sessions(self.server.session_manager, find, shared.ended, pass_on)
         if token is not None:
             app = BearerToken(app, token)
         gateway = self
@@ -576,6 +582,8 @@ class Gateway:
             sock = http_socket(host, port)
         bound = sock.getsockname()[1]
         url = f"http://{f'[{host}]' if ':' in host else host}:{bound}/mcp"
+        if shared is not None:  # where the other processes pass on this one's answers
+            shared.replies.url = url
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)

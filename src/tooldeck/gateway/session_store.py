@@ -189,6 +189,7 @@ def op_expire(before: datetime, at: datetime) -> Op[list[str]]:
     """Forget the sessions unused since ``before``, and the asks expired at ``at`` (their
     process stopped before it could deny them); the gateway session ids forgotten."""
     yield Q("DELETE FROM gateway_asks WHERE until < ?", (at,))
+    yield Q("DELETE FROM gateway_waits WHERE since < ?", (before,))  # a process gone
     rows = yield Q("DELETE FROM gateway_sessions WHERE touched_at < ? RETURNING id", (before,))
     return [str(r[0]) for r in rows.rows]
 
@@ -237,6 +238,25 @@ def op_drop_ask(ask_id: str) -> Op[bool]:
     return rows.rowcount > 0
 
 
+def op_wait(key: str, url: str, at: datetime) -> Op[None]:
+    """The process at ``url`` waits for an answer of the client of session ``key``."""
+    yield Q(
+        "INSERT INTO gateway_waits (session_key, url, since) VALUES (?, ?, ?) "
+        "ON CONFLICT (session_key, url) DO NOTHING",
+        (key, url, at),
+    )
+
+
+def op_unwait(key: str, url: str) -> Op[None]:
+    yield Q("DELETE FROM gateway_waits WHERE session_key = ? AND url = ?", (key, url))
+
+
+def op_waiting(key: str) -> Op[list[str]]:
+    """The processes (their URLs) waiting for an answer of the client of session ``key``."""
+    rows = yield Q("SELECT url FROM gateway_waits WHERE session_key = ?", (key,))
+    return [str(r[0]) for r in rows.rows]
+
+
 class SessionTable:
     """The gateway's sessions in an open ``store``."""
 
@@ -282,6 +302,16 @@ class SessionTable:
 
     async def drop_ask(self, ask_id: str) -> bool:
         return await self.store._run(lambda: op_drop_ask(ask_id))
+
+    async def wait(self, key: str, url: str) -> None:
+        at = now()
+        await self.store._run(lambda: op_wait(key, url, at))
+
+    async def unwait(self, key: str, url: str) -> None:
+        await self.store._run(lambda: op_unwait(key, url))
+
+    async def waiting(self, key: str) -> list[str]:
+        return await self.store._run(lambda: op_waiting(key), write=False)
 
     async def secret(self, name: str) -> str:
         """The shared secret ``name`` (32 random bytes, hex), made by the first asker."""

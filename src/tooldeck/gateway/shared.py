@@ -8,6 +8,9 @@ added; :func:`.session_store.op_merge`). A session made by another process (or b
 restart) is served under its own id, so its stored results, audit log and evidence
 record (under ``--state``, which the processes share) are the same files.
 
+A client's answer to an approval form (elicitation) that reaches another process than
+the one whose call waits for it is passed on there (:mod:`.replies`).
+
 What lives where: the store holds the sessions' keys and owners, their found tools and
 grants, the clients' ``initialize`` parameters, and the key that seals the
 ``requestState`` of ``input_required`` rounds (so any process can open what another
@@ -38,6 +41,7 @@ from ..offload import OffloadStore
 from ..policy import Grant, GrantStore, PolicyError
 from ..policy.grants import grant_of
 from ..workflows.store import StoreError, WorkflowStore
+from .replies import Replies
 from .session import GatewaySession, remember
 from .session_store import SessionRecord, SessionTable, open_session_store
 
@@ -75,6 +79,7 @@ class SharedSessions:
         self.idle = idle
         self._syncs: weakref.WeakKeyDictionary[GatewaySession, _Sync] = weakref.WeakKeyDictionary()
         self._ticked = 0.0
+        self.replies = Replies(self.table)  # a client's answers, to the process that asked
 
     @classmethod
     @asynccontextmanager

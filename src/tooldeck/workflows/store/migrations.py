@@ -183,8 +183,9 @@ def _v5(json: str) -> list[str]:
 def _v6(json: str, ts: str) -> list[str]:
     """The gateway's client sessions, shared by several ``tooldeck serve`` processes
     (:mod:`tooldeck.gateway.session_store`): one row per session key (an HTTP session id,
-    or a principal of the stateless protocol), the gateway's shared secrets, and the
-    approvals asked of stateless clients (``input_required``) waiting for their retry."""
+    or a principal of the stateless protocol), the gateway's shared secrets, the processes
+    waiting for a client's answer (an elicitation), and the approvals asked of stateless
+    clients (``input_required``) waiting for their retry."""
     return [
         f"""CREATE TABLE gateway_sessions (
             key TEXT PRIMARY KEY,
@@ -203,6 +204,12 @@ def _v6(json: str, ts: str) -> list[str]:
             name TEXT PRIMARY KEY,
             value TEXT NOT NULL,
             created_at {ts} NOT NULL
+        )""",
+        f"""CREATE TABLE gateway_waits (
+            session_key TEXT NOT NULL,
+            url TEXT NOT NULL,
+            since {ts} NOT NULL,
+            PRIMARY KEY (session_key, url)
         )""",
         f"""CREATE TABLE gateway_asks (
             id TEXT PRIMARY KEY,
