@@ -319,49 +319,52 @@ def serve_command(
 
     async def run() -> None:
         source = McpSource(config, client_name="tooldeck-gateway", prefixed=False)
-        # the servers start in the background: initialize is answered at once, and
-        # what comes up later is announced (--check waits for them)
-        async with _started(source, wait=check_only):
+        # the session store first: one that cannot be opened is said before any server
+        # starts; the servers start in the background: initialize is answered at once,
+        # and what comes up later is announced (--check waits for them)
+        async with (
+            _shared_sessions(sessions, session_idle) as shared,
+            _started(source, wait=check_only),
+        ):
             catalog = Catalog(
                 source,
                 core=core or (),
                 semantic=False if lexical else "auto",
                 native=native.tools if native else (),
             )
-            async with _shared_sessions(sessions, session_idle) as shared:
-                try:
-                    gateway = Gateway(
-                        catalog,
-                        rules,
-                        state=state_dir,
-                        offload_tokens=offload_tokens,
-                        guard_tokens=guard_tokens,
-                        approvals="deny" if check_only else approvals,  # --check makes no files
-                        approval_timeout=approval_timeout,
-                        home=tools_home,
-                        session_idle=session_idle,
-                        sessions=shared,
+            try:
+                gateway = Gateway(
+                    catalog,
+                    rules,
+                    state=state_dir,
+                    offload_tokens=offload_tokens,
+                    guard_tokens=guard_tokens,
+                    approvals="deny" if check_only else approvals,  # --check makes no files
+                    approval_timeout=approval_timeout,
+                    home=tools_home,
+                    session_idle=session_idle,
+                    sessions=shared,
+                )
+            except ValueError as exc:
+                raise user_error(f"--approvals {approvals}: {exc}") from exc
+            if check_only:
+                report = check(gateway)
+                _print_check(report, json_output, native.left_out if native else ())
+                if any(s["state"] not in ("connected", "idle") for s in report.servers):
+                    raise typer.Exit(1)  # a server did not start: the answer is no
+                return
+            exporting = _export_telemetry()
+            _banner(config, rules, approvals, "HTTP" if http is not None else "stdio")
+            try:
+                if http is not None:
+                    await gateway.serve_http(
+                        host, http, token=token, oauth=oauth, sock=sock, announce=_listening
                     )
-                except ValueError as exc:
-                    raise user_error(f"--approvals {approvals}: {exc}") from exc
-                if check_only:
-                    report = check(gateway)
-                    _print_check(report, json_output, native.left_out if native else ())
-                    if any(s["state"] not in ("connected", "idle") for s in report.servers):
-                        raise typer.Exit(1)  # a server did not start: the answer is no
-                    return
-                exporting = _export_telemetry()
-                _banner(config, rules, approvals, "HTTP" if http is not None else "stdio")
-                try:
-                    if http is not None:
-                        await gateway.serve_http(
-                            host, http, token=token, oauth=oauth, sock=sock, announce=_listening
-                        )
-                    else:
-                        await gateway.serve_stdio()
-                finally:
-                    if exporting:  # before the upstream servers are closed, which takes time
-                        _flush_telemetry()
+                else:
+                    await gateway.serve_stdio()
+            finally:
+                if exporting:  # before the upstream servers are closed, which takes time
+                    _flush_telemetry()
 
     if check_only:
         with _failures_said_by_the_report():

@@ -49,6 +49,7 @@ __all__ = ["adopt_sessions", "owner_of"]
 _log = logging.getLogger("tooldeck.gateway")
 Find = Callable[[str], Awaitable[SessionRecord | None]]
 Ended = Callable[[str], Awaitable[None]]
+Exists = Callable[[str], Awaitable[bool]]
 PassOn = Callable[[str, bytes, Sequence[tuple[bytes, bytes]]], Awaitable[None]]
 
 
@@ -63,12 +64,14 @@ def owner_of(user: Any) -> dict[str, Any] | None:
 def adopt_sessions(
     manager: StreamableHTTPSessionManager,
     find: Find,
+    exists: Exists,
     ended: Ended,
     pass_on: PassOn | None = None,
 ) -> None:
     """Make ``manager`` serve the sessions ``find`` knows (by HTTP session id) that it
-    does not hold, tell ``ended`` of each session a client deleted, and ``pass_on`` each
-    POST of a client's answers only (:mod:`.replies`) before it is served here."""
+    does not hold, let go of those it holds that no longer ``exists``, tell ``ended`` of
+    each session a client deleted, and ``pass_on`` each POST of a client's answers only
+    (:mod:`.replies`) before it is served here."""
     handle = manager._handle_stateful_request
 
     async def stateful(scope: Scope, receive: Receive, send: Send) -> None:
@@ -78,7 +81,7 @@ def adopt_sessions(
                 held = manager._server_instances.get(session_id)
                 if held is None:
                     await _adopt(manager, session_id, scope, find)
-                elif await find(session_id) is None:  # ended by way of another process
+                elif not await exists(session_id):  # ended by way of another process
                     _log.info("session %s ended elsewhere", session_id[:64])
                     await manager._discard_session(session_id, held)
             except StoreError as exc:  # the store is gone: said in one line, at once

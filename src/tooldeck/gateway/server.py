@@ -540,17 +540,6 @@ class Gateway:
         app: Any = self.server.streamable_http_app(
             host=host, session_idle_timeout=self.session_idle, **auth
         )
-        shared = self.sessions
-        if shared is not None:  # a session another process opened is served here too
-            from .adopt import adopt_sessions
-
-            async def find(http_id: str) -> Any:
-                return await shared.find(http_key(http_id))
-
-            async def pass_on(http_id: str, body: bytes, headers: Any) -> None:
-                await shared.replies.pass_on(http_key(http_id), body, headers)
-
-            adopt_sessions(self.server.session_manager, find, shared.ended, pass_on)
         if token is not None:
             app = BearerToken(app, token)
         gateway = self
@@ -582,8 +571,8 @@ class Gateway:
             sock = http_socket(host, port)
         bound = sock.getsockname()[1]
         url = f"http://{f'[{host}]' if ':' in host else host}:{bound}/mcp"
-        if shared is not None:  # where the other processes pass on this one's answers
-            shared.replies.url = url
+        if self.sessions is not None:  # sessions other processes opened are served here
+            self.sessions.serve(self.server.session_manager, url)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)

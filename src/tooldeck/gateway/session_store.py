@@ -110,6 +110,12 @@ def op_get(key: str, at: datetime | None = None) -> Op[SessionRecord | None]:
     return _record(row) if row else None
 
 
+def op_exists(key: str) -> Op[bool]:
+    """Whether the session of ``key`` is there (a read: not marked used)."""
+    row = (yield Q("SELECT 1 FROM gateway_sessions WHERE key = ?", (key,))).one()
+    return row is not None
+
+
 def op_create(record: SessionRecord, at: datetime | None = None) -> Op[SessionRecord]:
     """Write ``record`` unless its key is there already; the row as it is then (the
     first writer's, when two processes make the session of one key at once)."""
@@ -266,6 +272,9 @@ class SessionTable:
     async def get(self, key: str) -> SessionRecord | None:
         at = now()
         return await self.store._run(lambda: op_get(key, at))
+
+    async def exists(self, key: str) -> bool:
+        return await self.store._run(lambda: op_exists(key), write=False)
 
     async def create(self, record: SessionRecord) -> SessionRecord:
         at = now()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import secrets
 import weakref
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,7 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import principal_components
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
 from ..offload import OffloadStore
@@ -48,6 +49,7 @@ from .session_store import SessionRecord, SessionTable, open_session_store
 __all__ = ["EXPIRE_SECONDS", "SEALING_SECRET", "SessionGone", "SharedSessions", "http_key"]
 
 _T = TypeVar("_T")
+Headers = Sequence[tuple[bytes, bytes]]
 
 _log = logging.getLogger("tooldeck.gateway")
 SEALING_SECRET = "request-state-key"
@@ -265,6 +267,26 @@ class SharedSessions:
             await self.expire(state)
         except StoreError as exc:
             _log.warning("the session store failed: %s", exc)
+
+    def serve(self, manager: StreamableHTTPSessionManager, url: str) -> None:
+        """This process serves HTTP at ``url`` with ``manager``: a session another process
+        opened is served here too (:mod:`.adopt`), and answers are passed on here."""
+        from .adopt import adopt_sessions
+
+        self.replies.url = url
+
+        async def find(http_id: str) -> SessionRecord | None:
+            return await self.find(http_key(http_id))
+
+        async def exists(http_id: str) -> bool:
+            return await self.table.exists(http_key(http_id))
+
+        async def pass_on(
+            http_id: str, body: bytes, headers: Sequence[tuple[bytes, bytes]]
+        ) -> None:
+            await self.replies.pass_on(http_key(http_id), body, headers)
+
+        adopt_sessions(manager, find, exists, self.ended, pass_on)
 
     @staticmethod
     def grant_store() -> GrantStore:
