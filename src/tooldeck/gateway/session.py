@@ -178,12 +178,9 @@ class GatewaySession:
         except OSError as exc:
             _log.warning("the stored results of %s were not removed: %s", self.id, exc)
 
-    def found(self) -> tuple[list[str], list[str]]:
-        """The tools found or called: in listed order, and least recently used first."""
-        return list(self.loaded), list(self._used)
-
     def restore_found(self, loaded: list[str], used: list[str]) -> None:
-        """Take ``(loaded, used)`` of :meth:`found` (kept elsewhere: :mod:`.shared`)."""
+        """Hold these found tools (listed order; least recently used first), kept
+        elsewhere (:mod:`.shared`)."""
         self._used = dict.fromkeys(n for n in used if n in loaded)
         self.loaded = dict.fromkeys(n for n in loaded if n in self._used)
 
