@@ -135,6 +135,16 @@ def serve_command(
             "results then go).",
         ),
     ] = 1800.0,
+    sessions: Annotated[
+        str | None,
+        typer.Option(
+            "--sessions",
+            metavar="WHERE",
+            help="With --http: keep client sessions in a store other gateway processes share "
+            "(and a restart keeps): a PostgreSQL DSN (postgresql://...) or a SQLite file. "
+            "Give them the same --state folder too.",
+        ),
+    ] = None,
     approvals: Annotated[
         Approvals,
         typer.Option(
@@ -304,6 +314,8 @@ def serve_command(
             f"--host {host} is not a loopback address; serving it needs a "
             "bearer token (--token-file or $TOOLDECK_GATEWAY_TOKEN) or --oauth-issuer"
         )
+    if sessions is not None and (http is None or check_only):
+        raise user_error("--sessions keeps the sessions of HTTP clients; give --http PORT with it")
     stdin_problem = None if http is not None or check_only else _stdin_problem()
     if stdin_problem:
         raise user_error(
@@ -314,9 +326,13 @@ def serve_command(
 
     async def run() -> None:
         source = McpSource(config, client_name="tooldeck-gateway", prefixed=False)
-        # the servers start in the background: initialize is answered at once, and
-        # what comes up later is announced (--check waits for them)
-        async with _started(source, wait=check_only):
+        # the session store first: one that cannot be opened is said before any server
+        # starts; the servers start in the background: initialize is answered at once,
+        # and what comes up later is announced (--check waits for them)
+        async with (
+            _shared_sessions(sessions, session_idle) as shared,
+            _started(source, wait=check_only),
+        ):
             catalog = Catalog(
                 source,
                 core=core or (),
@@ -334,6 +350,7 @@ def serve_command(
                     approval_timeout=approval_timeout,
                     home=tools_home,
                     session_idle=session_idle,
+                    sessions=shared,
                 )
             except ValueError as exc:
                 raise user_error(f"--approvals {approvals}: {exc}") from exc
@@ -364,6 +381,27 @@ def serve_command(
 
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@asynccontextmanager
+async def _shared_sessions(where: str | None, idle: float) -> AsyncIterator[Any]:
+    """``--sessions WHERE``, open (``None`` without it); a store that cannot be opened
+    is one line."""
+    if where is None:
+        yield None
+        return
+    from ..gateway.shared import SharedSessions
+    from ..workflows.store import StoreError
+
+    opened = SharedSessions.opened(where, idle)
+    try:
+        shared = await opened.__aenter__()
+    except StoreError as exc:  # it names the database (a DSN without its password)
+        raise user_error(f"--sessions: {exc}") from exc
+    try:
+        yield shared
+    finally:
+        await opened.__aexit__(None, None, None)
 
 
 def _fail(message: str) -> NoReturn:

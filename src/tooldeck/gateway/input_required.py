@@ -47,7 +47,15 @@ from ..tool import Tool
 from .approval import APPROVAL_SCHEMA, answer_of, approval_message
 from .session import GatewaySession
 
-__all__ = ["ASK_SECONDS", "FORM_KEY", "InputAsks"]
+__all__ = [
+    "ASK_SECONDS",
+    "FORM_KEY",
+    "InputAsks",
+    "answer_in",
+    "fingerprint",
+    "invalid",
+    "state_in",
+]
 
 _log = logging.getLogger("tooldeck.gateway")
 ASK_SECONDS = 600.0
@@ -58,7 +66,7 @@ _FORMAT = "tooldeck.ask/1"
 _LIMIT = 1024  # asks waiting at once, over all sessions: the oldest is dropped (denied)
 
 
-def _invalid(reason: str) -> MCPError:
+def invalid(reason: str) -> MCPError:
     """The SDK boundary's own refusal, so a replay looks like any bad state."""
     _log.warning("requestState refused: %s", reason)
     return MCPError(
@@ -68,8 +76,28 @@ def _invalid(reason: str) -> MCPError:
     )
 
 
-def _fingerprint(params: types.CallToolRequestParams) -> str:
+def fingerprint(params: types.CallToolRequestParams) -> str:
+    """The call a retry must repeat: the tool's name and arguments, canonical."""
     return canonical_json({"name": params.name, "arguments": params.arguments or {}})
+
+
+def state_in(params: types.CallToolRequestParams) -> dict[str, Any]:
+    """The gateway's ask that the (unsealed) ``requestState`` of a retry names."""
+    try:
+        state: Any = json.loads(params.request_state or "")
+    except ValueError:
+        raise invalid("not JSON") from None
+    if not isinstance(state, dict) or state.get("format") != _FORMAT:
+        raise invalid("not a gateway ask")
+    return state
+
+
+def answer_in(params: types.CallToolRequestParams) -> ApprovalAnswer:
+    """The human's answer a retry carries (none, or a malformed one, never approves)."""
+    response = (params.input_responses or {}).get(FORM_KEY)
+    if isinstance(response, types.ElicitResult):
+        return answer_of(response)
+    return not_answered("no answer was given (an empty answer never approves)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +133,7 @@ class InputAsks:
             self._give_up(next(iter(self._asks)), "too many calls waited for an answer")
         ask_id = secrets.token_urlsafe(16)
         until = time.monotonic() + self.ttl
-        self._asks[ask_id] = _Ask(session, request, _fingerprint(params), until)
+        self._asks[ask_id] = _Ask(session, request, fingerprint(params), until)
         form = types.ElicitRequestFormParams(
             message=approval_message(request, shown(request.tool)),
             requested_schema=APPROVAL_SCHEMA,
@@ -126,30 +154,40 @@ class InputAsks:
         :class:`MCPError` (``Invalid or expired requestState``) for a state that names
         no waiting ask of ``session``, or a call that is not the one asked about.
         """
-        try:
-            state: Any = json.loads(params.request_state or "")
-        except ValueError:
-            raise _invalid("not JSON") from None
-        if not isinstance(state, dict) or state.get("format") != _FORMAT:
-            raise _invalid("not a gateway ask")
+        state = state_in(params)
         ask_id = str(state.get("ask"))
         ask = self._asks.get(ask_id)
         if ask is None:
-            raise _invalid("no such ask (answered already, expired, or never made)")
+            raise invalid("no such ask (answered already, expired, or never made)")
         if ask.session is not session or state.get("session") != session.id:
-            raise _invalid("an ask of another session")
-        if ask.call != _fingerprint(params):
-            raise _invalid("another call than the one asked about")
+            raise invalid("an ask of another session")
+        if ask.call != fingerprint(params):
+            raise invalid("another call than the one asked about")
         del self._asks[ask_id]
         if ask.until <= time.monotonic():
             self._audit(ask, "the answer came after the ask expired")
-            raise _invalid("expired")
-        response = (params.input_responses or {}).get(FORM_KEY)
-        if isinstance(response, types.ElicitResult):
-            answer = answer_of(response)
-        else:
-            answer = not_answered("no answer was given (an empty answer never approves)")
-        return ask.request.call.call_id, answer
+            raise invalid("expired")
+        return ask.request.call.call_id, answer_in(params)
+
+    def forget(self, ask_id: str) -> bool:
+        """Drop ``ask_id`` without a word (answered by way of another gateway process)."""
+        return self._asks.pop(ask_id, None) is not None
+
+    def expired(self, ask_id: str, now: float | None = None) -> bool:
+        """Whether ``ask_id`` is held here and its time is up."""
+        ask = self._asks.get(ask_id)
+        return ask is not None and ask.until <= (time.monotonic() if now is None else now)
+
+    def let_go(self, session: GatewaySession) -> None:
+        """Drop the asks of ``session`` without a word: this process lets go of a session
+        that lives on elsewhere (a shared store keeps the asks for its other processes)."""
+        for ask_id in [k for k, a in self._asks.items() if a.session is session]:
+            del self._asks[ask_id]
+
+    def due(self, now: float | None = None) -> list[str]:
+        """The asks whose time is up (:meth:`expire` denies them)."""
+        now = time.monotonic() if now is None else now
+        return [k for k, a in self._asks.items() if a.until <= now]
 
     def waiting(self, session: GatewaySession) -> bool:
         """Whether an ask of ``session`` waits for its client's answer."""

@@ -25,8 +25,8 @@ import signal
 import socket
 import sys
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,8 @@ from .out_of_band import (
     approvals_folder,
 )
 from .session import GatewaySession
+from .shared import SharedSessions, http_key
+from .shared_asks import SharedAsks
 from .stateless import (
     DEFAULT_IDLE,
     Listeners,
@@ -138,6 +140,7 @@ class Gateway:
         approval_timeout: float = DEFAULT_TIMEOUT,
         home: Path | None = None,
         session_idle: float = DEFAULT_IDLE,
+        sessions: SharedSessions | None = None,
     ) -> None:
         from .. import __version__
 
@@ -175,9 +178,11 @@ class Gateway:
         self._single: GatewaySession | None = None  # stdio: the one client
         self._stdio = False
         self.session_idle = session_idle
+        self.sessions = sessions  # shared with other gateway processes (:mod:`.shared`)
         # clients of the stateless protocol (2026-07-28): sessions by principal, their
         # listen streams, their approvals waiting for a retry
         self.asks = InputAsks(ASK_SECONDS)
+        self.shared_asks = SharedAsks(self.asks, sessions) if sessions else None
         self.principals = PrincipalSessions(
             self.new_session, session_idle, ended=self._ended, keep=self.asks.waiting
         )
@@ -195,13 +200,18 @@ class Gateway:
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             get_tool_input_schema=self._input_schema,
         )
-        security = RequestStateSecurity.ephemeral(ttl=ASK_SECONDS)
+        if sessions is None:
+            security = RequestStateSecurity.ephemeral(ttl=ASK_SECONDS)
+        else:  # any process opens what another sealed
+            security = RequestStateSecurity(keys=[sessions.sealing_key], ttl=ASK_SECONDS)
         self.server.middleware += [
             self._only_known_principals,
+            self._record_initialize,
             RequestStateBoundary(security, default_audience=self.server.name),
         ]
 
-    def new_session(self) -> GatewaySession:
+    def new_session(self, session_id: str | None = None) -> GatewaySession:
+        shared = self.sessions is not None and session_id is not None
         return GatewaySession(
             self.catalog,
             self.policy,
@@ -209,6 +219,8 @@ class Gateway:
             offload_tokens=self.offload_tokens,
             guard_tokens=self.guard_tokens,
             home=self.home,
+            session_id=session_id,
+            grants=SharedSessions.grant_store() if shared else None,
         )
 
     def _asker(
@@ -223,6 +235,9 @@ class Gateway:
             asker = elicitation_asker(
                 ctx.session, ctx.request_id, client_name, progress, on_give_up=session.gave_up
             )
+            http_id = getattr(getattr(ctx.session, "_connection", None), "session_id", None)
+            if self.sessions is not None and http_id is not None:  # the answer may come
+                asker = self.sessions.replies.asker(http_key(http_id), asker)  # elsewhere
             return asker, CLIENT_USER
         desk = self.desk
         if desk is not None and (mode == "out-of-band" or (mode == "auto" and desk.watched())):
@@ -244,16 +259,38 @@ class Gateway:
 
         return nobody_asker(NOBODY if mode == "deny" else NO_ELICITATION, fix), "nobody"
 
-    @contextmanager
-    def _client(self, ctx: ServerRequestContext[Any]) -> Iterator[GatewaySession]:
-        """The session of the client that sent this request (see the module docstring)."""
+    @asynccontextmanager
+    async def _client(self, ctx: ServerRequestContext[Any]) -> AsyncIterator[GatewaySession]:
+        """The session of the client that sent this request (see the module docstring);
+        with a shared store, brought up to date before and written back after."""
+        shared = self.sessions
         if self._stdio or (stateless(ctx) and not over_http(ctx)):
             yield self._local()
-        elif stateless(ctx):
-            with self.principals.hold(principal_key(ctx)) as session:
-                yield session
-        else:
+            return
+        if stateless(ctx):
+            key = principal_key(ctx)
+            if shared is None:
+                with self.principals.hold(key) as session:
+                    yield session
+                return
+            record = await shared.of_principal(key)
+            with self.principals.hold(key, make=lambda: self.new_session(record.id)) as session:
+                shared.attach(session, record)
+                async with shared.around(session, fresh=True):
+                    yield session
+            return
+        if shared is None:
             yield self._by_connection(ctx)
+            return
+        connection = getattr(ctx.session, "_connection", None)
+        known = self._sessions.get(connection) if connection is not None else None
+        fresh = known is None
+        if known is None:  # new here: the session another process (or this one) opened
+            record = await shared.of_http(connection)
+            known = self._by_connection(ctx, record.id)
+            shared.attach(known, record)
+        async with shared.around(known, fresh=fresh):
+            yield known
 
     def _local(self) -> GatewaySession:
         if self._single is None:
@@ -261,13 +298,15 @@ class Gateway:
             _log.info("client session %s started", self._single.id)
         return self._single
 
-    def _by_connection(self, ctx: ServerRequestContext[Any]) -> GatewaySession:
+    def _by_connection(
+        self, ctx: ServerRequestContext[Any], session_id: str | None = None
+    ) -> GatewaySession:
         key = getattr(ctx.session, "_connection", None)
         if key is None:
             raise RuntimeError("the MCP SDK gave this request no connection")
         session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[key] = self.new_session()
+            session = self._sessions[key] = self.new_session(session_id)
             # the connection ended (its HTTP session closed or idled out): so did the session
             key.exit_stack.callback(self._connection_ended, key)
             weakref.finalize(key, session.close)  # a transport that never closes its stack
@@ -296,8 +335,12 @@ class Gateway:
         self._peers[session] = (announce, session.listing_key())
 
     def _ended(self, session: GatewaySession) -> None:
-        """A session by principal ended: its waiting asks are denied, its streams end."""
-        self.asks.end(session)
+        """A session by principal ended: its waiting asks are denied (or, shared, left to
+        the other processes), its streams end."""
+        if self.sessions is not None:
+            self.asks.let_go(session)
+        else:
+            self.asks.end(session)
         self._peers.pop(session, None)
         listeners = self._listeners.pop(session, None)
         if listeners is not None:
@@ -319,11 +362,21 @@ class Gateway:
             principal_key(ctx)
         return await call_next(ctx)
 
+    async def _record_initialize(
+        self, ctx: ServerRequestContext[Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Middleware: with a shared store, an HTTP session initialized here is written
+        there (before the client is answered), so any process serves its next request."""
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and self.sessions is not None and over_http(ctx):
+            await self.sessions.initialized(ctx, result)
+        return result
+
     # -- handlers ---------------------------------------------------------------------
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        with self._client(ctx) as session:
+        async with self._client(ctx) as session:
             self._remember(session, ctx)
             starting = self.catalog.source.starting()  # listed, and announced, once up
             meta = {STARTING_META: starting} if starting else None
@@ -334,11 +387,14 @@ class Gateway:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        with self._client(ctx) as session:
+        async with self._client(ctx) as session:
             before = session.listed_names()
             if stateless(ctx) and params.request_state is not None:
                 # the retry of a call that asked: the client's answer, taken once
-                call_id, answer = self.asks.answer(session, params)
+                if self.shared_asks is not None:  # asked here, or by another process
+                    call_id, answer = await self.shared_asks.answer(session, params)
+                else:
+                    call_id, answer = self.asks.answer(session, params)
                 nobody = nobody_asker("no answer was given")
                 result = await session.call(
                     params.name,
@@ -360,6 +416,8 @@ class Gateway:
                         protocol=ctx.protocol_version,
                     )
                 except PendingApproval as pending:
+                    if self.shared_asks is not None:
+                        return await self.shared_asks.ask(session, params, pending, client_name)
                     return self.asks.ask(session, params, pending, client_name)
             if session.listed_names() != before:
                 self._remember(session, ctx)
@@ -373,7 +431,7 @@ class Gateway:
         self, ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
         """``subscriptions/listen``: a stream of this client's session's changes only."""
-        with self._client(ctx) as session:  # held open: the session lives while it listens
+        async with self._client(ctx) as session:  # held open: the session lives while it listens
             self._remember(session, ctx)
             return await self._listeners_of(session).handler(ctx, params)
 
@@ -383,8 +441,12 @@ class Gateway:
         that idled out, and deny the asks nobody answered (runs until cancelled)."""
         while True:
             await anyio.sleep(WATCH_SECONDS)
+            if self.shared_asks is not None:
+                await self.shared_asks.expire()  # logged, not raised, if the store fails
             self.asks.expire()
             self.principals.expire()
+            if self.sessions is not None:
+                await self.sessions.tick(self.state)
             for session, (announce, listed) in list(self._peers.items()):
                 now = session.listing_key()
                 if now == listed:
@@ -517,6 +579,8 @@ class Gateway:
             sock = http_socket(host, port)
         bound = sock.getsockname()[1]
         url = f"http://{f'[{host}]' if ':' in host else host}:{bound}/mcp"
+        if self.sessions is not None:  # sessions other processes opened are served here
+            self.sessions.serve(self.server.session_manager, url)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)

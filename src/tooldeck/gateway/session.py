@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from ..context import ToolContext
 from ..dispatch import Dispatcher, unknown_tool_message
 from ..errors import ArgumentError
 from ..offload import RECALL_TOOL_NAME, OffloadStore
-from ..policy import Policy, SessionPolicy
+from ..policy import GrantStore, Policy, SessionPolicy
 from ..result import ToolResult
 from ..search import tool_search_tool
 from ..tool import Tool
@@ -50,7 +50,7 @@ from .evidence import EvidenceLog
 from .native import gateway_turn
 from .wire import fit_structure, listed_tool
 
-__all__ = ["CALL_TOOL_NAME", "SEARCH_TOOL_NAME", "GatewaySession"]
+__all__ = ["CALL_TOOL_NAME", "SEARCH_TOOL_NAME", "GatewaySession", "remember"]
 
 _log = logging.getLogger("tooldeck.gateway")
 SEARCH_TOOL_NAME = "tool_search"
@@ -107,6 +107,23 @@ _SEARCH_DESCRIPTION = (
 )
 
 
+def remember(loaded: dict[str, None], used: dict[str, None], names: list[str], limit: int) -> None:
+    """``names`` were found or called now (see :meth:`GatewaySession._use`): added to
+    ``loaded`` (listed order) and made the most recently used in ``used`` (least recently
+    used first), the first of them the most recent; past ``limit`` the least recently used
+    go from both. Also how a shared store merges two processes' uses
+    (:mod:`.session_store`)."""
+    for name in names:
+        loaded.setdefault(name, None)
+    for name in reversed(names):  # of one search's finds, its best last, so kept
+        used.pop(name, None)
+        used[name] = None
+    while len(used) > limit:
+        oldest = next(iter(used))
+        del used[oldest]
+        loaded.pop(oldest, None)
+
+
 def _short(name: str) -> str:
     return name if len(name) <= _NAME_SHOWN else name[:_NAME_SHOWN] + "…"
 
@@ -125,11 +142,17 @@ class GatewaySession:
         offload_tokens: int = 15_000,
         guard_tokens: int = 25_000,
         home: Path | None = None,
+        session_id: str | None = None,
+        grants: GrantStore | None = None,
     ) -> None:
-        self.id = "gw-" + secrets.token_hex(8)
+        # a session shared by several gateway processes (:mod:`.shared`) comes with its id
+        # and its grants (kept in the shared store, not in a file)
+        self.id = session_id or "gw-" + secrets.token_hex(8)
         self.catalog = catalog
         self.turn = gateway_turn(self.id, home)  # what tooldeck's own tools run with
-        self.policy = SessionPolicy(policy, session_id=self.id, directory=state, home=home)
+        self.policy = SessionPolicy(
+            policy, session_id=self.id, directory=state, home=home, grants=grants
+        )
         if state is None:
             self.store = OffloadStore("/dev/null", self.id, threshold_tokens=0)
         else:
@@ -142,13 +165,24 @@ class GatewaySession:
         self._used: dict[str, None] = {}  # the same names, least recently used first
         self._calls = itertools.count(1)
         self._cache: tuple[CatalogView, Tool, Toolset] | None = None
+        self.on_use: Callable[[list[str]], None] | None = None  # told of each _use
+        self.keep_results = False  # a shared session's results outlive this process's hold
+        self.call_prefix = self.id  # shared: this process's own, so call ids never collide
 
     def close(self) -> None:
         """The session ended: its stored results go (audit log and evidence record stay)."""
+        if self.keep_results:
+            return
         try:
             self.store.cleanup()
         except OSError as exc:
             _log.warning("the stored results of %s were not removed: %s", self.id, exc)
+
+    def restore_found(self, loaded: list[str], used: list[str]) -> None:
+        """Hold these found tools (listed order; least recently used first), kept
+        elsewhere (:mod:`.shared`)."""
+        self._used = dict.fromkeys(n for n in used if n in loaded)
+        self.loaded = dict.fromkeys(n for n in loaded if n in self._used)
 
     # -- the tools of this session ------------------------------------------------------
     def _own(self, view: CatalogView) -> tuple[Tool, Toolset]:
@@ -173,15 +207,9 @@ class GatewaySession:
         least recently used beyond :attr:`max_found` are dropped. Core tools are always
         listed, and not counted."""
         names = [n for n in names if n in view.tools and n not in view.core]
-        for name in names:
-            self.loaded.setdefault(name, None)
-        for name in reversed(names):  # of one search's finds, its best last, so kept
-            self._used.pop(name, None)
-            self._used[name] = None
-        while len(self._used) > self.max_found:
-            oldest = next(iter(self._used))
-            del self._used[oldest]
-            del self.loaded[oldest]
+        remember(self.loaded, self._used, names, self.max_found)
+        if names and self.on_use is not None:
+            self.on_use(names)
 
     def _entries(self, view: CatalogView) -> list[tuple[str, Tool, bool]]:
         """``(client name, tool, the gateway's own)`` of what this session lists."""
@@ -272,7 +300,7 @@ class GatewaySession:
             result_hooks=(self.evidence.hook, self.store.hook),
             timeout=None,  # each upstream server's own timeout applies
         )
-        call_id = call_id or f"{self.id}-{next(self._calls)}"
+        call_id = call_id or f"{self.call_prefix}-{next(self._calls)}"
         call = ToolCall(call_id, tool.name if tool else _short(name), args)
         outcome = await dispatcher.dispatch([call], answers=answers)
         result = outcome.outputs[0].result

@@ -168,8 +168,11 @@ class PrincipalSessions:
         return len(self._held)
 
     @contextmanager
-    def hold(self, key: str) -> Iterator[GatewaySession]:
-        """The session of ``key`` (made if new), kept from ending while held."""
+    def hold(
+        self, key: str, make: Callable[[], GatewaySession] | None = None
+    ) -> Iterator[GatewaySession]:
+        """The session of ``key`` (made if new: by ``make`` if given), kept from ending
+        while held."""
         held = self._held.get(key)
         if held is None:
             self.expire()
@@ -178,7 +181,7 @@ class PrincipalSessions:
                     types.INTERNAL_ERROR,
                     f"the gateway holds {self.limit:,} sessions already; try again later",
                 )
-            held = self._held[key] = _Held(self.make(), time.monotonic())
+            held = self._held[key] = _Held((make or self.make)(), time.monotonic())
             _log.info("client session %s started (MCP 2026-07-28, by principal)", held.session.id)
         held.busy += 1
         try:

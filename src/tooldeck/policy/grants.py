@@ -38,7 +38,7 @@ from ._files import StateLocked, locked
 from .chain import PolicyError
 from .rules import ArgPredicate, all_of, parse_args
 
-__all__ = ["FORMAT", "Grant", "GrantStore"]
+__all__ = ["FORMAT", "Grant", "GrantStore", "grant_of"]
 
 FORMAT = "tooldeck.grants/1"
 _log = logging.getLogger("tooldeck.policy")
@@ -109,6 +109,16 @@ class _GrantsFile(BaseModel):
 
     format: Literal["tooldeck.grants/1"]
     grants: list[_GrantEntry] = []
+
+
+def grant_of(data: Any, where: str = "grant") -> Grant:
+    """A grant from its :meth:`Grant.as_dict` form (kept elsewhere than a grants file);
+    raises :class:`PolicyError` for anything else."""
+    try:
+        entry = check_model(_GrantEntry, data)
+    except ConfigFileError as exc:
+        raise PolicyError(where, [exc.problem]) from None
+    return _grant(entry, where)
 
 
 def _grant(entry: _GrantEntry, where: str) -> Grant:
@@ -233,6 +243,13 @@ class GrantStore:
         with self._exclusive():
             self._write((*self._grants, grant))
         return grant
+
+    def replace(self, grants: tuple[Grant, ...]) -> None:
+        """Hold ``grants`` from now on (read from where they are shared: the gateway's
+        session store); nothing changes, not even :attr:`revision`, if they are the same."""
+        with self._exclusive():
+            if grants != self._grants:
+                self._write(grants)
 
     def revoke(self, grant_id: str) -> bool:
         """Remove one grant; False when there is no such grant."""

@@ -180,6 +180,48 @@ def _v5(json: str) -> list[str]:
     return [f"ALTER TABLE schedules ADD COLUMN creator {json}"]
 
 
+def _v6(json: str, ts: str) -> list[str]:
+    """The gateway's client sessions, shared by several ``tooldeck serve`` processes
+    (:mod:`tooldeck.gateway.session_store`): one row per session key (an HTTP session id,
+    or a principal of the stateless protocol), the gateway's shared secrets, the processes
+    waiting for a client's answer (an elicitation), and the approvals asked of stateless
+    clients (``input_required``) waiting for their retry."""
+    return [
+        f"""CREATE TABLE gateway_sessions (
+            key TEXT PRIMARY KEY,
+            id TEXT NOT NULL,
+            owner {json},
+            protocol TEXT,
+            client {json},
+            found {json} NOT NULL,
+            grants {json} NOT NULL,
+            revision INTEGER NOT NULL CHECK (revision >= 0),
+            created_at {ts} NOT NULL,
+            touched_at {ts} NOT NULL
+        )""",
+        "CREATE INDEX gateway_sessions_touched ON gateway_sessions (touched_at)",
+        f"""CREATE TABLE gateway_secrets (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            created_at {ts} NOT NULL
+        )""",
+        f"""CREATE TABLE gateway_waits (
+            session_key TEXT NOT NULL,
+            url TEXT NOT NULL,
+            since {ts} NOT NULL,
+            PRIMARY KEY (session_key, url)
+        )""",
+        f"""CREATE TABLE gateway_asks (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            call TEXT NOT NULL,
+            until {ts} NOT NULL,
+            created_at {ts} NOT NULL
+        )""",
+    ]
+
+
 MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
     "sqlite": [
         (1, _v1("TEXT", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT")),
@@ -187,6 +229,7 @@ MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
         (3, _v3("TEXT", "TEXT")),
         (4, _v4("REAL")),
         (5, _v5("TEXT")),
+        (6, _v6("TEXT", "TEXT")),
     ],
     "postgres": [
         (1, _v1("JSONB", "TIMESTAMPTZ", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
@@ -194,6 +237,7 @@ MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
         (3, _v3("JSONB", "TIMESTAMPTZ")),
         (4, _v4("DOUBLE PRECISION")),
         (5, _v5("JSONB")),
+        (6, _v6("JSONB", "TIMESTAMPTZ")),
     ],
 }
 
