@@ -306,7 +306,8 @@ def serve_command(
     sock = _socket(host, http) if http is not None and not check_only else None
 
     async def run() -> None:
-        source = McpSource(config, client_name="tooldeck-gateway", prefixed=False)
+        # its connections on this loop: a call reaches its server with no thread hop
+        source = McpSource(config, client_name="tooldeck-gateway", prefixed=False, in_loop=True)
         # the servers start in the background: initialize is answered at once, and
         # what comes up later is announced (--check waits for them)
         async with _started(source, wait=check_only):
