@@ -41,7 +41,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from ..approvals import ApprovalRequest, Approver, PendingApproval
 from ..policy import Policy, wait_for_human
-from ._stdin import wire_stdin
+from ._stdin import wire_stdin, wire_stdout
 from .allow import how_to_allow
 from .approval import (
     MODES,
@@ -425,14 +425,18 @@ class Gateway:
         self._stdio = True
         options = self.server.create_initialization_options()
         stdin = wire_stdin()  # read by the loop: a stop is not held up by a read
+        stdout = wire_stdout()  # written by the loop: no thread hand-off per message
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)
                 tg.start_soon(self._stop_on_signal, tg.cancel_scope)
-                async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
+                wire: Any = {"stdin": stdin, "stdout": stdout}
+                async with stdio_server(**wire) as (read, write):
                     await self.server.run(read, write, options)
                 tg.cancel_scope.cancel()
         finally:
+            if stdout is not None:
+                stdout.close()
             if stdin is not None:
                 stdin.close()
             self.begin_closing()
