@@ -145,6 +145,7 @@ class GatewaySession:
 
     def close(self) -> None:
         """The session ended: its stored results go (audit log and evidence record stay)."""
+        self.evidence.close()
         try:
             self.store.cleanup()
         except OSError as exc:
