@@ -230,6 +230,13 @@ def serve_command(
 
         import_client_servers(import_client, import_from, mcp, force)
         return
+    early = None
+    if http is None and not (check_only or init or force or import_from):
+        from .. import __version__
+        from ..gateway._handshake import EarlyInitialize
+
+        # a client waits for initialize: answered while the MCP SDK loads (_handshake)
+        early = EarlyInitialize.start_if_piped(__version__)
     import anyio
 
     from ..gateway import Catalog, Gateway
@@ -345,7 +352,7 @@ def serve_command(
                         host, http, token=token, oauth=oauth, sock=sock, announce=_listening
                     )
                 else:
-                    await gateway.serve_stdio()
+                    await gateway.serve_stdio(early)
             finally:
                 if exporting:  # before the upstream servers are closed, which takes time
                     _flush_telemetry()

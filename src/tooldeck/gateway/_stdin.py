@@ -23,6 +23,8 @@ null device), which ``tooldeck serve`` reports as a start-up error.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import stat
 import sys
@@ -33,15 +35,17 @@ import anyio
 __all__ = ["WireStdin", "WireStdout", "stdin_problem", "wire_stdin", "wire_stdout"]
 
 _CHUNK = 65_536
+_log = logging.getLogger("tooldeck.gateway")
 
 
 class WireStdin:
-    """An async iterator over stdin's lines (text, newline dropped); :meth:`close`
-    puts fd 0 back."""
+    """An async iterator over stdin's lines (text, newline dropped), after the bytes
+    ``read`` already (:mod:`._handshake`); :meth:`close` puts fd 0 back."""
 
-    def __init__(self) -> None:
+    def __init__(self, read: bytes = b"") -> None:
         import fcntl
 
+        self._read = read
         self.fd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
         self._blocking = os.get_blocking(self.fd)
         os.set_blocking(self.fd, False)
@@ -55,7 +59,9 @@ class WireStdin:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
-        pending = b""
+        *lines, pending = self._read.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace")
         while True:
             await anyio.wait_readable(self.fd)
             try:
@@ -80,11 +86,13 @@ class WireStdin:
 
 class WireStdout:
     """stdout written by the event loop: the SDK's ``stdio_server(stdout=...)`` (its
-    ``write`` and ``flush``); :meth:`close` puts fd 1 back."""
+    ``write`` and ``flush``); the SDK's answer to the request ``answered`` already
+    (:mod:`._handshake`) is not sent again. :meth:`close` puts fd 1 back."""
 
-    def __init__(self) -> None:
+    def __init__(self, answered: int | str | None = None) -> None:
         import fcntl
 
+        self._answered = answered
         self.fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
         self._blocking = os.get_blocking(self.fd)
         os.set_blocking(self.fd, False)
@@ -98,12 +106,29 @@ class WireStdout:
                 os.close(null)
 
     async def write(self, text: str) -> None:
+        if self._answered is not None and self._again(text):
+            return
         data = memoryview(text.encode("utf-8"))
         while data:
             try:
                 data = data[os.write(self.fd, data) :]
             except BlockingIOError:
                 await anyio.wait_writable(self.fd)
+
+    def _again(self, text: str) -> bool:
+        """Whether ``text`` is the SDK's answer to the request answered already."""
+        try:
+            message = json.loads(text)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or "id" not in message:
+            return False
+        if message["id"] != self._answered or type(message["id"]) is not type(self._answered):
+            return False
+        self._answered = None
+        if "error" in message:  # the early answer said yes: the session may not work
+            _log.warning("initialize was answered early, but the MCP SDK refused it: %s", text)
+        return True
 
     async def flush(self) -> None:
         """Nothing is buffered: :meth:`write` returns once the bytes are written."""
@@ -128,15 +153,15 @@ def _waitable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
 
 
-def wire_stdin() -> WireStdin | None:
+def wire_stdin(read: bytes = b"") -> WireStdin | None:
     """A :class:`WireStdin` when fd 0 can be waited on by the loop, else ``None``."""
-    return WireStdin() if _waitable(0) else None
+    return WireStdin(read) if _waitable(0) else None
 
 
-def wire_stdout() -> WireStdout | None:
+def wire_stdout(answered: int | str | None = None) -> WireStdout | None:
     """A :class:`WireStdout` when fd 1 can be waited on by the loop, else ``None`` (the
     SDK's own writer is used)."""
-    return WireStdout() if _waitable(1) else None
+    return WireStdout(answered) if _waitable(1) else None
 
 
 def stdin_problem() -> str | None:
