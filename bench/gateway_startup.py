@@ -92,7 +92,7 @@ async def main(rounds: int, delay: float, before: Path | None) -> None:
         empty = root / "empty.json"
         empty.write_text('{"mcpServers": {}}')
         policy = root / "policy.toml"
-        policy.write_text('[[profile.rules]]\ntools = "mcp__*"\naction = "allow"\n')
+        policy.write_text('[[profile.rules]]\ntools = "slow__*"\naction = "allow"\n')
         trees = {"this tree": SRC} | ({"before": before} if before else {})
         results: dict[tuple[str, str], list[tuple[float, float]]] = {}
         idle = wait_for_idle()

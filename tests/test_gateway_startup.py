@@ -195,3 +195,135 @@ def test_a_port_out_of_range_is_one_line(tmp_path: Path, value: str) -> None:
     out = serve("--mcp", str(config), "--http", value, "--state", str(tmp_path / "s"))
     assert out.returncode == 2 and out.stderr.startswith("error: --http ")
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+# -- initialize answered before the MCP SDK is loaded (gateway/_handshake.py) ---------------------
+def _raw(line: dict[str, Any]) -> bytes:
+    import json
+
+    return (json.dumps(line) + "\n").encode()
+
+
+def _initialize(version: str, request_id: int | str = 1) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {"elicitation": {}, "roots": {"listChanged": True}},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+
+
+async def _sdk_answer(message: dict[str, Any]) -> dict[str, Any]:
+    """What the gateway's server, run by the MCP SDK itself, answers ``message``."""
+    import json
+
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    from tooldeck.gateway import Catalog, Gateway
+    from tooldeck.mcp import McpSource
+
+    gw = Gateway(Catalog(McpSource({}, prefixed=False)))
+    to_server, server_in = anyio.create_memory_object_stream[Any](1)
+    server_out, from_server = anyio.create_memory_object_stream[Any](1)
+    parsed = types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+    async with anyio.create_task_group() as tg:
+        options = gw.server.create_initialization_options()
+        tg.start_soon(gw.server.run, server_in, server_out, options)
+        await to_server.send(SessionMessage(parsed))
+        with anyio.fail_after(30):
+            answer = await from_server.receive()
+        tg.cancel_scope.cancel()
+    dumped = answer.message.model_dump_json(by_alias=True, exclude_unset=True)
+    out: dict[str, Any] = json.loads(dumped)
+    return out
+
+
+@pytest.mark.parametrize(
+    "version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28", "1999-01-01"]
+)
+def test_the_early_initialize_answer_is_the_sdks(version: str) -> None:
+    import json
+
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    from tooldeck import __version__
+    from tooldeck.gateway._handshake import HANDSHAKE_VERSIONS, initialize_answer
+
+    assert HANDSHAKE_VERSIONS == HANDSHAKE_PROTOCOL_VERSIONS
+    for request_id in (7, "seven"):
+        message = _initialize(version, request_id)
+        early = initialize_answer(_raw(message).strip(), __version__)
+        assert early is not None and early[0] == request_id
+        assert json.loads(early[1]) == anyio.run(_sdk_answer, message)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"not json",
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
+        b'{"jsonrpc": "2.0", "id": null, "method": "initialize", "params": {}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 5}}',
+        b'{"jsonrpc": "2.0", "id": true, "method": "initialize"}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": '
+        b'"2025-06-18", "capabilities": {"roots": 5}, "clientInfo": {"name": "x", '
+        b'"version": "1"}}}',
+        b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": '
+        b'"2025-06-18", "capabilities": {}, "clientInfo": {"name": "x"}}}',
+    ],
+)
+def test_anything_but_a_well_formed_initialize_is_left_to_the_sdk(line: bytes) -> None:
+    from tooldeck.gateway._handshake import initialize_answer
+
+    assert initialize_answer(line, "0") is None
+
+
+def _read_line(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    import json
+
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, "the gateway closed stdout"
+    out: dict[str, Any] = json.loads(line)
+    return out
+
+
+def test_initialize_answered_early_is_answered_once_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A raw client over pipes: its ``initialize`` answered once (the SDK's own answer to
+    the same request is not sent again), then the session serves as usual; a malformed
+    first line is the SDK's to answer, and initialize after it still works."""
+    gate = tmp_path / "gate"  # never opened: the upstream never serves
+    config = write_config(tmp_path, {"slow": gated(gate)})
+    for first in (None, b"{oops\n"):
+        proc = subprocess.Popen(
+            [PY, "-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state",
+             str(tmp_path / "s"), "--lexical"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert proc.stdin is not None
+        try:
+            if first is not None:
+                proc.stdin.write(first)
+                proc.stdin.flush()
+                assert _read_line(proc)["error"]["code"] == -32700  # the SDK's parse error
+            proc.stdin.write(_raw(_initialize("2025-06-18", "init")))
+            proc.stdin.flush()
+            answer = _read_line(proc)
+            assert answer["id"] == "init" and answer["result"]["protocolVersion"] == "2025-06-18"
+            proc.stdin.write(_raw({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            proc.stdin.write(_raw({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+            proc.stdin.flush()
+            listing = _read_line(proc)  # not a second answer to "init"
+            assert listing["id"] == 2, listing
+            assert listing["result"]["_meta"][STARTING] == ["slow"]
+            assert "tool_search" in [t["name"] for t in listing["result"]["tools"]]
+        finally:
+            proc.stdin.close()
+            proc.wait(30)

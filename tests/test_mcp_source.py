@@ -410,6 +410,89 @@ def test_status_events_report_a_server_that_fails_to_start() -> None:
     assert bad[0].error == "/nonexistent/mcp-server: no such file"
 
 
+# -- on the caller's loop (in_loop=True: the gateway) ---------------------------------------------
+def _io_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "tooldeck-mcp"]
+
+
+def test_in_loop_calls_run_on_the_callers_loop_with_progress_timeouts_and_a_clean_close() -> None:
+    before = _server_children()
+    bus = EventBus()
+    seen: list[Event] = []
+    bus.subscribe(seen.append, ToolEvent)
+
+    async def go() -> int:
+        threads = _io_threads()  # another test's source may hold one
+        async with McpSource({"basic": stdio("basic.py")}, in_loop=True) as source:
+            assert _io_threads() == threads  # none of its own: this loop runs the servers
+            toolset = assemble(turn(), [source])  # the creator answers what is listed
+            assert "mcp__basic__echo" in toolset.names
+            dispatcher = Dispatcher(toolset, events=bus, timeouts={"mcp__basic__slow": 0.5})
+            echo, slow = (
+                await dispatcher.dispatch(
+                    [
+                        call("mcp__basic__echo", {"text": "hi"}),
+                        call("mcp__basic__slow", {"seconds": 0}),
+                    ]
+                )
+            ).outputs
+            assert echo.result.content == "hi"
+            assert list(slow.result.content) == [JsonPart({"result": "slept 0.0"})]
+            progress = [e.payload for e in seen if isinstance(e, ToolEvent)]
+            assert progress == [
+                McpProgress("basic", "slow", float(i), 3.0, f"step {i}") for i in (1, 2, 3)
+            ]
+            started = time.monotonic()
+            cut = await dispatcher.dispatch([call("mcp__basic__slow", {"seconds": 30})])
+            assert time.monotonic() - started < 5
+            assert "timed out after 0.5s" in cut.outputs[0].result.text()
+            again = await source.call("basic", "echo", {"text": "still here"})
+            assert again.content == "still here"  # the session survived the cancellation
+            return await server_pid(source)
+
+    pid = asyncio.run(go())
+    assert not alive(pid)
+    assert _server_children() <= before  # stopped and reaped by aclose, on this loop
+
+
+def test_in_loop_server_killed_mid_call_then_reconnected() -> None:
+    async def go() -> None:
+        async with McpSource({"basic": stdio("basic.py")}, in_loop=True) as source:
+            pid = await server_pid(source)
+            pending = asyncio.ensure_future(source.call("basic", "slow", {"seconds": 30}))
+            await asyncio.sleep(0.5)
+            os.kill(pid, signal.SIGKILL)
+            result = await asyncio.wait_for(pending, 10)
+            assert result.is_error and result.details["reason"] == "connection_lost"
+            await source.refresh()  # reconnects, on this loop
+            assert source.server_status("basic").state == "connected"
+            assert await server_pid(source) != pid
+            assert not alive(pid)
+
+    asyncio.run(go())
+
+
+def test_in_loop_needs_the_loop_that_calls_and_says_so() -> None:
+    source = McpSource({"basic": stdio("basic.py")}, in_loop=True)
+    with pytest.raises(RuntimeError, match=r"call start\(\) \(or enter it\) from a coroutine"):
+        source.start()
+    with pytest.raises(RuntimeError, match="from a coroutine"), source:
+        pass
+
+    async def closing_on_the_loop() -> None:
+        live = McpSource({"basic": stdio("basic.py")}, in_loop=True)
+        live.start()
+        try:
+            with pytest.raises(RuntimeError, match="await aclose"):
+                live.close()  # it would block the loop its servers stop on
+        finally:
+            await live.aclose()
+
+    asyncio.run(closing_on_the_loop())
+
+
 # -- turns, skills, trust ------------------------------------------------------------------------
 @tool
 def shout(text: str) -> str:

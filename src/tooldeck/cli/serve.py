@@ -240,6 +240,13 @@ def serve_command(
 
         import_client_servers(import_client, import_from, mcp, force)
         return
+    early = None
+    if http is None and not (check_only or init or force or import_from):
+        from .. import __version__
+        from ..gateway._handshake import EarlyInitialize
+
+        # a client waits for initialize: answered while the MCP SDK loads (_handshake)
+        early = EarlyInitialize.start_if_piped(__version__)
     import anyio
 
     from ..gateway import Catalog, Gateway
@@ -325,7 +332,8 @@ def serve_command(
     sock = _socket(host, http) if http is not None and not check_only else None
 
     async def run() -> None:
-        source = McpSource(config, client_name="tooldeck-gateway", prefixed=False)
+        # its connections on this loop: a call reaches its server with no thread hop
+        source = McpSource(config, client_name="tooldeck-gateway", prefixed=False, in_loop=True)
         # the session store first: one that cannot be opened is said before any server
         # starts; the servers start in the background: initialize is answered at once,
         # and what comes up later is announced (--check waits for them)
@@ -368,7 +376,7 @@ def serve_command(
                         host, http, token=token, oauth=oauth, sock=sock, announce=_listening
                     )
                 else:
-                    await gateway.serve_stdio()
+                    await gateway.serve_stdio(early)
             finally:
                 if exporting:  # before the upstream servers are closed, which takes time
                     _flush_telemetry()

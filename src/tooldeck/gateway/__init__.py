@@ -13,16 +13,45 @@ deferred loading, tooldeck's policy chain and approvals, and large-result offloa
 - :mod:`.evidence`: the record of every upstream result, complete;
 - :mod:`.session`: one client session: its listing, its dispatcher, its offload store;
 - :mod:`.server`: the lowlevel MCP server, list_changed, stdio and streamable HTTP
-  (stdin read by the event loop, :mod:`._stdin`, so a stop is never held up);
+  (stdin and stdout used by the event loop, :mod:`._stdin`, so a stop is never held up;
+  ``initialize`` answered before the SDK is loaded, :mod:`._handshake`);
 - :mod:`.http_auth`: a static bearer token in front of HTTP;
 - :mod:`.check`: what a client would see, without serving (``tooldeck serve --check``).
 
 See ``docs/gateway.md``.
 """
 
-from .catalog import Catalog, CatalogView, client_name
-from .server import Gateway
-from .session import CALL_TOOL_NAME, SEARCH_TOOL_NAME, GatewaySession
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .catalog import Catalog, CatalogView, client_name
+    from .server import Gateway
+    from .session import CALL_TOOL_NAME, SEARCH_TOOL_NAME, GatewaySession
+
+# Loaded on first use, so that ``tooldeck serve`` can answer ``initialize`` before the
+# MCP SDK is loaded (:mod:`._handshake`): name -> defining module.
+_LAZY = {
+    "Catalog": "catalog",
+    "CatalogView": "catalog",
+    "client_name": "catalog",
+    "Gateway": "server",
+    "CALL_TOOL_NAME": "session",
+    "SEARCH_TOOL_NAME": "session",
+    "GatewaySession": "session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CALL_TOOL_NAME",

@@ -1,4 +1,5 @@
-"""The gateway's stdin, read without a thread, so that stopping the gateway can stop it.
+"""The gateway's stdin and stdout, used by the event loop without a thread, so that
+stopping the gateway can stop them, and an answer goes out at once.
 
 The MCP SDK's ``stdio_server`` reads stdin in a worker thread; a read that waits for the
 client's next line cannot be cancelled, so a gateway told to stop (SIGTERM) while its
@@ -10,12 +11,20 @@ the SDK does), so a child process never reads the client's messages.
 It is used where the loop can wait on fd 0: a pipe, a socket or a terminal on POSIX
 (:func:`wire_stdin` gives ``None`` otherwise, and the SDK's own reader is used).
 
+The answers go out the same way (:class:`WireStdout`): the SDK writes each message and
+flushes it in a worker thread, two hand-offs to another thread and back per message;
+written by the loop, a message goes out at once, and a client that stops reading holds
+up only the writer, which a stop cancels. While it is open, fd 1 points at stderr (as
+the SDK does), so stray output never lands on the wire.
+
 :func:`stdin_problem` says when no client can be at the other end (stdin closed, or the
 null device), which ``tooldeck serve`` reports as a start-up error.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import stat
 import sys
@@ -23,18 +32,20 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-__all__ = ["WireStdin", "stdin_problem", "wire_stdin"]
+__all__ = ["WireStdin", "WireStdout", "stdin_problem", "wire_stdin", "wire_stdout"]
 
 _CHUNK = 65_536
+_log = logging.getLogger("tooldeck.gateway")
 
 
 class WireStdin:
-    """An async iterator over stdin's lines (text, newline dropped); :meth:`close`
-    puts fd 0 back."""
+    """An async iterator over stdin's lines (text, newline dropped), after the bytes
+    ``read`` already (:mod:`._handshake`); :meth:`close` puts fd 0 back."""
 
-    def __init__(self) -> None:
+    def __init__(self, read: bytes = b"") -> None:
         import fcntl
 
+        self._read = read
         self.fd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
         self._blocking = os.get_blocking(self.fd)
         os.set_blocking(self.fd, False)
@@ -48,7 +59,9 @@ class WireStdin:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
-        pending = b""
+        *lines, pending = self._read.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", "replace")
         while True:
             await anyio.wait_readable(self.fd)
             try:
@@ -71,17 +84,84 @@ class WireStdin:
             os.close(self.fd)
 
 
-def wire_stdin() -> WireStdin | None:
-    """A :class:`WireStdin` when fd 0 can be waited on by the loop, else ``None``."""
+class WireStdout:
+    """stdout written by the event loop: the SDK's ``stdio_server(stdout=...)`` (its
+    ``write`` and ``flush``); the SDK's answer to the request ``answered`` already
+    (:mod:`._handshake`) is not sent again. :meth:`close` puts fd 1 back."""
+
+    def __init__(self, answered: int | str | None = None) -> None:
+        import fcntl
+
+        self._answered = answered
+        self.fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        self._blocking = os.get_blocking(self.fd)
+        os.set_blocking(self.fd, False)
+        try:
+            os.dup2(2, 1)  # stray output goes where the log goes
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, 1)
+            finally:
+                os.close(null)
+
+    async def write(self, text: str) -> None:
+        if self._answered is not None and self._again(text):
+            return
+        data = memoryview(text.encode("utf-8"))
+        while data:
+            try:
+                data = data[os.write(self.fd, data) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self.fd)
+
+    def _again(self, text: str) -> bool:
+        """Whether ``text`` is the SDK's answer to the request answered already."""
+        try:
+            message = json.loads(text)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or "id" not in message:
+            return False
+        if message["id"] != self._answered or type(message["id"]) is not type(self._answered):
+            return False
+        self._answered = None
+        if "error" in message:  # the early answer said yes: the session may not work
+            _log.warning("initialize was answered early, but the MCP SDK refused it: %s", text)
+        return True
+
+    async def flush(self) -> None:
+        """Nothing is buffered: :meth:`write` returns once the bytes are written."""
+
+    def close(self) -> None:
+        try:
+            os.set_blocking(self.fd, self._blocking)
+            os.dup2(self.fd, 1)
+        finally:
+            os.close(self.fd)
+
+
+def _waitable(fd: int) -> bool:
+    """Whether the loop can wait on ``fd``: a pipe, a socket or a terminal on POSIX."""
     if sys.platform == "win32":
-        return None
+        return False
     try:
-        mode = os.fstat(0).st_mode
+        mode = os.fstat(fd).st_mode
     except OSError:
-        return None
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(0)):
-        return None  # a file, or a device the loop cannot wait on (the null device)
-    return WireStdin()
+        return False
+    # not a file, nor a device the loop cannot wait on (the null device)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
+def wire_stdin(read: bytes = b"") -> WireStdin | None:
+    """A :class:`WireStdin` when fd 0 can be waited on by the loop, else ``None``."""
+    return WireStdin(read) if _waitable(0) else None
+
+
+def wire_stdout(answered: int | str | None = None) -> WireStdout | None:
+    """A :class:`WireStdout` when fd 1 can be waited on by the loop, else ``None`` (the
+    SDK's own writer is used)."""
+    return WireStdout(answered) if _waitable(1) else None
 
 
 def stdin_problem() -> str | None:

@@ -41,7 +41,8 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from ..approvals import ApprovalRequest, Approver, PendingApproval
 from ..policy import Policy, wait_for_human
-from ._stdin import wire_stdin
+from ._handshake import INSTRUCTIONS, EarlyInitialize
+from ._stdin import wire_stdin, wire_stdout
 from .allow import how_to_allow
 from .approval import (
     MODES,
@@ -86,11 +87,6 @@ CLIENT_USER = "mcp-client-user"  # who answered, in the audit log, for an answer
 _Peer = tuple[Callable[[], Awaitable[None]], tuple[tuple[str, int], ...]]
 STARTING_META = "tooldeck/starting"
 """The ``_meta`` key of a ``tools/list`` answer naming the servers still starting."""
-INSTRUCTIONS = (
-    "tooldeck gateway: the tools of several MCP servers behind one policy. Only a few "
-    "tools are listed; find the others with tool_search (they are then listed, or call "
-    "them with call_tool). Large results are stored: read them with recall_tool_result."
-)
 
 
 def http_socket(host: str, port: int) -> socket.socket:
@@ -487,22 +483,31 @@ class Gateway:
                 scope.cancel()
                 return
 
-    async def serve_stdio(self) -> None:
+    async def serve_stdio(self, early: EarlyInitialize | None = None) -> None:
         """Serve one client over this process's stdin and stdout until it disconnects
-        (or SIGTERM / SIGINT: waiting calls are answered first)."""
+        (or SIGTERM / SIGINT: waiting calls are answered first). ``early``: the thread
+        that read the client's first message (and answered ``initialize``) already."""
         from mcp.server.stdio import stdio_server
 
         self._stdio = True
         options = self.server.create_initialization_options()
-        stdin = wire_stdin()  # read by the loop: a stop is not held up by a read
+        read, answered = b"", None
+        if early is not None:  # read again by the SDK; its answer, if given, not sent twice
+            await anyio.to_thread.run_sync(early.join, abandon_on_cancel=True)
+            read, answered = early.read, early.answered
+        stdin = wire_stdin(read)  # read by the loop: a stop is not held up by a read
+        stdout = wire_stdout(answered)  # written by the loop: no thread hand-off per message
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)
                 tg.start_soon(self._stop_on_signal, tg.cancel_scope)
-                async with stdio_server(stdin=stdin) as (read, write):  # type: ignore[arg-type]
+                wire: Any = {"stdin": stdin, "stdout": stdout}
+                async with stdio_server(**wire) as (read, write):
                     await self.server.run(read, write, options)
                 tg.cancel_scope.cancel()
         finally:
+            if stdout is not None:
+                stdout.close()
             if stdin is not None:
                 stdin.close()
             self.begin_closing()

@@ -171,6 +171,7 @@ class GatewaySession:
 
     def close(self) -> None:
         """The session ended: its stored results go (audit log and evidence record stay)."""
+        self.evidence.close()
         if self.keep_results:
             return
         try:

@@ -18,6 +18,12 @@ All MCP traffic runs on one background thread with its own event loop (the
 "MCP I/O thread"). That keeps every SDK session in the task that opened it, lets the
 synchronous creator wait (bounded by ``assembly_wait``) for a pending re-list or
 reconnect, and works the same whatever loop (or none) the caller runs.
+
+``in_loop=True`` runs the connections on the caller's own event loop instead (the one
+:meth:`McpSource.start` is called on): a call then goes to its server without a hop to
+another thread and back (the gateway, which only ever calls from that loop, uses it).
+The synchronous creator cannot wait there for a pending re-list (it would block the
+loop the re-list runs on): it answers what is listed; :meth:`McpSource.refresh` waits.
 """
 
 from __future__ import annotations
@@ -235,6 +241,28 @@ class _IoThread:
             self.thread.join(timeout=SHUTDOWN_SECONDS)
 
 
+class _CallerLoop(_IoThread):
+    """The caller's running loop as the MCP I/O loop (``in_loop=True``): nothing to start
+    or stop; ``current`` in that loop's thread."""
+
+    def start(self) -> None:
+        try:
+            self.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "McpSource(in_loop=True) starts in the event loop that will call its tools: "
+                "call start() (or enter it) from a coroutine"
+            ) from None
+        self.thread = threading.current_thread()
+
+    @property
+    def alive(self) -> bool:
+        return self.loop is not None and not self.loop.is_closed()
+
+    def stop(self) -> None:
+        pass
+
+
 # -- the source ----------------------------------------------------------------------------------
 @dataclass(eq=False)
 class _Server:
@@ -257,7 +285,9 @@ class McpSource:
     - ``prefixed``: tools are named ``mcp__<server>__<tool>`` (the default), or, with
       ``False``, ``<server>__<tool>``: the names the gateway serves them under
       (:mod:`.naming`), used everywhere the source names a tool (``lookup``, status,
-      collisions).
+      collisions);
+    - ``in_loop``: the connections run on the event loop :meth:`start` is called on,
+      not on a thread of their own (see the module docstring).
 
     Use it as an async (or plain) context manager so every server process is stopped
     when you are done; :meth:`close` does the same.
@@ -273,6 +303,7 @@ class McpSource:
         assembly_wait: float = DEFAULT_ASSEMBLY_WAIT,
         client_name: str = "tooldeck",
         prefixed: bool = True,
+        in_loop: bool = False,
     ) -> None:
         from .. import __version__
 
@@ -281,7 +312,7 @@ class McpSource:
         self.events = events
         self.assembly_wait = assembly_wait
         self._client_info = types.Implementation(name=client_name, version=__version__)
-        self._io = _IoThread()
+        self._io = _CallerLoop() if in_loop else _IoThread()
         self._lock = threading.Lock()
         self._started = False
         self._closed = False
@@ -316,19 +347,23 @@ class McpSource:
                 raise RuntimeError("this McpSource is closed")
             if self._started:
                 return
+            self._io.start()  # in_loop: raises outside a running loop, nothing started
             self._started = True
             try:
                 self._caller_loop = asyncio.get_running_loop()
             except RuntimeError:
                 self._caller_loop = None
-            self._io.start()
             ready: concurrent.futures.Future[None] = concurrent.futures.Future()
             self._runner = self._io.submit(self._run(ready))
-            ready.result()
+            if isinstance(self._io, _CallerLoop):
+                self._stop = anyio.Event()  # this loop's: a close before _run starts counts
+            else:
+                ready.result()
             atexit.register(self.close)
 
     async def _run(self, ready: concurrent.futures.Future[None]) -> None:
-        self._stop = anyio.Event()
+        if self._stop is None:
+            self._stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             for server in self._servers.values():
                 server.conn.start(tg)
@@ -350,16 +385,19 @@ class McpSource:
 
     def close(self) -> None:
         """Disconnect every server and stop every server process (blocking, idempotent)."""
+        gone = isinstance(self._io, _CallerLoop) and self._started and not self._io.alive
+        if self._io.current and not gone and not self._closed:  # it would wait for itself
+            raise RuntimeError(
+                "McpSource.close() cannot run on the MCP I/O loop's thread; await aclose()"
+            )
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             started = self._started
         atexit.unregister(self.close)
-        if not started:
+        if not started or gone:  # a closed loop: its tasks, and the server processes, ended
             return
-        if self._io.current:
-            raise RuntimeError("McpSource.close() cannot run on the MCP I/O thread")
         self._io.call_soon(self._request_stop)
         if self._runner is not None:
             try:
@@ -546,6 +584,10 @@ class McpSource:
             _log.exception("waiting for MCP servers failed")
 
     async def _await(self, coro: Coroutine[Any, Any, None], bound: float) -> None:
+        if self._io.current:  # in_loop: already where the connections run
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(coro, bound)
+            return
         future = asyncio.wrap_future(self._io.submit(coro))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(future, bound)
@@ -664,12 +706,18 @@ class McpSource:
             )
         caller = asyncio.get_running_loop()
         server = conn.config.name
+        here = self._io.current  # in_loop: the call runs in this task, no hop
 
         def progress(done: float, total: float | None, message: str | None) -> None:
             payload = McpProgress(server, tool, done, total, message)
+            if here:
+                ctx.emit(payload)
+                return
             with contextlib.suppress(RuntimeError):  # the caller's loop is gone
                 caller.call_soon_threadsafe(ctx.emit, payload)
 
+        if here:
+            return await conn.call(tool, arguments, progress)
         future = self._io.submit(conn.call(tool, arguments, progress))
         return await asyncio.wrap_future(future)
 
