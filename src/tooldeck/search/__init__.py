@@ -16,6 +16,8 @@ The package's parts, each one concept:
 - :mod:`.docs`: :class:`ToolDoc`, the searchable text of a tool;
 - :mod:`.config`: :class:`SearchConfig`, the ranking knobs;
 - :mod:`.bm25f`: the lexical ranker;
+- :mod:`.postings`: posting lists in flat arrays, terms and names in hashed arrays;
+- :mod:`.topk`: the best ``k`` tools of a query, reading as little of the lists as it can;
 - :mod:`.embedding`: the :class:`Embedder` protocol, the default one, the vector cache;
 - :mod:`.wordllama`, :mod:`.onnx`, :mod:`.fastembed`: the three embedders (each behind
   an extra: ``semantic``, ``onnx``, ``fastembed``), imported only when used;

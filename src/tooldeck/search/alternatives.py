@@ -14,7 +14,7 @@ same name words once the namespace is stripped (``github__create_branch``,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["group_alternatives", "name_key"]
@@ -28,8 +28,8 @@ def name_key(name: str, namespace: str | None, words: Sequence[str]) -> frozense
 
 def group_alternatives(
     ranked: Sequence[int],
-    namespaces: Sequence[str | None],
-    keys: Sequence[frozenset[str]],
+    namespaces: Mapping[int, str | None],
+    keys: Mapping[int, frozenset[str]],
     vectors: Any,
     threshold: float,
     limit: int,

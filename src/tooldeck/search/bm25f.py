@@ -21,19 +21,24 @@ On top of BM25F:
 - a query that is, or contains as an identifier-like word, a tool's exact name ranks
   that tool first.
 
-Everything heavy happens once, in the constructor: each (term, tool) weight and each
-synonym-merged list is precomputed, so a query is a few list walks.
+Everything heavy happens once, in the constructor: each (term, tool) weight is
+precomputed into compact posting lists (:mod:`.postings`); a query reads the lists of
+its terms (a term and its synonyms as the best of their lists) and finds its best
+tools from their heads, reading a whole list only when it has to (:mod:`.topk`).
 """
 
 from __future__ import annotations
 
 import math
+from array import array
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import chain, pairwise
 from typing import NamedTuple
 
 from .config import SearchConfig
 from .docs import ToolDoc, schema_text
+from .postings import HashedKeys, Postings, Terms
 from .synonyms import SYNONYM_GROUPS
 from .text import (
     IDENTIFIER,
@@ -46,6 +51,7 @@ from .text import (
     stem,
     words,
 )
+from .topk import Addend, score, top
 
 __all__ = ["Bm25fIndex"]
 
@@ -58,13 +64,13 @@ _FIELDS = (
     "namespace",
     "ns_desc",
 )
-_CHUNK_CACHE = 200_000
+_CHUNK_CACHE = 200_000  # while building
+_QUERY_CHUNK_CACHE = 4_096  # after
 
 
 class _Expansion(NamedTuple):
     terms: frozenset[str]
-    ids: tuple[int, ...]
-    values: tuple[float, ...]
+    members: tuple[tuple[int, float], ...]  # (term number, scale)
     single: bool
 
 
@@ -76,46 +82,63 @@ class Bm25fIndex:
     ) -> None:
         self.config = config
         self._docs = tuple(docs)
+        self._cache_bound = _CHUNK_CACHE
         self._build(summaries)
 
     @property
     def term_count(self) -> int:
-        return len(self._postings)
+        return len(self._term_ids)
 
-    def scores(self, query: str) -> dict[int, float]:
-        """Each matching tool's BM25F score for ``query`` (tool position -> score), the
-        exact-name bonus not included (see :meth:`exact_matches`)."""
-        plan = self._plan(query)
-        scores: dict[int, float] = {}
-        if plan:
-            # start from the longest list (built in C), then add the others
-            plan.sort(key=lambda p: -len(p[0]))
-            scores = dict(zip(*plan[0], strict=True))
-            get = scores.get
-            for ids, values in plan[1:]:
-                for i, v in zip(ids, values, strict=True):
-                    scores[i] = get(i, 0.0) + v
-        return scores
+    def top(self, query: str, k: int, *, exact_bonus: bool = False) -> list[tuple[int, float]]:
+        """The ``k`` best (tool position, BM25F score) pairs for ``query``, best first
+        (equal scores in catalog order); with ``exact_bonus`` the exact-name bonus is
+        in the scores (see :meth:`exact_matches`)."""
+        addends = self.addends(query)
+        if exact_bonus and self.config.exact_name_bonus:
+            exact = sorted(self.exact_matches(query))
+            if exact:
+                store = Postings(len(self._docs), const=self.config.exact_name_bonus)
+                addends.append(Addend("=", ((store, store.add(exact), 1.0),)))
+        return top(addends, k)
+
+    def score(self, addends: Sequence[Addend], i: int) -> float:
+        """Tool ``i``'s BM25F score for the query of ``addends`` (see :meth:`addends`)."""
+        return score(addends, i)
 
     def exact_matches(self, query: str) -> set[int]:
         """Tools named by the whole query, or by a word of it written like an
         identifier (snake_case, kebab-case, dotted, camelCase)."""
         keys = {norm_name(query)}
         keys.update(norm_name(w) for w in IDENTIFIER.findall(query))
-        return {i for key in keys for i in self._exact.get(key, ())}
+        keys.discard("")
+        found: set[int] = set()
+        for key in keys:
+            for i in self._exact.get(key):
+                if key in self._exact_keys(i):
+                    found.add(i)
+        return found
+
+    def named(self, name: str) -> int | None:
+        """The position of the tool named ``name`` (None: no such tool)."""
+        for i in self._exact.get(norm_name(name)):
+            if self._docs[i].name == name:
+                return i
+        return None
+
+    def _exact_keys(self, i: int, empty: bool = False) -> set[str]:
+        """The keys tool ``i`` is named by (its name, its name without the namespace);
+        ``empty``: an empty key too (the name table finds every tool by its name)."""
+        doc = self._docs[i]
+        keys = {norm_name(doc.name)}
+        if doc.namespace and "__" in doc.name:
+            keys.add(norm_name(doc.name.split("__", 1)[1]))
+        if not empty:
+            keys.discard("")
+        return keys
 
     def explain(self, query: str, i: int) -> list[tuple[str, float]]:
         """(term, contribution) pairs of tool ``i`` for ``query``, largest first."""
-        labels = {id(p[0]): t for t, p in self._postings.items()}
-        labels.update({id(e.ids): f"{k}~" for k, e in self._expansions.items()})
-        labels.update({id(p[0]): f'"{a} {b}"' for (a, b), p in self._pairs.items()})
-        labels.update({id(p[0]): f"'{w}'" for w, p in self._raw_words.items()})
-        out: list[tuple[str, float]] = []
-        for ids, values in self._plan(query):
-            for j, v in zip(ids, values, strict=True):
-                if j == i:
-                    out.append((labels.get(id(ids), "?"), v))
-                    break
+        out = [(a.label, w) for a in self.addends(query) if (w := a.weight(i))]
         if self.config.exact_name_bonus and i in self.exact_matches(query):
             out.append((f"={self._docs[i].name}", self.config.exact_name_bonus))
         out.sort(key=lambda item: -item[1])
@@ -136,7 +159,7 @@ class Bm25fIndex:
                     terms = chunk_terms(chunk, joined, self.config.stemming)
                     if split_compounds:
                         terms += self._compound_terms(chunk)
-                    if len(cache) < _CHUNK_CACHE:
+                    if len(cache) < self._cache_bound:
                         cache[chunk] = terms
                     found[k] = terms
         return list(chain.from_iterable(found))  # type: ignore[arg-type]
@@ -183,19 +206,31 @@ class Bm25fIndex:
         for chunk in chunks:
             vocabulary.update(chunk_words(chunk, False))
         self._vocabulary = frozenset(w for w in vocabulary if len(w) >= 3 and w.isalpha())
+        del chunks, vocabulary
         self._chunk_cache: dict[tuple[bool, bool], dict[str, tuple[str, ...]]] = {
             (split, joined): {} for split in (False, True) for joined in (False, True)
         }
-        per_doc = [self._fields(d, s) for d, s in zip(self._docs, summaries, strict=True)]
-        n = max(len(per_doc), 1)
-        avg = {f: (sum(len(p[f]) for p in per_doc) / n) or 1.0 for f in _FIELDS}
+        docs = self._docs
+        n_docs = len(docs)
+        n = max(n_docs, 1)
+        # field lengths first (for the averages), then each tool's terms again: holding
+        # every tool's fields at once would take more than the finished index
+        lengths = {f: 0 for f in _FIELDS}
+        for d, s in zip(docs, summaries, strict=True):
+            for f, terms in self._fields(d, s).items():
+                lengths[f] += len(terms)
+        avg = {f: (lengths[f] / n) or 1.0 for f in _FIELDS}
         # term -> [(doc, pseudo term frequency)]: BM25F's field-weighted, length-normalised
         # frequency, summed over the fields of one tool
         weight_b = [(f, weights[f], cfg.b / avg[f]) for f in _FIELDS if weights[f]]
-        tf: dict[str, list[tuple[int, float]]] = {}
-        name_terms: list[frozenset[str]] = []
+        # term -> (tools, pseudo frequencies, name coverage shares)
+        tf: dict[str, tuple[array[int], array[float], array[float]]] = {}
         one_minus_b = 1.0 - cfg.b
-        for i, fields in enumerate(per_doc):
+        coverage = cfg.name_coverage
+        pairs: dict[tuple[str, str], list[int]] = {}
+        code = "H" if n_docs <= 1 << 16 else "I"
+        for i, (doc, summary) in enumerate(zip(docs, summaries, strict=True)):
+            fields = self._fields(doc, summary)
             acc: dict[str, float] = {}
             get = acc.get
             for f, w, b_over_avg in weight_b:
@@ -204,66 +239,80 @@ class Bm25fIndex:
                     norm = w / (one_minus_b + b_over_avg * len(terms))
                     for term in terms:
                         acc[term] = get(term, 0.0) + norm
+            # the words a query has to cover to name this tool (no joined identifiers):
+            # each name word the query has adds an equal share, however common the word
+            # ("list", "delete"), so the query's verb picks among a resource's siblings
+            name = self._terms(doc.name, split_compounds=True, joined=False)
+            names = set(name)
             for term, x in acc.items():
                 row = tf.get(term)
                 if row is None:
-                    tf[term] = [(i, x)]
-                else:
-                    row.append((i, x))
-            # the words a query has to cover to name this tool (no joined identifiers)
-            name_terms.append(
-                frozenset(self._terms(self._docs[i].name, split_compounds=True, joined=False))
-            )
-        postings: dict[str, tuple[tuple[int, ...], tuple[float, ...]]] = {}
-        k1 = cfg.k1
-        coverage = cfg.name_coverage
-        self._idf: dict[str, float] = {}
-        self._unseen_idf = math.log(1.0 + (n + 0.5) / 0.5)
-        for term, row in tf.items():
-            df = len(row)
-            idf = self._idf[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            ids = tuple(i for i, _ in row)
-            scores = [idf * x / (k1 + x) for _, x in row]
-            if coverage:
-                # reward covering the tool's name: each name word the query has adds an
-                # equal share, however common the word ("list", "delete"), so the
-                # query's verb picks among a resource's sibling tools
-                for k, i in enumerate(ids):
-                    names = name_terms[i]
-                    if term in names:
-                        scores[k] += coverage / len(names)
-            postings[term] = (ids, tuple(scores))
-        self._postings = postings
-        exact: dict[str, list[int]] = {}
-        for i, doc in enumerate(self._docs):
-            keys = {norm_name(doc.name)}
-            if doc.namespace and "__" in doc.name:
-                keys.add(norm_name(doc.name.split("__", 1)[1]))
-            for key in keys:
-                if key:
-                    exact.setdefault(key, []).append(i)
-        self._exact = exact
-        # adjacent term pairs of each name and first sentence -> tools (phrase bonus)
-        pairs: dict[tuple[str, str], list[int]] = {}
-        if cfg.phrase_bonus:
-            for i, fields in enumerate(per_doc):
-                name = self._terms(self._docs[i].name, split_compounds=True, joined=False)
+                    row = tf[term] = (array(code), array("d"), array("d"))
+                row[0].append(i)
+                row[1].append(x)
+                row[2].append(coverage / len(names) if coverage and term in names else 0.0)
+            # adjacent term pairs of each name and first sentence -> tools (phrase bonus)
+            if cfg.phrase_bonus:
                 for seq in (name, fields["summary"]):
                     for pair in pairwise(seq):
                         having = pairs.setdefault(pair, [])
                         if not having or having[-1] != i:
                             having.append(i)
-        self._pairs = {k: (tuple(v), (cfg.phrase_bonus,) * len(v)) for k, v in pairs.items()}
-        # unstemmed name words -> (tools, each one's share of exact_word_coverage)
-        raw: dict[str, dict[int, float]] = {}
+        k1 = cfg.k1
+        terms_by_id = self._terms_sorted = sorted(tf)
+        self._term_ids: dict[str, int] | Terms = {t: j for j, t in enumerate(terms_by_id)}
+        self._idf = array("d")
+        self._unseen_idf = math.log(1.0 + (n + 0.5) / 0.5)
+        store = self._postings = Postings(n_docs)
+        for term in terms_by_id:
+            ids, xs, shares = tf.pop(term)
+            df = len(ids)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            self._idf.append(idf)
+            scores = [idf * x / (k1 + x) for x in xs]
+            for j, share in enumerate(shares):
+                if share:
+                    scores[j] += share
+            store.add(ids, scores)
+        store.compact()
+        del tf
+        self._exact = HashedKeys(
+            ((key, i) for i in range(n_docs) for key in self._exact_keys(i, empty=True)), n_docs
+        )
+        ids_of = {t: j for j, t in enumerate(terms_by_id)}
+        width = len(terms_by_id)
+        keyed = sorted(
+            (ids_of[a] * width + ids_of[b], tools)
+            for (a, b), tools in pairs.items()
+            if a in ids_of and b in ids_of
+        )
+        del pairs
+        self._pair_keys = array("q", (key for key, _ in keyed))
+        self._pairs = Postings(n_docs, const=cfg.phrase_bonus)
+        for _, tools in keyed:
+            self._pairs.add(tools)
+        self._pairs.compact()
+        del keyed
+        # unstemmed name words -> tools; each tool's share of exact_word_coverage
+        raw: dict[str, list[int]] = {}
+        word_share = array("d", bytes(8 * n_docs))
         if cfg.exact_word_coverage:
-            for i, doc in enumerate(self._docs):
+            for i, doc in enumerate(docs):
                 name_words = {x for x in words(doc.name, joined=False) if x not in STOPWORDS}
                 for word in name_words:
-                    raw.setdefault(word, {})[i] = cfg.exact_word_coverage / len(name_words)
-        self._raw_words = {k: (tuple(d), tuple(d.values())) for k, d in raw.items()}
+                    raw.setdefault(word, []).append(i)
+                if name_words:
+                    word_share[i] = cfg.exact_word_coverage / len(name_words)
+        self._raw = Postings(n_docs, const=1.0, per_tool=word_share)
+        self._raw_words = {word: self._raw.add(tools) for word, tools in raw.items()}
+        self._raw.compact()
         self._synonyms = self._synonym_table() if cfg.synonyms else {}
-        self._expansions = self._expansion_postings()
+        self._expansions = self._expansion_table()
+        self._term_ids = Terms(terms_by_id)  # the dict took five times the room
+        del self._terms_sorted
+        for cache in self._chunk_cache.values():
+            cache.clear()  # the build's chunks; queries fill it again, up to a small bound
+        self._cache_bound = _QUERY_CHUNK_CACHE
 
     def _synonym_table(self) -> dict[str, tuple[tuple[str, ...], ...]]:
         """term or two-term phrase -> the other members of its groups, as term tuples.
@@ -278,52 +327,42 @@ class Bm25fIndex:
             for m in members:
                 table.setdefault(" ".join(m), set()).update(members - {m})
         return {
-            key: tuple(sorted(m for m in others if all(t in self._postings for t in m)))
+            key: tuple(sorted(m for m in others if all(t in self._term_ids for t in m)))
             for key, others in table.items()
         }
 
     # -- querying -----------------------------------------------------------------------
-    def _expansion_postings(self) -> dict[str, _Expansion]:
-        """Precomputed synonym matching, one list per synonym key.
+    def _expansion_table(self) -> dict[str, _Expansion]:
+        """Synonym matching, one entry per synonym key: the lists whose best weight counts.
 
-        For a single term the list is the term's own posting merged with its synonyms':
-        a tool scores ``max(term, synonym_weight * best synonym)``, so it is credited
-        once for the meaning, however many of its words match. For a two-term phrase
-        ("pull request") the list holds only the synonyms ("pr", "merge request"), added
-        on top of the phrase's own terms.
+        For a single term the entry holds the term's own list and its synonyms': a tool
+        scores ``max(term, synonym_weight * best synonym)``, so it is credited once for
+        the meaning, however many of its words match. For a two-term phrase ("pull
+        request") the entry holds only the synonyms ("pr", "merge request"), added on top
+        of the phrase's own terms.
         """
         weight = self.config.synonym_weight
-        postings = self._postings
+        ids = {t: j for j, t in enumerate(self._terms_sorted)}
         idf = self._idf
         out: dict[str, _Expansion] = {}
         for key, members in self._synonyms.items():
             own = key.split()
             terms = frozenset(t for m in members for t in m if t not in own)
             # a synonym never counts as more specific than the word the query used
-            own_idf = max(idf.get(t, self._unseen_idf) for t in own)
-            merged: dict[int, float] = {}
-            for t in terms:
-                ids, values = postings[t]
-                scale = weight * min(1.0, own_idf / idf[t])
-                for i, v in zip(ids, values, strict=True):
-                    v *= scale
-                    if v > merged.get(i, 0.0):
-                        merged[i] = v
+            own_idf = max(idf[ids[t]] if t in ids else self._unseen_idf for t in own)
+            found = [(ids[t], weight * min(1.0, own_idf / idf[ids[t]])) for t in sorted(terms)]
             single = len(own) == 1
-            if single and own[0] in postings:
-                ids, values = postings[own[0]]
-                for i, v in zip(ids, values, strict=True):
-                    if v > merged.get(i, 0.0):
-                        merged[i] = v
-            if merged:
-                out[key] = _Expansion(terms, tuple(merged), tuple(merged.values()), single)
+            if single and own[0] in ids:
+                found.insert(0, (ids[own[0]], 1.0))
+            if found:
+                out[key] = _Expansion(terms, tuple(found), single)
         return out
 
-    def _plan(self, query: str) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
-        """The posting lists to add up for ``query``.
+    def addends(self, query: str) -> list[Addend]:
+        """The addends of ``query``'s score (see :mod:`.topk`).
 
         Each query term counts once, with its synonyms folded in (see
-        :meth:`_expansion_postings`); each two-term phrase adds its own synonyms. A term
+        :meth:`_expansion_table`); each two-term phrase adds its own synonyms. A term
         already counted is never added again through a synonym.
         """
         terms: list[str] = []
@@ -332,38 +371,48 @@ class Bm25fIndex:
                 terms.append(t)
                 if len(terms) >= self.config.max_query_terms:
                     break
-        postings = self._postings
+        number = self._term_ids.get
+        count = len(self._term_ids)
+        store = self._postings
         expansions = self._expansions
-        plan: list[tuple[tuple[int, ...], tuple[float, ...]]] = []
+        plan: list[Addend] = []
+
+        def synonyms(label: str, e: _Expansion) -> Addend:
+            return Addend(label, tuple((store, k, scale) for k, scale in e.members))
+
         counted = set(terms)
         for t in terms:
             expansion = expansions.get(t)
             if expansion is not None and expansion.single:
-                plan.append((expansion.ids, expansion.values))
+                plan.append(synonyms(f"{t}~", expansion))
                 counted |= expansion.terms
-            elif t in postings:
-                plan.append(postings[t])
+            elif (j := number(t)) is not None:
+                plan.append(Addend(t, ((store, j, 1.0),)))
         for a, b in pairwise(terms):
             expansion = expansions.get(f"{a} {b}")
             if expansion is not None and expansion.terms.isdisjoint(counted):
-                plan.append((expansion.ids, expansion.values))
+                plan.append(synonyms(f"{a} {b}~", expansion))
                 counted |= expansion.terms
         # adjacent query terms adjacent in a name or first sentence; name words, unstemmed
-        for pair in pairwise(terms) if self._pairs else ():
-            found = self._pairs.get(pair)
-            if found is not None:
-                plan.append(found)
+        keys = self._pair_keys
+        for a, b in pairwise(terms) if len(keys) else ():
+            ja, jb = number(a), number(b)
+            if ja is not None and jb is not None:
+                key = ja * count + jb
+                j = bisect_left(keys, key)
+                if j < len(keys) and keys[j] == key:
+                    plan.append(Addend(f'"{a} {b}"', ((self._pairs, j, 1.0),)))
         plain = [w for w in words(query, joined=False) if w not in STOPWORDS]
         for w in dict.fromkeys(plain) if self._raw_words else ():
             found = self._raw_words.get(w)
             if found is not None:
-                plan.append(found)
+                plan.append(Addend(f"'{w}'", ((self._raw, found, 1.0),)))
         # two words the catalog writes as one ("work log" -> worklog, "time zone")
         for a, b in pairwise(plain) if self.config.join_words else ():
             if a + b not in self._vocabulary:
                 continue
             joined = self._stem(a + b)
-            if joined not in counted and joined in postings:
+            if joined not in counted and (j := number(joined)) is not None:
                 counted.add(joined)
-                plan.append(postings[joined])
+                plan.append(Addend(joined, ((store, j, 1.0),)))
         return plan

@@ -14,8 +14,7 @@ Which one, with which weight, was chosen on the tune queries (bench/RESULTS.md).
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .config import SearchConfig
@@ -24,11 +23,19 @@ from .embedding import top
 __all__ = ["fuse"]
 
 
-def fuse(lexical: Mapping[int, float], cosines: Any, config: SearchConfig) -> dict[int, float]:
-    """Candidate tool -> fused score (higher is better)."""
+def fuse(
+    ranked: Sequence[tuple[int, float]],
+    lexical: Callable[[int], float],
+    cosines: Any,
+    config: SearchConfig,
+) -> dict[int, float]:
+    """Candidate tool -> fused score (higher is better).
+
+    ``ranked``: BM25F's best ``semantic_pool`` (tool, score) pairs, best first (positive
+    scores only); ``lexical``: any tool's BM25F score."""
     pool = config.semantic_pool
-    lex_top = heapq.nlargest(pool, lexical, key=lexical.__getitem__)
-    lex_top = [i for i in lex_top if lexical[i] > 0]
+    lex_top = [i for i, _ in ranked[:pool]]
+    scores = dict(ranked)
     chosen = set(lex_top)
     floor = config.semantic_min_similarity
     near = [i for i in top(cosines, pool) if i not in chosen and cosines[i] >= floor]
@@ -45,9 +52,9 @@ def fuse(lexical: Mapping[int, float], cosines: Any, config: SearchConfig) -> di
         for rank, i in enumerate(lex_top, 1):
             fused[i] += 1.0 / (k + rank)
         return fused
-    best = lexical[lex_top[0]] if lex_top else 0.0
+    best = scores[lex_top[0]] if lex_top else 0.0
     scale = 1.0 / best if best > 0 else 0.0
-    fused = {i: lexical[i] * scale + weight * float(cosines[i]) for i in lex_top}
+    fused = {i: scores[i] * scale + weight * float(cosines[i]) for i in lex_top}
     for i in near:
-        fused[i] = lexical.get(i, 0.0) * scale + weight * float(cosines[i])
+        fused[i] = lexical(i) * scale + weight * float(cosines[i])
     return fused

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,6 +30,7 @@ from .embedding import (
 )
 from .fusion import fuse
 from .text import one_line, words
+from .topk import top
 
 __all__ = ["SearchHit", "ToolIndex"]
 
@@ -87,15 +89,12 @@ class ToolIndex:
                 raise ValueError(f"two tools named {doc.name!r} in one index")
             seen.add(doc.name)
             docs.append(doc)
+        del seen
         self._docs = tuple(docs)
-        self._by_name = {d.name: i for i, d in enumerate(docs)}
-        self._summaries = tuple(one_line(d.description) for d in docs)
-        self._lexical = Bm25fIndex(self._docs, self._summaries, self.config)
-        self._namespaces = tuple(d.namespace for d in docs)
-        self._name_keys = tuple(
-            name_key(d.name, d.namespace, list(words(d.name.split("__", 1)[-1], joined=False)))
-            for d in docs
-        )
+        del docs
+        summaries = [one_line(d.description) for d in self._docs]
+        self._lexical = Bm25fIndex(self._docs, summaries, self.config)
+        del summaries
         self._embedder: Embedder | None = resolve_embedder(semantic)
         self._vectors: Any = None
         #: (distinct texts whose vectors came from the cache, distinct texts embedded)
@@ -149,19 +148,26 @@ class ToolIndex:
         assert self._embedder is not None
         return similarities(self._vectors, embed_query(self._embedder, query))
 
-    def _scores(self, query: str) -> dict[int, float]:
-        """Candidate tool -> final score (the exact-name bonus included)."""
-        lexical = self._lexical.scores(query)
-        bonus = self.config.exact_name_bonus
-        exact = self._lexical.exact_matches(query) if bonus else set()
+    def _position(self, name: str) -> int:
+        i = self._lexical.named(name)
+        if i is None:
+            raise KeyError(name)
+        return i
+
+    def _best(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """The ``limit`` best (tool, final score) pairs, best first (the exact-name bonus
+        included); equal scores in catalog order."""
+        lexical = self._lexical
         if self._vectors is None:
-            for i in exact:
-                lexical[i] = lexical.get(i, 0.0) + bonus
-            return lexical
-        fused = fuse(lexical, self._cosines(query), self.config)
-        for i in exact:
+            return lexical.top(query, limit, exact_bonus=True)
+        addends = lexical.addends(query)
+        ranked = top(addends, self.config.semantic_pool)
+        fused = fuse(ranked, partial(lexical.score, addends), self._cosines(query), self.config)
+        bonus = self.config.exact_name_bonus
+        for i in lexical.exact_matches(query) if bonus else ():
             fused[i] = fused.get(i, 0.0) + bonus
-        return fused
+        best = heapq.nsmallest(limit, fused.items(), key=lambda item: (-item[1], item[0]))
+        return [(i, s) for i, s in best if s > 0]
 
     def floor(self, best: float) -> float:
         """The least score a hit needs when the best hit scores ``best`` (see
@@ -177,10 +183,9 @@ class ToolIndex:
             raise TypeError(f"query must be a string, not {type(query).__name__}")
         if limit <= 0 or not query.strip() or not self._docs:
             return []
-        scores = self._scores(query[:_MAX_QUERY_CHARS])
-        best = heapq.nlargest(limit, scores, key=scores.__getitem__)
-        least = self.floor(scores[best[0]]) if floor and best else 0.0
-        return [(i, scores[i]) for i in best if scores[i] > 0 and scores[i] >= least]
+        best = self._best(query[:_MAX_QUERY_CHARS], limit)
+        least = self.floor(best[0][1]) if floor and best else 0.0
+        return [(i, s) for i, s in best if s > 0 and s >= least]
 
     def search(self, query: str, limit: int = 5, *, floor: bool = False) -> list[SearchHit]:
         """The ``limit`` best tools for ``query``, best first. No match: an empty list.
@@ -202,15 +207,15 @@ class ToolIndex:
             return []
         ranked = self._ranked(query, max(limit * 3, limit + 10), floor)
         score = dict(ranked)
+        docs = self._docs
         groups = group_alternatives(
             [i for i, _ in ranked],
-            self._namespaces,
-            self._name_keys,
+            {i: docs[i].namespace for i in score},
+            {i: self._name_key(i) for i in score},
             self._vectors,
             self.config.alternative_similarity,
             limit,
         )
-        docs = self._docs
         return [[SearchHit(docs[i].name, round(score[i], 4)) for i in g] for g in groups]
 
     def explain(self, query: str, name: str) -> list[tuple[str, float]]:
@@ -223,7 +228,7 @@ class ToolIndex:
         ``"a b"``; an unstemmed name word as ``'word'``; the exact-name bonus as
         ``=name``.
         """
-        i = self._by_name[name]
+        i = self._position(name)
         query = query[:_MAX_QUERY_CHARS]
         out = self._lexical.explain(query, i)
         if self._embedder is not None:
@@ -231,12 +236,22 @@ class ToolIndex:
             out.append(("~cosine", round(float(self._vectors[i] @ vector), 4)))
         return out
 
+    def _name_key(self, i: int) -> frozenset[str]:
+        d = self._docs[i]
+        return name_key(d.name, d.namespace, list(words(d.name.split("__", 1)[-1], joined=False)))
+
     # -- introspection ------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self._docs)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._by_name
+        if not isinstance(name, str):
+            return False
+        try:
+            self._position(name)
+        except KeyError:
+            return False
+        return True
 
     def __repr__(self) -> str:
         mode = f", {self._embedder.name}" if self._embedder is not None else ""
@@ -262,14 +277,14 @@ class ToolIndex:
 
     def doc(self, name: str) -> ToolDoc:
         """The indexed text of ``name`` (KeyError if unknown)."""
-        return self._docs[self._by_name[name]]
+        return self._docs[self._position(name)]
 
     def summary(self, name: str) -> str:
         """The one-line description of ``name``."""
-        return self._summaries[self._by_name[name]]
+        return one_line(self._docs[self._position(name)].description)
 
     def vector_of(self, names: Sequence[str]) -> Any:
         """The tool vectors of ``names`` (None without an embedder)."""
         if self._vectors is None:
             return None
-        return self._vectors[[self._by_name[n] for n in names]]
+        return self._vectors[[self._position(n) for n in names]]

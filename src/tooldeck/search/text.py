@@ -34,10 +34,10 @@ _STOPWORD_TEXT = """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
-_STEMMER = Stemmer.Stemmer("english")
+_STEMMER = Stemmer.Stemmer("english", 0)  # no cache of its own: stem() has one
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=256)
 def stem(word: str) -> str:
     """The Snowball English stemmer (PyStemmer), for words of four or more letters.
 
@@ -58,7 +58,7 @@ WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _ALPHA_DIGIT = re.compile(r"[^\W\d_]+|\d+", re.UNICODE)
 
 
-@lru_cache(maxsize=131072)
+@lru_cache(maxsize=256)
 def chunk_words(chunk: str, joined: bool) -> tuple[str, ...]:
     """Raw lower-case words of one run of letters and digits: camelCase and digits split.
 
@@ -79,7 +79,7 @@ def chunk_words(chunk: str, joined: bool) -> tuple[str, ...]:
     return head + tuple(p for p in parts if len(p) > 1)
 
 
-@lru_cache(maxsize=131072)
+@lru_cache(maxsize=256)
 def chunk_terms(chunk: str, joined: bool, stemming: bool) -> tuple[str, ...]:
     """Index terms of one chunk: its words, stopwords dropped, stemmed if asked."""
     found = chunk_words(chunk, joined)
