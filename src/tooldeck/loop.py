@@ -359,7 +359,7 @@ class Session:
             streaming=streaming,
             plan=plan,
             replan=(lambda: self._plan(ctx)) if per_step else None,
-            announce=self._announce,
+            announce=self._announce if isinstance(self.tools, ToolPlanner) else None,
             guard=guard,
             dispatcher=dispatcher,
         )
@@ -372,7 +372,7 @@ class Session:
             items=self.transcript[start:],
             usage=run.earlier + run.usage,
             steps=run.steps,
-            structured=run.answer.value if run.answer else None,
+            structured=run.answer.value if run.answer is not None else None,
             last_message=last,
             pending=run.waiting,
         )
