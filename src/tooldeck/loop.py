@@ -17,13 +17,13 @@ human's answers, never producing an output twice, then carries on with the loop.
 :meth:`Session.stream` runs the same turn through the same driver, its model steps
 streamed (:mod:`tooldeck.streaming`); ``continue_on_max_tokens`` goes on after a cut-off
 response with a larger output limit (:mod:`tooldeck.continuation`).
+
+The session makes a turn's context, tools, guard and dispatcher; :mod:`tooldeck.turn`
+runs the turn itself, phase by phase, and says why it stopped.
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -34,37 +34,22 @@ from .approvals import ApprovalCallback, PendingCall, PendingStep, PendingStore
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
 from .continuation import ContinuePolicy
-from .dispatch import (
-    ApprovalAnswer,
-    Approver,
-    Dispatcher,
-    PendingApproval,
-    PolicyHook,
-    ResultHook,
-)
-from .events import (
-    EventBus,
-    ModelStepFinished,
-    ModelStepStarted,
-    OutputRecorded,
-    TurnContinued,
-    TurnFinished,
-    TurnStarted,
-)
-from .model import Model, ModelRequest, ModelSettings
+from .dispatch import ApprovalAnswer, Approver, Dispatcher, PolicyHook, ResultHook
+from .events import EventBus
+from .model import Model, ModelSettings
 from .notices import NoticeSource, notice_messages
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .policy.ask import ApproveRule, protection
 from .providers import model_from_string
-from .result import ToolResult
 from .result_guard import session_guard
 from .sources import ToolItem, tool_source
-from .streaming import LiveTurn, TurnStream, stream_step
-from .structured import AnswerCheck, OutputType
-from .telemetry.settings import active as telemetry_active
-from .telemetry.turns import TurnTrace
+from .streaming import LiveTurn, TurnStream
+from .structured import OutputType
 from .tool import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
+from .turn import Turn
+
+T = TypeVar("T")
 
 __all__ = [
     "MAX_STEPS",
@@ -79,10 +64,6 @@ __all__ = [
     "new_session_id",
 ]
 
-_log = logging.getLogger("tooldeck.loop")
-
-T = TypeVar("T")
-
 MAX_STEPS = 20  # model steps in a turn, by default
 TIMEOUT = 300.0  # seconds one tool call may run, by default
 
@@ -90,15 +71,6 @@ TIMEOUT = 300.0  # seconds one tool call may run, by default
 def new_session_id() -> str:
     """A new random session id (16 hex digits)."""
     return uuid.uuid4().hex[:16]
-
-
-_NOT_RUN = {
-    StopReason.REFUSAL: "the model refused",
-    StopReason.MAX_TOKENS: "the response was cut off at its token limit, so its arguments "
-    "may be incomplete",
-    StopReason.CONTENT_FILTER: "the response was stopped by a content filter",
-    StopReason.ERROR: "the provider reported an error",
-}
 
 
 @dataclass(slots=True)
@@ -356,269 +328,54 @@ class Session:
         *,
         streaming: bool = False,
     ) -> RunResult:
-        turn = turn or self.turn or TurnContext(self.session_id, signal=signal or AbortSignal())
-        signal = signal or turn.signal
+        """One turn: its context, tools, guard and dispatcher, run by a :class:`Turn`."""
+        ctx = turn or self.turn or TurnContext(self.session_id, signal=signal or AbortSignal())
         guard = session_guard(
             self.result_hooks,
             enabled=self.guard,
             session_id=self.session_id,
-            home=turn.home,
+            home=ctx.home,
             events=self.events,
         )
-        plan = guard.offer_recall(self._plan(turn))
-        source = self._tool_source()
-        per_step = not isinstance(source, Toolset) or guard.adds_tools
+        plan = guard.offer_recall(self._plan(ctx))
+        per_step = not isinstance(self._tool_source(), Toolset) or guard.adds_tools
         policy, approver = protection(self.policy, self.approve, self.approver)
         dispatcher = Dispatcher(
             plan.executable,
             session_id=self.session_id,
-            turn=turn,
+            turn=ctx,
             policy=policy,
             approver=approver,
             timeout=self.timeout,
             events=self.events,
             result_hooks=guard.hooks,
         )
-        await self.events.emit(TurnStarted(self.session_id, prompt, plan.executable.names))
-        usage = Usage()
-        answer = AnswerCheck(
-            self.settings.output_spec,
-            self.settings.output_retries,
-            self.settings.output_schema_name,
+        run = Turn(
+            self,
+            prompt=prompt,
+            start=start,
+            signal=signal or ctx.signal,
+            resuming=resuming,
+            streaming=streaming,
+            plan=plan,
+            replan=(lambda: self._plan(ctx)) if per_step else None,
+            announce=self._announce if isinstance(self.tools, ToolPlanner) else None,
+            guard=guard,
+            dispatcher=dispatcher,
         )
-        earlier = resuming[0].usage if resuming else Usage()
-        last: AssistantMessage | None = None
-        steps = resuming[0].steps if resuming else 0
-        stop, reason = StopReason.END_TURN, "end_turn"
-        waiting: PendingStep | None = None
-        settings, continued = self.settings, 0  # a continuation raises the output limit
-        failure: BaseException | None = None
-        tel = telemetry_active()  # None when off: then no span, no attribute, nothing
-        traced = (
-            TurnTrace(
-                tel,
-                session_id=self.session_id,
-                model=self.model,
-                prompt=prompt,
-                instructions=self.instructions,
-                streamed=streaming,
-            )
-            if tel is not None
-            else None
-        )
-        try:
-            while True:
-                prior: Sequence[ToolOutput] = ()
-                answers: dict[str, ApprovalAnswer] | None = None
-                if resuming is not None:
-                    last, prior, answers = resuming[0].message, resuming[0].outputs, resuming[1]
-                    calls = last.tool_calls
-                    resuming = None
-                else:
-                    if signal.aborted:
-                        stop, reason = StopReason.ERROR, f"aborted: {signal.reason}"
-                        break
-                    if steps >= self.max_steps:
-                        stop = StopReason.TOOL_CALLS
-                        reason = f"max_steps ({self.max_steps}) reached"
-                        break
-                    steps += 1
-                    if per_step and steps > 1:
-                        plan = guard.offer_recall(self._plan(turn))
-                        dispatcher.toolset = plan.executable
-                    await self._announce(plan)
-                    await self.events.emit(ModelStepStarted(self.session_id, steps))
-                    request = ModelRequest(
-                        list(self.transcript),
-                        plan.shown,
-                        settings,
-                        self.instructions,
-                        deferred=plan.deferred,
-                        hosted=plan.hosted,
-                    )
-                    if traced is None:
-                        last = await self._ask(request, steps, streaming)
-                    else:
-                        with traced.chat(request, steps) as chat:
-                            last = await self._ask(request, steps, streaming)
-                            chat.finished(last)
-                    usage += last.usage
-                    await self.events.emit(ModelStepFinished(self.session_id, steps, last))
-                    verdict = answer.review(last)  # a structured answer: validated, or again
-                    if isinstance(verdict, UserMessage):
-                        self.transcript.append(verdict)
-                        continue
-                    if verdict is not None:
-                        stop, reason = StopReason.ERROR, verdict
-                        break
-                    calls = last.tool_calls
-                    if last.stop_reason in _NOT_RUN:
-                        stop = last.stop_reason
-                        reason = last.refusal or stop.value
-                        if calls:
-                            reason += f"; {len(calls)} call(s) not executed"
-                        await self._not_run(last, _NOT_RUN[stop])
-                        more = await self._continue(last, settings, continued, steps)
-                        if isinstance(more, ModelSettings):
-                            settings, continued = more, continued + 1
-                            continue
-                        if more:
-                            reason += f"; not continued: {more}"
-                        break
-                    if last.stop_reason is StopReason.PAUSE_TURN and not calls:
-                        continue  # a provider paused a long server-side turn: send it back
-                    if not calls:
-                        stop, reason = last.stop_reason, last.stop_reason.value
-                        break
-                partial: list[ToolOutput] = []
-                try:
-                    result = await dispatcher.dispatch(
-                        calls, signal, prior=prior, answers=answers, partial=partial
-                    )
-                except PendingApproval as held:
-                    waiting = PendingStep(
-                        last,
-                        held.outputs,
-                        tuple(PendingCall.of(r) for r in held.requests),
-                        start,
-                        steps,
-                        earlier + usage,
-                    )
-                    self.pending = waiting
-                    if self.pending_store is not None:
-                        self.pending_store.save(self.session_id, self.transcript, waiting)
-                    stop = StopReason.TOOL_CALLS
-                    reason = f"waiting for approval of {len(waiting.calls)} call(s)"
-                    break
-                except BaseException:
-                    self.transcript.extend(partial)  # one output per call, then it goes on
-                    raise
-                self.transcript.extend(result.outputs)
-                if result.terminated_by is not None:
-                    stop, reason = StopReason.TOOL_CALLS, f"ended by tool {result.terminated_by}"
-                    break
-        except BaseException as exc:
-            stop, reason, failure = StopReason.ERROR, f"{type(exc).__name__}: {exc}", exc
-            self._close_open_calls(start, exc)
-            if isinstance(exc, asyncio.CancelledError):
-                _log.info("turn cancelled in session %s", self.session_id)
-            else:
-                _log.exception("turn failed in session %s", self.session_id)
-            raise
-        finally:
-            if traced is not None:
-                traced.end(stop, reason, steps, usage, last, failure)
-            self.usage += usage
-            await self.events.emit(TurnFinished(self.session_id, stop, reason, steps, usage))
-            self.events.close_streams()
+        stop = await run.drive()
+        last = run.last
         return RunResult(
             output=last.text if last else "",
-            stop_reason=stop,
-            reason=reason,
+            stop_reason=stop.stop_reason,
+            reason=stop.reason,
             items=self.transcript[start:],
-            usage=earlier + usage,
-            steps=steps,
-            structured=answer.value,
+            usage=run.earlier + run.usage,
+            steps=run.steps,
+            structured=run.answer.value if run.answer is not None else None,
             last_message=last,
-            pending=waiting,
+            pending=run.waiting,
         )
-
-    def _close_open_calls(self, start: int, exc: BaseException) -> None:
-        """Give every call of this turn that has no output one, so the transcript stays valid.
-
-        Runs when the turn ends by an exception (including its cancellation): calls that
-        ran already have their outputs (the dispatcher hands them over); any other call
-        gets a "not executed" output, so every provider accepts the next request.
-        """
-        if self.pending is not None:
-            return  # a waiting step keeps its calls open until it is resumed
-        why = (
-            "the turn was cancelled"
-            if isinstance(exc, asyncio.CancelledError)
-            else f"the turn failed ({type(exc).__name__})"
-        )
-        items = self.transcript
-        last = next(
-            (
-                i
-                for i in range(len(items) - 1, start - 1, -1)
-                if isinstance(items[i], AssistantMessage)
-            ),
-            None,
-        )
-        if last is None:
-            return
-        message = items[last]
-        assert isinstance(message, AssistantMessage)
-        answered = {i.call_id for i in items[last + 1 :] if isinstance(i, ToolOutput)}
-        items.extend(
-            ToolOutput(c.call_id, c.name, ToolResult.error(f"Not executed: {why}."))
-            for c in message.tool_calls
-            if c.call_id not in answered
-        )
-
-    async def _ask(self, request: ModelRequest, step: int, streaming: bool) -> AssistantMessage:
-        """One model step; its message is in the transcript once the response is complete.
-
-        Streamed, the message is recorded as soon as the provider's stream has ended, before
-        the step's ``ToolCallDone`` events, so a consumer that leaves then still finds it
-        (with a "not executed" output for each call).
-        """
-        model = self.model
-        assert not isinstance(model, str)  # made into a model in __post_init__
-        if streaming:
-            return await stream_step(
-                model,
-                request,
-                self.events,
-                self.session_id,
-                step,
-                record=self.transcript.append,
-            )
-        message = await model.respond(request)
-        self.transcript.append(message)
-        return message
-
-    async def _continue(
-        self, message: AssistantMessage, settings: ModelSettings, used: int, step: int
-    ) -> ModelSettings | str:
-        """After a step that was cut off: the settings to go on with, or why the turn ends.
-
-        Only with a ``continue_on_max_tokens`` policy (else ``""``); the cut-off calls
-        already have their "not executed" outputs. A tooldeck note in the transcript tells
-        the model what happened, a :class:`TurnContinued` event tells listeners.
-        """
-        policy = self.continue_on_max_tokens
-        if policy is None or message.stop_reason is not StopReason.MAX_TOKENS:
-            return ""
-        decided = policy.decide(message, settings, used)
-        if isinstance(decided, str):
-            return decided
-        self.transcript.append(UserMessage(decided.note(message)))
-        _log.info(
-            "session %s: step %d was cut off at %d output tokens; continuing with %d",
-            self.session_id,
-            step,
-            decided.previous_limit,
-            decided.output_limit,
-        )
-        await self.events.emit(
-            TurnContinued(
-                self.session_id,
-                step,
-                decided.number,
-                decided.previous_limit,
-                decided.output_limit,
-                tuple(c.call_id for c in message.tool_calls),
-            )
-        )
-        return dataclasses.replace(settings, max_output_tokens=decided.output_limit)
-
-    async def _not_run(self, message: AssistantMessage, why: str) -> None:
-        for call in message.tool_calls:
-            output = ToolOutput(call.call_id, call.name, ToolResult.error(f"Not executed: {why}."))
-            self.transcript.append(output)
-            await self.events.emit(OutputRecorded(self.session_id, output))
 
     async def aclose(self) -> None:
         """Close what this session owns: the model, when ``owns_model`` is set."""
