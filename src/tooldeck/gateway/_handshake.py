@@ -83,7 +83,7 @@ def initialize_answer(line: bytes, version: str) -> tuple[int | str, bytes] | No
 
 class EarlyInitialize(threading.Thread):
     """Reads the client's first message from fd 0 and answers it when it is
-    ``initialize`` (see the module docstring). After :meth:`join`: ``read``, the bytes
+    ``initialize`` (see the module docstring). After ``join()``: ``read``, the bytes
     read (to be read again by the SDK), and ``answered``, the id of the request answered
     here (``None``: none was)."""
 

@@ -6,7 +6,7 @@ it came over the wire (``details["mcp"]``, see :mod:`tooldeck.mcp_results`), wit
 session, the call id, the tool, the server and the SHA-256 of the arguments. It is a
 result hook placed before the offload store's, so it sees the result unchanged; it
 returns the result as it got it. Lines are appended with one ``write`` (``O_APPEND``) to
-the file opened at the first line and kept open until the session ends (:meth:`close`);
+the file opened at the first line and kept open until the session ends (:meth:`EvidenceLog.close`);
 a file removed meanwhile is made again (as are its folders), and a write that fails is
 logged, the next line opening the file again.
 """
