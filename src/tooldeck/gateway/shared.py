@@ -38,6 +38,7 @@ from mcp.server.auth.provider import principal_components
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
+from ..errors import TooldeckError
 from ..offload import OffloadStore
 from ..policy import Grant, GrantStore, PolicyError
 from ..policy.grants import grant_of
@@ -58,7 +59,7 @@ EXPIRE_SECONDS = 60.0
 """How often a process forgets the sessions nobody used for the idle time."""
 
 
-class SessionGone(LookupError):
+class SessionGone(TooldeckError, LookupError):
     """The shared session of a request is no longer in the store (it ended or expired)."""
 
 
