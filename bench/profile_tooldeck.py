@@ -63,7 +63,7 @@ def profile_call(top: int) -> None:
     result = loop.run_until_complete(t.invoke(params, ToolContext()))
     execute = t._execute
     assert execute is not None
-    is_async_callable = importlib.import_module("tooldeck.tool")._is_async_callable
+    is_async_callable = importlib.import_module("tooldeck.tools")._is_async_callable
 
     def run_coro(coro: Any) -> Any:
         try:
@@ -85,7 +85,7 @@ def profile_call(top: int) -> None:
     )
     _step("  execute(params, ctx) wrapper alone", lambda: run_coro(execute(params, ctx0)))
     _step(
-        "  tooldeck.tool._is_async_callable(execute)",
+        "  tooldeck.tools._is_async_callable(execute)",
         lambda: is_async_callable(execute),
     )
     _step("  inspect.isawaitable(3)", lambda: inspect.isawaitable(3))
@@ -123,7 +123,7 @@ def profile_build(top: int) -> None:
     from _toolgen import functions
     from tooldeck._function_schema import inspect_function
     from tooldeck._strict import convert
-    from tooldeck.tool import _model_schema
+    from tooldeck.tools import _model_schema
 
     tooldeck.tool(functions(1, seed=1)[0])  # lazy first-use costs out of the way
     clock = time.perf_counter

@@ -146,7 +146,7 @@ def test_the_choices_kept_in_the_cli_agree_with_their_sources() -> None:
     from tooldeck.cli import jobs, policy, tools, worker, workflows
     from tooldeck.jobs.store import JOB_STATES, JobState
     from tooldeck.schema import PROVIDERS
-    from tooldeck.tool import TIERS
+    from tooldeck.tools import TIERS
     from tooldeck.workflows.store import DEFAULT_SCHEMA
     from tooldeck.workflows.store.protocol import WorkflowState
 

@@ -47,7 +47,7 @@ from typing_extensions import TypedDict
 from tooldeck import ToolContext, tool, validate_arguments
 from tooldeck._function_schema import inspect_function
 from tooldeck.errors import ArgumentError, ToolDefinitionError
-from tooldeck.tool import schema_of
+from tooldeck.tools import schema_of
 
 
 class _PlainNoTitles(GenerateJsonSchema):

@@ -65,7 +65,7 @@ from tooldeck.gateway.stateless import PrincipalSessions
 from tooldeck.mcp import McpSource
 from tooldeck.policy import Policy, arguments_digest
 from tooldeck.result import ToolResult
-from tooldeck.tool import Tool
+from tooldeck.tools import Tool
 from tooldeck.transcript import ToolCall
 
 MODERN = "2026-07-28"

@@ -9,7 +9,7 @@ import pytest
 
 from tooldeck.mcp import McpConfig, McpConfigError, ServerConfig, expand_vars, map_names, tier_for
 from tooldeck.mcp.naming import exposed_name, namespace_name
-from tooldeck.tool import TOOL_NAME_PATTERN
+from tooldeck.tools import TOOL_NAME_PATTERN
 
 
 # -- ${VAR} expansion ----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from tooldeck.builtin import load_builtin_registry
 from tooldeck.policy import GrantStore, Policy, PolicyContext, SessionPolicy
 from tooldeck.policy.rules import ArgPredicate, path_under
 from tooldeck.providers.scripted import call, reply
-from tooldeck.tool import Tool
+from tooldeck.tools import Tool
 
 REGISTRY = load_builtin_registry()
 

@@ -9,8 +9,6 @@ one dispatcher that owns validation, policy, ordering, timeouts and outputs.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,7 +28,7 @@ if TYPE_CHECKING:
     from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
     from .schema import Projection, project, project_tools
     from .streaming import TurnStream
-    from .tool import TOOL_NAME_PATTERN, ExecutionMode, Tool, tool
+    from .tools import TOOL_NAME_PATTERN, ExecutionMode, Tool, tool
     from .transcript import (
         AssistantMessage,
         OpaqueItem,
@@ -85,10 +83,10 @@ _LAZY: dict[str, str] = {
     "project": "schema",
     "project_tools": "schema",
     "TurnStream": "streaming",
-    "TOOL_NAME_PATTERN": "tool",
-    "ExecutionMode": "tool",
-    "Tool": "tool",
-    "tool": "tool",
+    "TOOL_NAME_PATTERN": "tools",
+    "ExecutionMode": "tools",
+    "Tool": "tools",
+    "tool": "tools",
     "AssistantMessage": "transcript",
     "OpaqueItem": "transcript",
     "StopReason": "transcript",
@@ -166,19 +164,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
-
-
-class _Package(types.ModuleType):
-    """Keeps an exported name meaning what ``__all__`` says once a namesake submodule loads.
-
-    Importing ``tooldeck.tool`` (the module) would otherwise rebind ``tooldeck.tool`` from
-    the decorator to the module, as the import system sets each submodule on its package.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and _LAZY.get(name):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

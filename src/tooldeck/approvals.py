@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from .errors import TooldeckError
-from .tool import Tool
+from .tools import Tool
 from .transcript import AssistantMessage, Item, ToolCall, ToolOutput, Usage
 
 __all__ = [

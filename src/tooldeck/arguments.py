@@ -38,7 +38,7 @@ from ._compile import compile_schema, located
 from ._nulls import drop_absent_nulls, has_optional_non_nullable
 from ._repair import RepairFailed, repair
 from .errors import MODEL_MESSAGE_LIMIT, ArgumentError, SchemaError
-from .tool import Tool
+from .tools import Tool
 
 __all__ = ["ValidatedArguments", "validate_arguments"]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 from .context import AbortSignal
 from .errors import ToolDefinitionError
-from .tool import Tool
+from .tools import Tool
 
 if TYPE_CHECKING:
     from .netguard import NetPolicy

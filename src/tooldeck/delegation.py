@@ -54,8 +54,8 @@ from .result import ToolResult
 from .result_guard import child_hooks
 from .telemetry.names import AGENT_NAME
 from .telemetry.turns import turn_attributes
-from .tool import Tool
 from .toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
+from .tools import Tool
 
 __all__ = [
     "CONTROL_TOOLS",

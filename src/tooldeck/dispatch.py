@@ -59,7 +59,7 @@ from .events import (
 from .result import ToolResult
 from .telemetry.calls import StepTrace
 from .telemetry.settings import active as telemetry_active
-from .tool import Tool
+from .tools import Tool
 from .transcript import ToolCall, ToolOutput
 
 __all__ = [

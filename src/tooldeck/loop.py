@@ -45,7 +45,7 @@ from .result_guard import session_guard
 from .sources import ToolItem, tool_source
 from .streaming import LiveTurn, TurnStream
 from .structured import OutputType
-from .tool import Tool
+from .tools import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 from .turn import Turn
 

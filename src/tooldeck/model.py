@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from .structured import OutputType
-from .tool import Tool
+from .tools import Tool
 from .transcript import AssistantMessage, Item
 
 __all__ = ["Model", "ModelDelta", "ModelRequest", "ModelSettings", "ToolChoice"]

@@ -37,7 +37,7 @@ from .events import Event
 from .schema import Provider, project
 from .sources import ToolItem, tool_source
 from .tokens import estimate_tokens
-from .tool import Tool
+from .tools import Tool
 
 if TYPE_CHECKING:
     from .search.embedding import SemanticSetting

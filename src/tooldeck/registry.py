@@ -37,7 +37,7 @@ from ._config_files import ConfigFileError, load_json
 from .assembly import CreatorFn, Toolset, TurnContext, assemble
 from .context import ToolContext
 from .errors import TooldeckError
-from .tool import TOOL_NAME_PATTERN, Tool
+from .tools import TOOL_NAME_PATTERN, Tool
 
 __all__ = [
     "DEFINITIONS_SCHEMA_PATH",

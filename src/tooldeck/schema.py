@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeAlias
 
 from ._strict import Dialect, StrictConversion, convert
 from .errors import SchemaError
-from .tool import Tool
+from .tools import Tool
 
 __all__ = [
     "ANTHROPIC_MAX_OPTIONAL_PARAMS",

@@ -22,7 +22,7 @@ from ._config_files import ConfigFileError, parse_yaml, read_text
 from .assembly import TurnContext
 from .context import ToolContext
 from .result import ToolResult
-from .tool import Tool
+from .tools import Tool
 
 __all__ = ["Skill", "SkillCatalog"]
 

@@ -24,7 +24,7 @@ from typing import Any, TypeAlias
 from .assembly import AssemblyError, CreatorFn, Toolset, TurnContext, assemble, creator_name
 from .registry import ToolRegistry
 from .skills import SkillCatalog
-from .tool import Tool
+from .tools import Tool
 
 __all__ = ["ToolItem", "creators_of", "tool_source"]
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..tool import tool
+from ..tools import tool
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -29,7 +29,7 @@ from ..providers.scripted import ScriptedModel, call, reply
 from ..result import ToolResult
 from ..schema import PROVIDERS, project
 from ..timeline import Timeline, TimelineRecorder, render
-from ..tool import Tool, tool
+from ..tools import Tool, tool
 from ..transcript import AssistantMessage, ToolOutput
 from ..workflows.demo import run_demo_workflow
 from .demo_gateway import gateway_tour

@@ -16,9 +16,9 @@ from .report import existing_file, json_kind, user_error
 if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the policy engine
     from ..policy.chain import Policy
     from ..policy.grants import GrantStore
-    from ..tool import Tool
+    from ..tools import Tool
 
-# ``tooldeck.tool.Tier``'s values, here so that typer builds ``--tier`` without importing
+# ``tooldeck.tools.Tier``'s values, here so that typer builds ``--tier`` without importing
 # the tool model (tests/test_cli_startup.py checks they agree)
 Tier = Literal["STANDARD", "WRITE", "DANGEROUS"]
 
@@ -89,7 +89,7 @@ def _tool(
     console: Console, name: str, tier: Tier | None, namespace: str | None
 ) -> tuple[Tool, bool]:
     """The tool to explain, and whether it is the built-in one (its schema applies)."""
-    from ..tool import Tool
+    from ..tools import Tool
 
     known = _builtin_tool(name)
     if known is not None and tier is None and namespace is None:

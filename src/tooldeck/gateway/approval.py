@@ -52,7 +52,7 @@ from ..approvals import (
     not_answered,
 )
 from ..policy import approve_always, canonical_json
-from ..tool import Tool
+from ..tools import Tool
 
 __all__ = [
     "APPROVAL_SCHEMA",

@@ -36,7 +36,7 @@ from ..mcp.connection import TEARDOWN_SECONDS
 from ..mcp.naming import PREFIX, gateway_pattern, namespace_name
 from ..policy import Policy
 from ..search import ToolIndex
-from ..tool import Tool
+from ..tools import Tool
 
 __all__ = ["Catalog", "CatalogView", "client_name", "name_problems", "rule_name"]
 

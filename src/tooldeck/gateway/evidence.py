@@ -25,7 +25,7 @@ from typing import Any
 from ..context import ToolContext
 from ..policy import arguments_digest, canonical_json
 from ..result import ToolResult
-from ..tool import Tool
+from ..tools import Tool
 from ..transcript import ToolCall
 
 __all__ = ["EvidenceLog"]

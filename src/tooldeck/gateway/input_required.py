@@ -43,7 +43,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..approvals import ApprovalAnswer, ApprovalRequest, PendingApproval, not_answered
 from ..policy import canonical_json
-from ..tool import Tool
+from ..tools import Tool
 from .approval import APPROVAL_SCHEMA, answer_of, approval_message
 from .session import GatewaySession
 

@@ -4,7 +4,7 @@
 Two ways in, one way on:
 
 - ``--tools MODULE:ATTR`` names a Python object (:func:`resolve`): a
-  :class:`~tooldeck.tool.Tool` (an ``@tool`` function), a list of them, a
+  :class:`~tooldeck.tools.Tool` (an ``@tool`` function), a list of them, a
   :class:`~tooldeck.assembly.Toolset` or a :class:`~tooldeck.registry.ToolRegistry`. No
   definitions file is needed;
 - a definitions file (the format of ``docs/registry.md``) is bound to handlers the way
@@ -44,7 +44,7 @@ from ..assembly import AssemblyError, CreatorFn, Toolset, TurnContext, assemble
 from ..errors import TooldeckError
 from ..offload import RECALL_TOOL_NAME
 from ..registry import Definition, Handlers, RegistryError, ToolRegistry
-from ..tool import Tool
+from ..tools import Tool
 
 __all__ = [
     "BUILTIN",

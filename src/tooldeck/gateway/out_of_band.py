@@ -54,7 +54,7 @@ from ..approvals import (
 from ..errors import TooldeckError
 from ..policy._files import locked, watched
 from ..policy.pending import PendingFiles, load_answers
-from ..tool import Tier, Tool
+from ..tools import Tier, Tool
 from ..transcript import AssistantMessage, StopReason, Usage
 from .approval import Progress, progress_while
 

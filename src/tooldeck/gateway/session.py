@@ -43,7 +43,7 @@ from ..offload import RECALL_TOOL_NAME, OffloadStore
 from ..policy import GrantStore, Policy, SessionPolicy
 from ..result import ToolResult
 from ..search import tool_search_tool
-from ..tool import Tool
+from ..tools import Tool
 from ..transcript import ToolCall
 from .catalog import Catalog, CatalogView
 from .evidence import EvidenceLog

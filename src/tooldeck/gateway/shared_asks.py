@@ -21,7 +21,7 @@ from collections.abc import Callable
 import mcp_types as types
 
 from ..approvals import ApprovalAnswer, PendingApproval
-from ..tool import Tool
+from ..tools import Tool
 from ..workflows.store import StoreError
 from .input_required import InputAsks, answer_in, fingerprint, invalid, state_in
 from .session import GatewaySession

@@ -33,7 +33,7 @@ from mcp_types.version import is_version_at_least
 from ..offload.guard import merge_details
 from ..result import ImagePart, TextPart, ToolResult
 from ..tokens import estimate_tokens
-from ..tool import Tool
+from ..tools import Tool
 
 __all__ = [
     "MAX_DESCRIPTION",

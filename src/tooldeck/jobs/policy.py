@@ -57,7 +57,7 @@ from ..policy.snapshot import (
     policy_from_json,
     policy_to_json,
 )
-from ..tool import TIERS, Tool
+from ..tools import TIERS, Tool
 from ..transcript import ToolCall
 
 __all__ = [

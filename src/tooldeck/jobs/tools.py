@@ -26,8 +26,8 @@ from ..context import ToolContext
 from ..delegation import CONTROL_TOOLS
 from ..model import Model
 from ..result import ToolResult
-from ..tool import Tool
 from ..toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
+from ..tools import Tool
 from .policy import record_creator
 from .runner import JobManager, LiveJob
 from .store import JobRecord, NewJob

@@ -44,7 +44,7 @@ from typing import Any, Literal, TypeAlias
 
 from .._config_files import ConfigFileError, load_json
 from ..errors import TooldeckError
-from ..tool import TIERS, Tier
+from ..tools import TIERS, Tier
 from .naming import server_name_problems
 
 __all__ = [

@@ -49,7 +49,7 @@ from ..context import ToolContext
 from ..errors import SchemaError, ToolDefinitionError
 from ..events import Event, EventBus
 from ..result import ToolResult
-from ..tool import Tier, Tool
+from ..tools import Tier, Tool
 from .config import McpConfig, ServerConfig
 from .connection import Connection, ConnectionState
 from .naming import Collision, map_names, namespace_name

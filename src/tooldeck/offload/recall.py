@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..context import ToolContext
 from ..errors import TooldeckError
 from ..result import TextPart, ToolResult
-from ..tool import Tool
+from ..tools import Tool
 from .summary import clip, example
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from ..events import Event, EventBus
 from ..result import ContentPart, TextPart, ToolResult
 from ..telemetry import result_prepared
 from ..tokens import TokenEstimator, estimate_tokens, prefix_within
-from ..tool import Tool
+from ..tools import Tool
 from ..transcript import ToolCall
 from . import format as fmt
 from .guard import NOTICE_TOKENS, guard, merge_details

@@ -50,7 +50,7 @@ from ..approvals import (
 )
 from ..arguments import validate_arguments
 from ..errors import ArgumentError
-from ..tool import TIERS, Tier, Tool
+from ..tools import TIERS, Tier, Tool
 from ..transcript import ToolCall
 from .both import BothMustAllow, policy_decision
 from .chain import Policy

@@ -11,7 +11,7 @@ import inspect
 from typing import Any
 
 from ..approvals import PolicyDecision, PolicyHook
-from ..tool import Tool
+from ..tools import Tool
 from ..transcript import ToolCall
 from .session import SessionPolicy
 

@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 from .._config_files import ConfigFileError, load_json, load_toml
 from .._paths import resolve_home
 from ..errors import TooldeckError
-from ..tool import TIERS, Tier, Tool
+from ..tools import TIERS, Tier, Tool
 from .rules import (
     RANK,
     ArgPredicate,

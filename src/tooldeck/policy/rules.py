@@ -45,7 +45,7 @@ from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
 from .._paths import PathRefused, home_path, home_text, resolve_home, resolve_in_home
-from ..tool import TIERS, Tier
+from ..tools import TIERS, Tier
 from ._shell import LAUNCHERS, runs_only, shell_programs
 
 __all__ = [

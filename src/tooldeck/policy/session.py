@@ -40,8 +40,8 @@ from ..dispatch import (
 )
 from ..errors import ArgumentError
 from ..telemetry.calls import note_approver
-from ..tool import Tier, Tool
 from ..toolkits import AgentDefinition
+from ..tools import Tier, Tool
 from ..transcript import ToolCall
 from ._files import session_file
 from .audit import AuditLog

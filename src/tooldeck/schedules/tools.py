@@ -31,7 +31,7 @@ from ..context import ToolContext
 from ..jobs.policy import record_creator
 from ..jobs.tools import NOT_FOR_JOBS
 from ..result import ToolResult
-from ..tool import Tool
+from ..tools import Tool
 from .scheduler import ScheduleBook, ScheduleError, parse_timing
 from .store import ScheduleRecord
 

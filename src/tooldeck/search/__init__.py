@@ -1,7 +1,7 @@
 """Local tool search: rank a catalog of tools by what a model says it needs.
 
 Local tool search is what makes deferred loading safe: a tool the model cannot find is a
-tool it does not have. :class:`ToolIndex` indexes tools (:class:`~tooldeck.tool.Tool`
+tool it does not have. :class:`ToolIndex` indexes tools (:class:`~tooldeck.tools.Tool`
 objects, or plain definitions) and ranks them for a free-text query with BM25F over their
 fields (:mod:`.bm25f`, text analysis in :mod:`.text`, synonyms in :mod:`.synonyms`),
 fused with the cosine of whole-text embeddings when an :class:`Embedder` is available

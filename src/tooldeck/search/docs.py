@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from .._config_files import load_json
-from ..tool import Tool
+from ..tools import Tool
 from .text import one_line, words
 
 __all__ = [

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..tool import Tool
+from ..tools import Tool
 from .alternatives import group_alternatives, name_key
 from .bm25f import Bm25fIndex
 from .config import SearchConfig

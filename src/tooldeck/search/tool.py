@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from ..tool import Tool
+from ..tools import Tool
 from .index import SearchHit, ToolIndex
 
 __all__ = ["MAX_QUERIES", "MAX_SEARCH_RESULTS", "ToolSearchParams", "tool_search_tool"]

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..tool import Tool
+from ..tools import Tool
 from .config import HostedSearch, WebSearchMode
 
 __all__ = ["LOCAL_NAME", "apply_web_mode", "hosted_entry"]

@@ -138,7 +138,7 @@ def _input_schema(source: Mapping[str, Any] | type[BaseModel] | None, name: str)
     if source is None:
         return {"type": "object"}
     if isinstance(source, type) and issubclass(source, BaseModel):
-        from ..tool import schema_of
+        from ..tools import schema_of
 
         return dict(schema_of(source))
     if not isinstance(source, Mapping):

@@ -34,7 +34,7 @@ from pydantic import BaseModel, RootModel
 from .._strict import convert
 from ..errors import ToolDefinitionError
 from ..schema import ANTHROPIC_MAX_OPTIONAL_PARAMS, ANTHROPIC_MAX_UNION_PARAMS
-from ..tool import schema_of
+from ..tools import schema_of
 
 __all__ = [
     "ResultSchema",

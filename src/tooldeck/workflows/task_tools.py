@@ -28,7 +28,7 @@ from ..assembly import Toolset, TurnContext
 from ..context import ToolContext
 from ..registry import ToolRegistry
 from ..result import ToolResult
-from ..tool import Tool
+from ..tools import Tool
 from .control import ControlPlane
 from .shapes import ResultSchema, result_schema
 from .store import StoreUnavailable, TaskRecord

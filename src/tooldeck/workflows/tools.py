@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from ..assembly import TurnContext
 from ..context import ToolContext
 from ..result import ToolResult
-from ..tool import Tool
+from ..tools import Tool
 from .engine import WorkflowEngine
 from .store import WorkflowRecord
 from .task_tools import (
