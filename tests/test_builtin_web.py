@@ -25,7 +25,7 @@ from tooldeck import AbortSignal, ToolContext, ToolResult, validate_arguments
 from tooldeck.assembly import Toolset, TurnContext
 from tooldeck.builtin import load_builtin_registry, web
 from tooldeck.builtin.web import html_to_text
-from tooldeck.netguard import NetPolicy
+from tooldeck.web.netguard import NetPolicy
 
 PAGE = b"""<!doctype html>
 <html><head><title>The  Test Page</title>

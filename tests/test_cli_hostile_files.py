@@ -40,7 +40,7 @@ from tooldeck import ScriptedModel, Session, Tool, ToolResult
 from tooldeck.cli import app
 from tooldeck.policy import PendingFiles, SessionPolicy, load_answers, wait_for_human
 from tooldeck.providers.scripted import call, reply
-from tooldeck.timeline import Bar, Timeline, render
+from tooldeck.telemetry.timeline import Bar, Timeline, render
 from tooldeck.transcript import ToolOutput
 
 pytest_plugins = ["test_telemetry_support"]
@@ -90,7 +90,7 @@ def span(n: int, **fields: Any) -> dict[str, Any]:
 TIMELINES: dict[str, tuple[str, str]] = {
     # name: (the file's text, what the error says)
     "depth 1e9": (
-        '{"format": "tooldeck.timeline/1", "title": "t", "bars": [{"kind": "tool", '
+        '{"format": "tooldeck.telemetry.timeline/1", "title": "t", "bars": [{"kind": "tool", '
         '"label": "x", "start": 0, "end": 1, "depth": 1e9}]}',
         "bars[0].depth: input should be a valid integer",
     ),

@@ -31,13 +31,13 @@ from tooldeck._config_files import (
     parse_toml,
     parse_yaml,
 )
+from tooldeck.agents.skills import SkillCatalog
+from tooldeck.agents.toolkits import AgentDefinition, ToolkitError, ToolkitManifest, load_agents
 from tooldeck.cli import app
 from tooldeck.mcp import McpConfig, McpConfigError
 from tooldeck.policy.chain import Policy, PolicyError
 from tooldeck.registry import RegistryError, ToolRegistry
 from tooldeck.search import load_definitions
-from tooldeck.skills import SkillCatalog
-from tooldeck.toolkits import AgentDefinition, ToolkitError, ToolkitManifest, load_agents
 
 DEEP = 100_000  # levels: far past Python's recursion limit
 ARRAYS = "[" * DEEP + "]" * DEEP

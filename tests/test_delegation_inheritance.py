@@ -19,9 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext, tool
+from tooldeck.agents.delegation import BothMustAllow, delegate_task_tool
+from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.context import Protection, ToolContext
-from tooldeck.delegation import BothMustAllow, delegate_task_tool
 from tooldeck.dispatch import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -33,7 +34,6 @@ from tooldeck.dispatch import (
 )
 from tooldeck.policy import Policy, SessionPolicy, approve, deny
 from tooldeck.providers.scripted import call, reply
-from tooldeck.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.transcript import ToolCall, ToolOutput
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,11 +16,11 @@ import pytest
 
 import tooldeck
 from tooldeck import ApprovalAnswer, ApprovalRequest, Session, Tool, TurnContext, tool
+from tooldeck.agents.skills import Skill, SkillCatalog
 from tooldeck.assembly import AssemblyError
 from tooldeck.mcp import McpSource
 from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.providers.scripted import ScriptedModel, call, reply
-from tooldeck.skills import Skill, SkillCatalog
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 ran: list[str] = []

@@ -42,12 +42,12 @@ KEPT_BASES: dict[str, type[BaseException]] = {
     "tooldeck.gateway.out_of_band.ApprovalsFolderError": ValueError,
     "tooldeck.jobs.policy.CreatorPolicyError": ValueError,
     "tooldeck.mcp.connection.ProgramNotFound": OSError,
-    "tooldeck.netguard.Refused": __import__("httpx").TransportError,
+    "tooldeck.web.netguard.Refused": __import__("httpx").TransportError,
     "tooldeck.offload.format.DamagedFile": ValueError,
     "tooldeck.schedules.scheduler.ScheduleError": ValueError,
     "tooldeck.schedules.timing.TimingError": ValueError,
     "tooldeck.telemetry.otlp.OtelUnavailable": RuntimeError,
-    "tooldeck.timeline.TimelineError": ValueError,
+    "tooldeck.telemetry.timeline.TimelineError": ValueError,
     "tooldeck.web.config.WebConfigError": ValueError,
     "tooldeck.workflows.durable.DbosUnavailable": RuntimeError,
     "tooldeck.workflows.engine.WorkflowError": ValueError,
@@ -111,7 +111,7 @@ def test_errors_raised_by_tooldeck_are_caught_by_one_clause(tmp_path: Path) -> N
     """Three that `except TooldeckError` missed before, raised by tooldeck itself."""
     from tooldeck._config_files import ConfigFileError, load_toml
     from tooldeck.context import Aborted, AbortSignal
-    from tooldeck.timeline import Timeline, TimelineError
+    from tooldeck.telemetry.timeline import Timeline, TimelineError
 
     signal = AbortSignal()
     signal.abort("stop")

@@ -523,7 +523,7 @@ def test_the_documented_examples_run(capsys: pytest.CaptureFixture[str]) -> None
 def test_a_job_limited_to_a_toolkit_gets_only_its_tools(
     make_store: StoreFactory, tmp_path: Path
 ) -> None:
-    from tooldeck.toolkits import ToolkitManifest
+    from tooldeck.agents.toolkits import ToolkitManifest
 
     async def main() -> None:
         store = make_store()

@@ -11,7 +11,7 @@ import mcp.types as mt
 import pytest
 
 from tooldeck import ImagePart, JsonPart, TextPart, ToolContext, tool
-from tooldeck.mcp_results import call_tool_result_to_tool_result, representation_of
+from tooldeck.mcp.results import call_tool_result_to_tool_result, representation_of
 from tooldeck.offload import OffloadStore
 from tooldeck.transcript import ToolCall
 

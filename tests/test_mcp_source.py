@@ -544,7 +544,7 @@ def test_autostart_false_servers_connect_when_activated_for_a_session() -> None:
             await source.deactivate("lazy", session_id="s1")
             await asyncio.sleep(0.3)
             assert source.server_status("lazy").state == "idle"
-            # The skills hook: anything with an ``mcp_server`` (a tooldeck.skills.Skill).
+            # The skills hook: anything with an ``mcp_server`` (a tooldeck.agents.skills.Skill).
             hook = source.activation_hook()  # for every session
             status = await hook(SimpleNamespace(name="paging", mcp_server="lazy"))
             assert status is not None and status.state == "connected"

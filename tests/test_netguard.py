@@ -21,7 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from _local_http import serving, two_on_one_port
-from tooldeck.netguard import (
+from tooldeck.web.netguard import (
     METADATA_ADDRESSES,
     NetPolicy,
     Refused,

@@ -31,7 +31,7 @@ EXTRAS = {"dbos", "web", "ddgs", "semantic", "onnx", "fastembed", "otel"}
 pytestmark = pytest.mark.xdist_group("packaging")
 DATA_FILES = [
     "tooldeck/py.typed",
-    "tooldeck/toolkits.toml",
+    "tooldeck/agents/toolkits.toml",
     "tooldeck/builtin/definitions.json",
     "tooldeck/data/demo_catalog.json",
     "tooldeck/schemas/definitions.schema.json",

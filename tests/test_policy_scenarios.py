@@ -21,11 +21,13 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from tooldeck import ScriptedModel, Session, Toolset, tool
+from tooldeck.agents.delegation import delegate_task_tool
+from tooldeck.agents.switch_model import ModelRoles, switch_model_tool
+from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.assembly import TurnContext
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli.approve import PromptApprover, approve_command
 from tooldeck.cli.policy import policy_app
-from tooldeck.delegation import delegate_task_tool
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.plan import ToolPlanner
 from tooldeck.policy import (
@@ -42,8 +44,6 @@ from tooldeck.policy import (
     wait_for_human,
 )
 from tooldeck.providers.scripted import call, reply
-from tooldeck.switch_model import ModelRoles, switch_model_tool
-from tooldeck.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.transcript import AssistantMessage, ToolCall, ToolOutput
 
 REGISTRY = load_builtin_registry()

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from tooldeck import ToolContext, validate_arguments
+from tooldeck.agents.skills import Skill, SkillCatalog
 from tooldeck.assembly import TurnContext
-from tooldeck.skills import Skill, SkillCatalog
 
 
 def make_skill(root: Path, folder: str, front: str, body: str = "Do it well.") -> Path:

@@ -15,11 +15,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 import tooldeck
 from test_telemetry_support import Recorded, attrs, events
 from tooldeck import Session, Toolset, telemetry
+from tooldeck.agents.delegation import delegate_task_tool
+from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.context import AbortSignal, ToolContext
-from tooldeck.delegation import delegate_task_tool
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
 from tooldeck.providers.scripted import ScriptedModel, call, reply
-from tooldeck.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.transcript import StopReason, ToolCall, Usage
 
 pytest_plugins = ["test_telemetry_support"]

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from otlp_receiver import OtlpReceiver
-from tooldeck.timeline import Timeline
+from tooldeck.telemetry.timeline import Timeline
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "observability.md"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tooldeck.toolkits import (
+from tooldeck.agents.toolkits import (
     AgentDefinition,
     ToolkitError,
     ToolkitManifest,

@@ -37,7 +37,7 @@ from tooldeck import ToolContext, ToolResult, validate_arguments
 from tooldeck.assembly import TurnContext
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.builtin.web import worker
-from tooldeck.netbody import MAX_LAYERS, read_capped
+from tooldeck.web.netbody import MAX_LAYERS, read_capped
 
 sys.path.insert(0, str(Path(__file__).parent / "web_pages"))
 import make_pdf

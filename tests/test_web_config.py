@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from tooldeck.netguard import NetPolicy
 from tooldeck.web import (
     BraveSearch,
     DdgsSearch,
@@ -19,6 +18,7 @@ from tooldeck.web import (
     search_provider,
 )
 from tooldeck.web.config import config_path
+from tooldeck.web.netguard import NetPolicy
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -26,7 +26,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from _local_http import gzip_bomb
-from tooldeck.netguard import NetPolicy
 from tooldeck.web import (
     BraveSearch,
     DdgsSearch,
@@ -36,6 +35,7 @@ from tooldeck.web import (
     WebSearchError,
 )
 from tooldeck.web._base import clean_text, host_in, normalize_domain, site_query, tidy_results
+from tooldeck.web.netguard import NetPolicy
 
 API = Path(__file__).parent / "web_api"
 BRAVE_KEY = "BSAk3yS3cr3t-brave-0123456789"

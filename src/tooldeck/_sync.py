@@ -1,11 +1,11 @@
 """Running a turn from synchronous code (scripts, a REPL) on one event loop per thread.
 
-``run_sync`` does not start a fresh ``asyncio.run`` loop per call: the SDK clients keep
-their connection pools on the loop that opened them, so every synchronous call of a
-thread runs on that thread's one loop (an :class:`asyncio.Runner` kept open until the
-interpreter exits), and a model is reused across calls with its connections. Inside a
-running loop (Jupyter, an async program) it refuses with one line saying to ``await``
-instead: blocking that loop would deadlock it.
+``block_on`` (behind :func:`tooldeck.run_sync` and ``Session.run_sync``) does not start a
+fresh ``asyncio.run`` loop per call: the SDK clients keep their connection pools on the loop
+that opened them, so every synchronous call of a thread runs on that thread's one loop (an
+:class:`asyncio.Runner` kept open until the interpreter exits), and a model is reused across
+calls with its connections. Inside a running loop (Jupyter, an async program) it refuses
+with one line saying to ``await`` instead: blocking that loop would deadlock it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["run_sync"]
+__all__ = ["block_on"]
 
 T = TypeVar("T")
 
@@ -48,7 +48,7 @@ def _runner() -> asyncio.Runner:
     return runner
 
 
-def run_sync(coro: Coroutine[Any, Any, T], *, instead: str) -> T:
+def block_on(coro: Coroutine[Any, Any, T], *, instead: str) -> T:
     """Run ``coro`` to the end on this thread's loop; ``instead`` is what to await."""
     try:
         asyncio.get_running_loop()

@@ -20,8 +20,8 @@ from .errors import ToolDefinitionError
 from .tools import Tool
 
 if TYPE_CHECKING:
-    from .netguard import NetPolicy
     from .web import WebProvider
+    from .web.netguard import NetPolicy
 
 __all__ = [
     "AssemblyError",
@@ -50,7 +50,7 @@ class TurnContext:
       configured one) resolved from the environment and config file, or any other
       string, which gives ``web_fetch`` only (the bare flag of earlier versions; see
       :func:`tooldeck.web.search_provider` and docs/web.md);
-    - ``web_access``: where the web tools may connect (a :class:`~tooldeck.netguard.NetPolicy`;
+    - ``web_access``: where the web tools may connect (a :class:`~tooldeck.web.netguard.NetPolicy`;
       ``None``: public addresses plus ``TOOLDECK_WEB_ALLOW`` / ``TOOLDECK_WEB_PROXY``);
     - ``can_create_jobs``: whether this turn may create background jobs;
     - ``turn_kind``: ``'text'`` or ``'workflow_task'`` (workflow tools only on text turns);

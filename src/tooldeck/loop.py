@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypeVar
 
-from ._sync import run_sync as _run_sync
+from ._sync import block_on
 from .approvals import ApprovalCallback, PendingCall, PendingStep, PendingStore
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
@@ -38,10 +38,10 @@ from .dispatch import ApprovalAnswer, Approver, Dispatcher, PolicyHook, ResultHo
 from .events import EventBus
 from .model import Model, ModelSettings
 from .notices import NoticeSource, notice_messages
+from .offload.defaults import session_guard
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .policy.ask import ApproveRule, protection
 from .providers import model_from_string
-from .result_guard import session_guard
 from .sources import ToolItem, tool_source
 from .streaming import LiveTurn, TurnStream
 from .structured import OutputType
@@ -136,7 +136,7 @@ class Session:
     console. With ``policy`` too, the stricter verdict wins (:mod:`tooldeck.policy.ask`).
     ``result_hooks`` transform each executed call's result before it is recorded. When
     none of them is an offload store's ``hook``, the default size guard is added (offload
-    under the turn's home, else guard only; see :mod:`tooldeck.result_guard`);
+    under the turn's home, else guard only; see :mod:`tooldeck.offload.defaults`);
     ``guard=False`` turns that default off.
     ``pending_store`` keeps a step that waits for approval, so that another process can
     :meth:`resume` it. ``continue_on_max_tokens`` (a
@@ -397,7 +397,7 @@ class Session:
         Every call of a thread runs on that thread's one event loop, so the model keeps
         its connections between calls (see :mod:`tooldeck._sync`).
         """
-        return _run_sync(
+        return block_on(
             self.run(prompt, signal=signal, turn=turn), instead="await session.run(...)"
         )
 

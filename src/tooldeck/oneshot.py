@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._sync import run_sync as _run_sync
+from ._sync import block_on
 from .approvals import ApprovalCallback, Approver, PendingStore, PolicyHook
 from .assembly import TurnContext
 from .context import AbortSignal
@@ -233,7 +233,7 @@ def run_sync(
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
     )
-    return _run_sync(turn_of_run, instead="await tooldeck.run(...)")
+    return block_on(turn_of_run, instead="await tooldeck.run(...)")
 
 
 def _session(

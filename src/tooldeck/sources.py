@@ -5,7 +5,7 @@ is
 
 - a :class:`~tooldeck.Tool` (what ``@tooldeck.tool`` makes of a function);
 - a :class:`~tooldeck.Toolset`, or a nested list or tuple of items;
-- a :class:`~tooldeck.skills.SkillCatalog` (its ``use_skill`` tool);
+- a :class:`~tooldeck.agents.skills.SkillCatalog` (its ``use_skill`` tool);
 - a :class:`~tooldeck.registry.ToolRegistry` (every category's creator, in file order);
 - a creator: a callable ``(TurnContext) -> tools`` (an
   :class:`~tooldeck.mcp.McpSource` is one), returning tools or a Toolset.
@@ -21,9 +21,9 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeAlias
 
+from .agents.skills import SkillCatalog
 from .assembly import AssemblyError, CreatorFn, Toolset, TurnContext, assemble, creator_name
 from .registry import ToolRegistry
-from .skills import SkillCatalog
 from .tools import Tool
 
 __all__ = ["ToolItem", "creators_of", "tool_source"]

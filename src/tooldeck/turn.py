@@ -46,9 +46,9 @@ from .events import (
     TurnStarted,
 )
 from .model import Model, ModelRequest, ModelSettings
+from .offload.defaults import ResultGuard
 from .plan import ToolPlan
 from .result import ToolResult
-from .result_guard import ResultGuard
 from .streaming import stream_step
 from .structured import AnswerCheck
 from .telemetry.settings import active as telemetry_active

@@ -28,7 +28,7 @@ from ..providers import model_from_string
 from ..providers.scripted import ScriptedModel, call, reply
 from ..result import ToolResult
 from ..schema import PROVIDERS, project
-from ..timeline import Timeline, TimelineRecorder, render
+from ..telemetry.timeline import Timeline, TimelineRecorder, render
 from ..tools import Tool, tool
 from ..transcript import AssistantMessage, ToolOutput
 from ..workflows.demo import run_demo_workflow

@@ -10,6 +10,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from .._live import LiveView
 from ..events import (
     ApprovalRequested,
     CallFinished,
@@ -22,7 +23,6 @@ from ..events import (
     ToolCallStarted,
     TurnFinished,
 )
-from ..live import LiveView
 
 
 @dataclass

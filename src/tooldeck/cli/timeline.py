@@ -21,7 +21,7 @@ def timeline_command(
     width: Annotated[int, typer.Option("--width", min=10, help="Columns of the time axis.")] = 48,
 ) -> None:
     """Show a finished turn: steps, model calls with tokens, tool calls on a time axis."""
-    from ..timeline import Timeline, TimelineError, render
+    from ..telemetry.timeline import Timeline, TimelineError, render
 
     console = Console()
     existing_file(file, "a saved timeline or an OTLP/JSON trace file")

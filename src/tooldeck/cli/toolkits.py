@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
-from ..toolkits import ToolkitError, ToolkitManifest, load_agents, resolve_agent_tools
+from ..agents.toolkits import ToolkitError, ToolkitManifest, load_agents, resolve_agent_tools
 from .report import existing_file, user_error
 
 toolkits_app = typer.Typer(help="List and inspect toolkits.", no_args_is_help=True)

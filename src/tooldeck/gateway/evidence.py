@@ -2,7 +2,7 @@
 
 The client gets one representation of a result (offloaded and guarded when large); the
 record keeps what the upstream server really answered: the whole ``CallToolResult`` as
-it came over the wire (``details["mcp"]``, see :mod:`tooldeck.mcp_results`), with the
+it came over the wire (``details["mcp"]``, see :mod:`tooldeck.mcp.results`), with the
 session, the call id, the tool, the server and the SHA-256 of the arguments. It is a
 result hook placed before the offload store's, so it sees the result unchanged; it
 returns the result as it got it. Lines are appended with one ``write`` (``O_APPEND``) to

@@ -8,7 +8,7 @@ client must not auto-approve a call because a server called its tool read-only).
 gateway's own read-only tools say so.
 
 Structured results. The model reads one representation of a result: the structured
-content's JSON as text (:mod:`tooldeck.mcp_results`), offloaded and guarded like any
+content's JSON as text (:mod:`tooldeck.mcp.results`), offloaded and guarded like any
 text. The structured content itself goes along as ``structuredContent`` (to the same
 clients) when it fits in the guard's limit, the most the model may get from one call:
 a client that hands ``structuredContent`` to its model then never gets more than the
@@ -77,7 +77,7 @@ def output_schema(tool: Tool, protocol: str | None) -> dict[str, Any] | None:
 
 def _structured(result: ToolResult) -> tuple[bool, Any]:
     """``(True, value)`` when the model's text of ``result`` is an upstream structured
-    content's JSON (:mod:`tooldeck.mcp_results` kept the value in ``details``)."""
+    content's JSON (:mod:`tooldeck.mcp.results` kept the value in ``details``)."""
     details = result.details
     if not isinstance(details, Mapping) or details.get("representation") != "structured":
         return False, None

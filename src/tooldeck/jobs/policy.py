@@ -2,7 +2,7 @@
 
 A background job runs while nobody watches it, so nothing that needs a human can run in
 it. Its policy is derived from the session that started it exactly as a sub-agent's is
-(:func:`tooldeck.delegation._child_policy`: the parent's rules plus the agent's
+(:func:`tooldeck.agents.delegation._child_policy`: the parent's rules plus the agent's
 restrictions, an explicit policy only ever stricter), then wrapped by :class:`Headless`:
 
 1. the headless denylist is checked first (``HEADLESS_DENY``: ``delegate_task`` and every
@@ -36,6 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..agents.delegation import _child_policy
 from ..approvals import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -44,7 +45,6 @@ from ..approvals import (
     allow_all,
     not_answered,
 )
-from ..delegation import _child_policy
 from ..errors import TooldeckError
 from ..policy import SessionPolicy
 from ..policy.ask import AskBefore

@@ -57,11 +57,11 @@ from ..events import CallStarted, Event, ModelStepStarted
 from ..loop import RunResult, Session
 from ..model import Model
 from ..offload import OffloadStore
+from ..offload.defaults import child_hooks, store_of
 from ..policy import SessionPolicy
 from ..policy.both import BothMustAllow, policy_decision
 from ..registry import ToolRegistry
 from ..result import ToolResult
-from ..result_guard import child_hooks, store_of
 from ..transcript import StopReason, ToolCall
 from ..workflows.store.base import WorkflowStore
 from .policy import CreatorPolicyError, creator_policy, creator_tools, deny_all, job_policy

@@ -21,12 +21,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from ..agents.delegation import CONTROL_TOOLS
+from ..agents.toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
 from ..assembly import Toolset, TurnContext
 from ..context import ToolContext
-from ..delegation import CONTROL_TOOLS
 from ..model import Model
 from ..result import ToolResult
-from ..toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
 from ..tools import Tool
 from .policy import record_creator
 from .runner import JobManager, LiveJob

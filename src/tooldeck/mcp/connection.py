@@ -670,7 +670,7 @@ class Connection:
 
 
 def _to_result(result: types.CallToolResult, server: str, tool: str) -> ToolResult:
-    from ..mcp_results import call_tool_result_to_tool_result
+    from .results import call_tool_result_to_tool_result
 
     return call_tool_result_to_tool_result(result, server=server, tool=tool)
 

@@ -477,7 +477,7 @@ class McpSource:
     ) -> Callable[[Any], Awaitable[ServerStatus | None]]:
         """An ``on_activate`` hook for skills: activates the skill's ``mcp_server``.
 
-        ``SkillCatalog.creator(on_activate=source.activation_hook())`` (``tooldeck.skills``)
+        ``SkillCatalog.creator(on_activate=source.activation_hook())`` (``tooldeck.agents.skills``)
         connects the server a skill declares when ``use_skill`` loads it; the hook takes
         any object with an ``mcp_server`` attribute, or a server name. A server that is
         not configured is logged and ignored (the skill's instructions still load).

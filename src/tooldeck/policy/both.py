@@ -1,6 +1,6 @@
 """Two policies that must both allow a call: :class:`BothMustAllow` (the stricter wins).
 
-Used for a sub-agent given an explicit policy (``tooldeck.delegation``) and for a
+Used for a sub-agent given an explicit policy (``tooldeck.agents.delegation``) and for a
 session given both ``policy=`` and ``approve=`` (``tooldeck.loop``): each call is judged
 by both, deny > ask > allow, and a sub-agent derives both parts again.
 """

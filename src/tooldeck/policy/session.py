@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..agents.toolkits import AgentDefinition
 from ..approvals import not_answered
 from ..arguments import validate_arguments
 from ..context import ToolContext
@@ -40,7 +41,6 @@ from ..dispatch import (
 )
 from ..errors import ArgumentError
 from ..telemetry.calls import note_approver
-from ..toolkits import AgentDefinition
 from ..tools import Tier, Tool
 from ..transcript import ToolCall
 from ._files import session_file

@@ -1,6 +1,6 @@
 """One JSON request to a search service, through the network guard, errors made typed.
 
-Provider API calls go through :func:`tooldeck.netguard.guarded_client` like every other
+Provider API calls go through :func:`tooldeck.web.netguard.guarded_client` like every other
 request of the web tools, with one difference: the service's own host is allowed, even on
 a private address, because a user configured that URL (a self-hosted SearXNG on
 ``10.0.0.5`` is legitimate). Nothing else private is: a redirect from the service to
@@ -25,9 +25,9 @@ from typing import Any
 import anyio
 import httpx
 
-from ..netbody import read_capped
-from ..netguard import NetPolicy, Refused, guarded_client
 from ._base import WebSearchError
+from .netbody import read_capped
+from .netguard import NetPolicy, Refused, guarded_client
 
 __all__ = ["MAX_RESPONSE_BYTES", "USER_AGENT", "api_request", "redact", "shown_url"]
 
@@ -100,7 +100,7 @@ async def api_request(
     Raises :class:`WebSearchError` for what is not an answer: a timeout (the whole
     request, body included, has one deadline), a refused or failed connection, a body
     over :data:`MAX_RESPONSE_BYTES` once decoded (counted as it inflates:
-    :func:`tooldeck.netbody.read_capped`), one that cannot be decoded, or a 2xx body that
+    :func:`tooldeck.web.netbody.read_capped`), one that cannot be decoded, or a 2xx body that
     is not JSON.
     """
     try:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..netguard import NetPolicy
 from ._base import (
     Recency,
     SearchResult,
@@ -27,6 +26,7 @@ from ._base import (
     tidy_results,
 )
 from ._http import api_request, status_error
+from .netguard import NetPolicy
 
 __all__ = ["BRAVE_URL", "BraveSearch"]
 

@@ -43,8 +43,8 @@ from typing import Any, Literal, TypeAlias, cast
 
 from .._config_files import ConfigFileError, load_toml
 from ..errors import TooldeckError
-from ..netguard import NetPolicy
 from ._base import WebProvider, WebSearchError
+from .netguard import NetPolicy
 
 __all__ = [
     "CONFIG_VARIABLE",

@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 
-from ..netguard import NetPolicy
 from ._base import (
     Recency,
     SearchResult,
@@ -33,6 +32,7 @@ from ._base import (
     tidy_results,
 )
 from ._http import api_request, shown_url, status_error
+from .netguard import NetPolicy
 
 __all__ = ["SearxngSearch"]
 

@@ -12,8 +12,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from .._live import LiveView
 from ..events import Event
-from ..live import LiveView
 from .events import TaskActivity, TaskNote, TaskStateChanged, WorkflowStateChanged
 from .store import WorkflowRecord
 

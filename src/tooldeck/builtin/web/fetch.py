@@ -1,12 +1,12 @@
 """``web_fetch``: GET one http(s) URL and give the model readable Markdown.
 
 The URL comes from a model and the tool runs without approval, so every connection goes
-through :mod:`tooldeck.netguard`: only public addresses are reached, redirect hops
+through :mod:`tooldeck.web.netguard`: only public addresses are reached, redirect hops
 included, unless a user allows a host or range (``TurnContext.web_access``, else
 ``TOOLDECK_WEB_ALLOW``). Every redirect hop is also judged by the session's policy as a
 ``web_fetch`` of that URL, so a rule on ``url`` (``domain = [...]``) holds for the host
 the page finally comes from, not only for the URL the model wrote. The body is streamed
-and decoded as it arrives (:func:`tooldeck.netbody.read_capped`), and reading stops at
+and decoded as it arrives (:func:`tooldeck.web.netbody.read_capped`), and reading stops at
 :data:`MAX_BYTES` decoded bytes (:data:`MAX_PDF_BYTES` for a PDF), however many
 compression layers it came in. The whole call (connect, redirects, body, conversion) has
 one deadline, and the conversion runs in a worker process (:mod:`.worker`) that is
@@ -35,10 +35,10 @@ import httpx
 
 from ...context import ToolContext
 from ...errors import TooldeckError
-from ...netbody import read_capped
-from ...netguard import NetPolicy, Refused, guarded_client
 from ...result import ToolResult
 from ...transcript import ToolCall
+from ...web.netbody import read_capped
+from ...web.netguard import NetPolicy, Refused, guarded_client
 from . import worker
 from ._handlers import handlers
 from .convert import Page

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
+from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
 
 __all__ = ["call_tool_result_to_tool_result", "representation_of"]
 

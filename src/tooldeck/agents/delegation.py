@@ -18,7 +18,7 @@ and the child inherits it:
 - **approver**: the caller's, unless one is given explicitly; either way a child's call
   cannot wait for a later answer (it is denied with a message instead);
 - **result hooks**: the caller's, each offload store replaced by one with the same home
-  and settings for the child's session id (:func:`tooldeck.result_guard.child_hooks`), so
+  and settings for the child's session id (:func:`tooldeck.offload.defaults.child_hooks`), so
   the child's large results are guarded, stored and recallable like its parent's; a
   child whose parent had none still gets the default guard of every session;
 - a tool invoked outside a dispatcher has no protection to inherit, and refuses.
@@ -35,27 +35,27 @@ from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, Field
 
-from .approvals import not_answered
-from .assembly import Toolset
-from .context import ToolContext
-from .dispatch import (
+from ..approvals import not_answered
+from ..assembly import Toolset
+from ..context import ToolContext
+from ..dispatch import (
     ApprovalAnswer,
     ApprovalRequest,
     Approver,
     PendingApproval,
     PolicyHook,
 )
-from .events import Event
-from .loop import Session
-from .model import Model
-from .policy import PolicyApprover, SessionPolicy
-from .policy.both import BothMustAllow, inherit_policy
-from .result import ToolResult
-from .result_guard import child_hooks
-from .telemetry.names import AGENT_NAME
-from .telemetry.turns import turn_attributes
+from ..events import Event
+from ..loop import Session
+from ..model import Model
+from ..offload.defaults import child_hooks
+from ..policy import PolicyApprover, SessionPolicy
+from ..policy.both import BothMustAllow, inherit_policy
+from ..result import ToolResult
+from ..telemetry.names import AGENT_NAME
+from ..telemetry.turns import turn_attributes
+from ..tools import Tool
 from .toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
-from .tools import Tool
 
 __all__ = [
     "CONTROL_TOOLS",

@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from .context import ToolContext
-from .model import Model, ModelDelta, ModelRequest
-from .result import ToolResult
-from .tools import Tool
-from .transcript import AssistantMessage
+from ..context import ToolContext
+from ..model import Model, ModelDelta, ModelRequest
+from ..result import ToolResult
+from ..tools import Tool
+from ..transcript import AssistantMessage
 
 __all__ = ["DEFAULT_ROLES", "ModelRoles", "RoleModel", "SwitchModelTool", "switch_model_tool"]
 

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._config_files import ConfigFileError, parse_toml, parse_yaml, read_text
-from .errors import TooldeckError
+from .._config_files import ConfigFileError, parse_toml, parse_yaml, read_text
+from ..errors import TooldeckError
 
 __all__ = [
     "DEFAULT_MANIFEST_PATH",

@@ -45,9 +45,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from ._config_files import MAX_DEPTH, ConfigFileError, check_model, parse_json, read_text
-from .errors import TooldeckError
-from .events import (
+from .._config_files import MAX_DEPTH, ConfigFileError, check_model, parse_json, read_text
+from ..errors import TooldeckError
+from ..events import (
     ApprovalRequested,
     CallFinished,
     CallStarted,
@@ -59,7 +59,7 @@ from .events import (
     TurnFinished,
     TurnStarted,
 )
-from .transcript import StopReason
+from ..transcript import StopReason
 
 __all__ = [
     "FORMAT",
@@ -71,7 +71,7 @@ __all__ = [
     "render",
 ]
 
-FORMAT = "tooldeck.timeline/1"
+FORMAT = "tooldeck.telemetry.timeline/1"
 MAX_INDENT = 12
 """Levels a bar's label is indented at most; a deeper bar shows its depth instead."""
 _STYLES = {
@@ -454,7 +454,7 @@ class _SavedTimeline(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    format: Literal["tooldeck.timeline/1"]
+    format: Literal["tooldeck.telemetry.timeline/1"]
     title: str = ""
     bars: list[_SavedBar]
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from ._config_files import ConfigFileError, parse_yaml, read_text
-from .assembly import TurnContext
-from .context import ToolContext
-from .result import ToolResult
-from .tools import Tool
+from .._config_files import ConfigFileError, parse_yaml, read_text
+from ..assembly import TurnContext
+from ..context import ToolContext
+from ..result import ToolResult
+from ..tools import Tool
 
 __all__ = ["Skill", "SkillCatalog"]
 

@@ -34,7 +34,7 @@ import anyio
 import httpcore
 import httpx
 
-from .errors import TooldeckError
+from ..errors import TooldeckError
 from .netbody import ACCEPT_ENCODING
 
 __all__ = [
@@ -534,7 +534,7 @@ def guarded_client(
     """An ``httpx.AsyncClient`` that only reaches what ``policy`` allows (public addresses).
 
     Environment proxies and ``.netrc`` are ignored; each redirect hop is a new request
-    and is judged again. Only the codings :func:`tooldeck.netbody.read_capped` decodes
+    and is judged again. Only the codings :func:`tooldeck.web.netbody.read_capped` decodes
     within bounds are asked for (``Accept-Encoding: gzip, deflate``, not ``br`` or
     ``zstd`` even when their libraries are installed); read bodies with it.
     """

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .assembly import Toolset
-from .dispatch import ResultHook
-from .events import EventBus
-from .offload import RECALL_TOOL_NAME, OffloadStore
-from .plan import PlanEntry, ToolPlan
+from ..assembly import Toolset
+from ..dispatch import ResultHook
+from ..events import EventBus
+from ..plan import PlanEntry, ToolPlan
+from . import RECALL_TOOL_NAME, OffloadStore
 
 __all__ = ["ResultGuard", "child_hooks", "session_guard", "store_of"]
 
@@ -76,7 +76,7 @@ class ResultGuard:
         recall = store.recall_tool
         current = plan.executable
         origin = {n: o for n in current.names if (o := current.origin(n)) is not None}
-        origin[recall.name] = "tooldeck.result_guard"
+        origin[recall.name] = "tooldeck.offload.defaults"
         return dataclasses.replace(
             plan,
             executable=Toolset([*current.tools, recall], origin),
