@@ -90,7 +90,7 @@ def span(n: int, **fields: Any) -> dict[str, Any]:
 TIMELINES: dict[str, tuple[str, str]] = {
     # name: (the file's text, what the error says)
     "depth 1e9": (
-        '{"format": "tooldeck.telemetry.timeline/1", "title": "t", "bars": [{"kind": "tool", '
+        '{"format": "tooldeck.timeline/1", "title": "t", "bars": [{"kind": "tool", '
         '"label": "x", "start": 0, "end": 1, "depth": 1e9}]}',
         "bars[0].depth: input should be a valid integer",
     ),

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from test_workflows_support import StoreFactory, raw_query
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext, assemble
+from tooldeck._notices import NOTICE_PREFIX
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.jobs import (
@@ -26,7 +27,6 @@ from tooldeck.jobs import (
     job_tools_creator,
 )
 from tooldeck.model import ModelRequest
-from tooldeck.notices import NOTICE_PREFIX
 from tooldeck.policy import Policy, SessionPolicy, approve
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import AssistantMessage, UserMessage

@@ -1,8 +1,8 @@
 """The loop stays in phases: no function of its core path grows past what one reads at once.
 
-``loop.py`` (the session) and ``turn.py`` (one turn, phase by phase) are the core path
+``loop.py`` (the session) and ``_turn.py`` (one turn, phase by phase) are the core path
 of every run, stream and resume. Each function there is at most 60 lines; a phase that
-needs more is split into named helpers. ``turn.py`` sits below ``loop.py`` and never
+needs more is split into named helpers. ``_turn.py`` sits below ``loop.py`` and never
 imports it.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tooldeck"
-CORE = ("loop.py", "turn.py")
+CORE = ("loop.py", "_turn.py")
 LIMIT = 60
 
 
@@ -36,7 +36,7 @@ def test_every_function_of_the_core_path_is_short(module: str) -> None:
 
 
 def test_the_turn_does_not_import_the_session() -> None:
-    tree = ast.parse((SRC / "turn.py").read_text(encoding="utf-8"))
+    tree = ast.parse((SRC / "_turn.py").read_text(encoding="utf-8"))
     imported = {
         node.module
         for node in ast.walk(tree)

@@ -31,6 +31,7 @@ from tooldeck import (
     UserMessage,
     tool,
 )
+from tooldeck._streaming import TurnStream
 from tooldeck.events import (
     ApprovalRequested,
     CallFinished,
@@ -50,7 +51,6 @@ from tooldeck.events import (
 )
 from tooldeck.model import ModelDelta, ModelRequest
 from tooldeck.providers import ScriptedModel, call, reply
-from tooldeck.streaming import TurnStream
 
 RAN: list[str] = []
 

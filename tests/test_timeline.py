@@ -159,9 +159,9 @@ def test_a_saved_timeline_loads_back_and_the_cli_shows_it(tmp_path: Path) -> Non
         json.dumps({"format": "other"}),
         json.dumps({"resourceSpans": []}),
         "[1, 2]",
-        '{"format": "tooldeck.telemetry.timeline/1", "bars": [{"kind": "tool", "label": "x", '
+        '{"format": "tooldeck.timeline/1", "bars": [{"kind": "tool", "label": "x", '
         '"start": 0, "end": Infinity}]}',
-        '{"format": "tooldeck.telemetry.timeline/1", "bars": [{"kind": "tool", "label": "x", '
+        '{"format": "tooldeck.timeline/1", "bars": [{"kind": "tool", "label": "x", '
         '"start": 0, "end": 1, "depth": Infinity}]}',
         '{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "00000000000000aa", '
         '"startTimeUnixNano": Infinity}]}]}]}',
@@ -293,7 +293,7 @@ def test_any_json_file_is_a_timeline_or_one_timeline_error(
 ) -> None:
     """Hostile trace files: a timeline, or a TimelineError, never another exception."""
     if tooldeck_format and isinstance(document, dict):
-        document["format"] = "tooldeck.telemetry.timeline/1"
+        document["format"] = "tooldeck.timeline/1"
     path = tmp_path_factory.mktemp("tl") / "f.json"
     path.write_text(json.dumps(document))
     try:

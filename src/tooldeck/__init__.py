@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from . import schema
+    from ._continuation import ContinuePolicy
+    from ._streaming import TurnStream
     from .arguments import ValidatedArguments, validate_arguments
     from .assembly import Toolset, TurnContext, assemble
     from .context import Aborted, AbortSignal, ToolContext
-    from .continuation import ContinuePolicy
     from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
     from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
     from .events import EventBus
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from .registry import Handlers, ToolRegistry
     from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
     from .schema import Projection, project, project_tools
-    from .streaming import TurnStream
     from .tools import TOOL_NAME_PATTERN, ExecutionMode, Tool, tool
     from .transcript import (
         AssistantMessage,
@@ -53,7 +53,7 @@ _LAZY: dict[str, str] = {
     "Aborted": "context",
     "AbortSignal": "context",
     "ToolContext": "context",
-    "ContinuePolicy": "continuation",
+    "ContinuePolicy": "_continuation",
     "ApprovalAnswer": "dispatch",
     "ApprovalRequest": "dispatch",
     "Dispatcher": "dispatch",
@@ -82,7 +82,7 @@ _LAZY: dict[str, str] = {
     "Projection": "schema",
     "project": "schema",
     "project_tools": "schema",
-    "TurnStream": "streaming",
+    "TurnStream": "_streaming",
     "TOOL_NAME_PATTERN": "tools",
     "ExecutionMode": "tools",
     "Tool": "tools",

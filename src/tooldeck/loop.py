@@ -15,10 +15,10 @@ the session has one, keeps it on disk), and :meth:`Session.resume` finishes it w
 human's answers, never producing an output twice, then carries on with the loop.
 
 :meth:`Session.stream` runs the same turn through the same driver, its model steps
-streamed (:mod:`tooldeck.streaming`); ``continue_on_max_tokens`` goes on after a cut-off
-response with a larger output limit (:mod:`tooldeck.continuation`).
+streamed (:mod:`tooldeck._streaming`); ``continue_on_max_tokens`` goes on after a cut-off
+response with a larger output limit (:mod:`tooldeck._continuation`).
 
-The session makes a turn's context, tools, guard and dispatcher; :mod:`tooldeck.turn`
+The session makes a turn's context, tools, guard and dispatcher; :mod:`tooldeck._turn`
 runs the turn itself, phase by phase, and says why it stopped.
 """
 
@@ -29,25 +29,25 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypeVar
 
+from ._continuation import ContinuePolicy
+from ._notices import NoticeSource, notice_messages
+from ._streaming import LiveTurn, TurnStream
 from ._sync import block_on
+from ._turn import Turn
 from .approvals import ApprovalCallback, PendingCall, PendingStep, PendingStore
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal
-from .continuation import ContinuePolicy
 from .dispatch import ApprovalAnswer, Approver, Dispatcher, PolicyHook, ResultHook
 from .events import EventBus
 from .model import Model, ModelSettings
-from .notices import NoticeSource, notice_messages
 from .offload.defaults import session_guard
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .policy.ask import ApproveRule, protection
 from .providers import model_from_string
 from .sources import ToolItem, tool_source
-from .streaming import LiveTurn, TurnStream
 from .structured import OutputType
 from .tools import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
-from .turn import Turn
 
 T = TypeVar("T")
 
@@ -140,7 +140,7 @@ class Session:
     ``guard=False`` turns that default off.
     ``pending_store`` keeps a step that waits for approval, so that another process can
     :meth:`resume` it. ``continue_on_max_tokens`` (a
-    :class:`~tooldeck.continuation.ContinuePolicy`, off by default) goes on with a larger
+    :class:`~tooldeck._continuation.ContinuePolicy`, off by default) goes on with a larger
     output limit after a response is cut off at its limit.
 
     ``async with Session(...)`` / :meth:`aclose` close only what the session was told

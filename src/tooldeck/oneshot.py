@@ -10,18 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ._continuation import ContinuePolicy
+from ._notices import NoticeSource
+from ._streaming import TurnStream
 from ._sync import block_on
 from .approvals import ApprovalCallback, Approver, PendingStore, PolicyHook
 from .assembly import TurnContext
 from .context import AbortSignal
-from .continuation import ContinuePolicy
 from .dispatch import ResultHook
 from .events import EventBus
 from .loop import MAX_STEPS, TIMEOUT, RunResult, Session, ToolsetSource, new_session_id
 from .model import Model, ModelSettings
-from .notices import NoticeSource
 from .policy.ask import ApproveRule
-from .streaming import TurnStream
 from .structured import OutputTypeSpec
 from .transcript import Item
 

@@ -1,6 +1,6 @@
 """The notice of an ended job, for the next turn of the session that started it.
 
-:class:`JobNotices` is the session's :class:`~tooldeck.notices.NoticeSource`
+:class:`JobNotices` is the session's :class:`~tooldeck._notices.NoticeSource`
 (``Session(notices=JobNotices(store))``): each ended job of the session is announced
 exactly once, in one item that says its state, a short summary and where the whole
 result is (the offload store's recall reference, and ``job_status``). The job rows are
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..notices import NOTICE_PREFIX
+from .._notices import NOTICE_PREFIX
 from ..workflows.store.base import WorkflowStore
 from .store import JobRecord, JobTable
 

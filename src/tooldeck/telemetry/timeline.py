@@ -71,7 +71,7 @@ __all__ = [
     "render",
 ]
 
-FORMAT = "tooldeck.telemetry.timeline/1"
+FORMAT = "tooldeck.timeline/1"
 MAX_INDENT = 12
 """Levels a bar's label is indented at most; a deeper bar shows its depth instead."""
 _STYLES = {
@@ -454,7 +454,7 @@ class _SavedTimeline(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    format: Literal["tooldeck.telemetry.timeline/1"]
+    format: Literal["tooldeck.timeline/1"]
     title: str = ""
     bars: list[_SavedBar]
 

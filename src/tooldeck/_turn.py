@@ -10,7 +10,7 @@ next) or :class:`Stop` (the turn ends, and why):
 - **review** of the response: a structured answer checked (sent back with the validation
   message, a bounded number of times), a refused / cut-off / filtered response given its
   "not executed" outputs (and continued with a larger output limit when the session's
-  :class:`~tooldeck.continuation.ContinuePolicy` says so), a paused turn sent back, a
+  :class:`~tooldeck._continuation.ContinuePolicy` says so), a paused turn sent back, a
   final answer ending the turn;
 - **calls**: the step's calls dispatched; a step that waits for approval is *held*
   (:class:`~tooldeck.approvals.PendingStep` on the session and in its store);
@@ -32,9 +32,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ._continuation import ContinuePolicy
+from ._streaming import stream_step
 from .approvals import PendingCall, PendingStep, PendingStore
 from .context import AbortSignal
-from .continuation import ContinuePolicy
 from .dispatch import ApprovalAnswer, Dispatcher, PendingApproval
 from .events import (
     EventBus,
@@ -49,7 +50,6 @@ from .model import Model, ModelRequest, ModelSettings
 from .offload.defaults import ResultGuard
 from .plan import ToolPlan
 from .result import ToolResult
-from .streaming import stream_step
 from .structured import AnswerCheck
 from .telemetry.settings import active as telemetry_active
 from .telemetry.turns import TurnTrace
