@@ -266,8 +266,8 @@ class SettingsParams(BaseModel):
     enabled: bool = True
 
 
-SETTINGS_MODEL = Tool(
-    name="settings_model", description="Change settings.", params=SettingsParams, execute=_echo
+SETTINGS_MODEL = Tool.from_model(
+    SettingsParams, name="settings_model", description="Change settings.", execute=_echo
 )
 EXTERNAL = Tool.from_schema(
     name="settings_ext", description="d", json_schema=settings.input_schema(), execute=_echo

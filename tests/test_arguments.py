@@ -73,7 +73,7 @@ class Order(BaseModel):
     priority: int = 0
 
 
-ORDER = Tool(name="order", description="Place an order.", params=Order, execute=_noop)
+ORDER = Tool.from_model(Order, name="order", description="Place an order.", execute=_noop)
 
 
 class Exact(BaseModel):
@@ -86,7 +86,7 @@ class Exact(BaseModel):
     d: bool | None
 
 
-EXACT = Tool(name="exact", description="All required.", params=Exact, execute=_noop)
+EXACT = Tool.from_model(Exact, name="exact", description="All required.", execute=_noop)
 
 
 @tool
@@ -107,7 +107,7 @@ def ping() -> str:
     return "pong"
 
 
-NO_PARAMS = Tool(name="nothing", description="Takes no arguments.", execute=_noop)
+NO_PARAMS = Tool.from_function(lambda: None, name="nothing", description="Takes no arguments.")
 EMPTY_SCHEMA = external("empty_schema", {"type": "object", "properties": {}})
 
 FILES_SCHEMA: dict[str, Any] = {
@@ -478,7 +478,7 @@ def test_strict_models_accept_json_strings_on_every_path() -> None:
 
     value = {"when": "2024-05-01T12:00:00Z", "id": "12345678-1234-5678-1234-567812345678"}
     for model in (Strict, StrictWithOptional):
-        t = Tool(name="strict", description="Strict.", params=model, execute=_noop)
+        t = Tool.from_model(model, name="strict", description="Strict.", execute=_noop)
         text = json.dumps(value)
         for raw in (text, value, text[:-1], text[:-1] + ",}", f"```json\n{text}\n```"):
             result = validate_arguments(t, raw)
@@ -489,7 +489,7 @@ def test_strict_models_accept_json_strings_on_every_path() -> None:
         assert "$.id" in info.value.model_message
     # strictness is kept: a number is not a string
     strict_int = create_model("StrictInt", __config__=ConfigDict(strict=True), n=(int, ...))
-    t = Tool(name="strict_int", description="Strict.", params=strict_int, execute=_noop)
+    t = Tool.from_model(strict_int, name="strict_int", description="Strict.", execute=_noop)
     for raw in ('{"n": "5"}', {"n": "5"}, '{"n": "5",}'):
         with pytest.raises(ArgumentError):
             validate_arguments(t, raw)
@@ -680,7 +680,7 @@ def test_model_message_stays_short_with_hundreds_of_errors() -> None:
         __config__=ConfigDict(extra="forbid"),
         **{f"f{i}": (int, ...) for i in range(300)},  # type: ignore[call-overload]
     )
-    wide = Tool(name="w" * 64, description="Wide.", params=model, execute=_noop)
+    wide = Tool.from_model(model, name="w" * 64, description="Wide.", execute=_noop)
     for raw in ("{}", '{"f0": "a",}', json.dumps({f"f{i}": "y" * 500 for i in range(300)})):
         err = error(wide, raw)
         assert len(err.model_message) <= 500

@@ -12,7 +12,7 @@ from tooldeck.assembly import AssemblyError, Toolset, TurnContext, assemble
 
 
 def make(name: str) -> Tool:
-    return Tool(name=name, description=f"{name} tool", execute=lambda p, c: name)
+    return Tool.from_function(lambda: name, name=name, description=f"{name} tool")
 
 
 def todo_creator(ctx: TurnContext) -> Iterable[Tool]:

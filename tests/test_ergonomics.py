@@ -136,7 +136,7 @@ def test_skill_catalog_in_the_list(tmp_path: Path) -> None:
 
 
 def test_a_name_made_twice_is_one_error_naming_both() -> None:
-    other = Tool(name="shout", description="Another.", execute=lambda: "x", read_only=True)
+    other = Tool.from_function(lambda: "x", name="shout", description="Another.", read_only=True)
     with pytest.raises(AssemblyError, match=r"'shout' is created twice: by tools\[0\].*tools\[1\]"):
         Session(ScriptedModel([]), [shout, other])
     session = Session(ScriptedModel([reply("x")]), [shout, lambda ctx: [other]])

@@ -470,7 +470,7 @@ def _session(state: Path) -> GatewaySession:
 
 
 def _pending(session: GatewaySession, name: str) -> PendingApproval:
-    tool = Tool(name=name, description="a tool", execute=lambda ctx: ToolResult.text("ran"))
+    tool = Tool.from_function(lambda: ToolResult.text("ran"), name=name, description="a tool")
     call = ToolCall(f"{session.id}-1", name, {})
     return PendingApproval([ApprovalRequest(call, tool, {}, "it is WRITE")])
 

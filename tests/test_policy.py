@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def make(name: str, tier: Any = "WRITE", namespace: str | None = None) -> Tool:
-    return Tool(
+    return Tool.from_schema(
         name=name,
         description="t",
         json_schema={"type": "object"},

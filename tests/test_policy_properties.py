@@ -142,7 +142,7 @@ def make_tool(name: str) -> Tool:
         EXECUTED.append((ctx.call_id, name))
         return f"{name} ran"
 
-    return Tool(
+    return Tool.from_schema(
         name=name,
         description=f"The {name} tool.",
         json_schema={

@@ -47,7 +47,11 @@ def make(name: str = "t", *, params: Any = None, schema: Any = None, **options: 
         return Tool.from_schema(
             name=name, description=f"The {name} tool.", json_schema=schema, execute=_noop, **options
         )
-    return Tool(name=name, description=f"The {name} tool.", params=params, execute=_noop, **options)
+    if params is None:
+        return Tool.from_function(
+            lambda: None, name=name, description=f"The {name} tool.", **options
+        )
+    return Tool.from_model(params, _noop, name=name, description=f"The {name} tool.", **options)
 
 
 def obj(
@@ -255,7 +259,7 @@ def test_external_schema_is_returned_byte_for_byte() -> None:
     original = copy.deepcopy(EXOTIC)
     for t in (
         make("exotic", schema=original),
-        Tool(name="exotic", description="d", json_schema=original, execute=_noop),
+        Tool.from_schema(name="exotic", description="d", json_schema=original, execute=_noop),
     ):
         assert json.dumps(t.input_schema()) == json.dumps(json.loads(json.dumps(EXOTIC)))
     # later edits to the caller's dict change nothing
@@ -321,15 +325,11 @@ def test_good_tool_names_are_accepted(name: str) -> None:
 # -- exact entries (providers.md examples) ---------------------------------------------------
 @pytest.mark.parametrize("source", ["pydantic", "external"])
 def test_get_weather_entries_match_providers_md(source: str) -> None:
-    source_kwargs: dict[str, Any] = (
-        {"params": Weather} if source == "pydantic" else {"json_schema": EXTERNAL_WEATHER}
-    )
-    t = Tool(
-        name="get_weather",
-        description="Get current weather for a city.",
-        execute=_noop,
-        strict=True,
-        **source_kwargs,
+    about = {"name": "get_weather", "description": "Get current weather for a city."}
+    t = (
+        Tool.from_model(Weather, _noop, strict=True, **about)
+        if source == "pydantic"
+        else Tool.from_schema(EXTERNAL_WEATHER, _noop, strict=True, **about)
     )
     responses = project(t, "openai-responses")
     assert responses.entry == WEATHER_RESPONSES_STRICT
@@ -373,10 +373,10 @@ def test_single_required_field_matches_providers_md_1_1() -> None:
     class City(BaseModel):
         city: str
 
-    t = Tool(
+    t = Tool.from_model(
+        City,
         name="get_weather",
         description="Get current weather for a city.",
-        params=City,
         execute=_noop,
     )
     parameters = {

@@ -307,10 +307,10 @@ def test_index_from_tools_definitions_and_docs() -> None:
     class Args(BaseModel):
         city: str = Field(description="City to get the forecast for")
 
-    weather = Tool(
+    weather = Tool.from_model(
+        Args,
         name="get_forecast",
         description="Weather forecast for the next days.",
-        params=Args,
         execute=lambda p, c: "sunny",
         namespace="weather",
         namespace_description="Weather service",

@@ -219,16 +219,16 @@ def test_missing_description_is_refused() -> None:
 @pytest.mark.parametrize("name", ["", "a" * 65, "has space", "dot.name", "ümlaut", "a/b"])
 def test_names_outside_the_portable_pattern_are_refused(name: str) -> None:
     with pytest.raises(ToolDefinitionError, match="must match"):
-        Tool(name=name, description="d", execute=lambda p, c: None)
+        Tool.from_function(lambda: None, name=name, description="d")
 
 
 def test_name_of_64_characters_is_accepted() -> None:
-    assert Tool(name="a" * 64, description="d", execute=lambda p, c: None).name == "a" * 64
+    assert Tool.from_function(lambda: None, name="a" * 64, description="d").name == "a" * 64
 
 
 def test_namespace_name_is_checked_too() -> None:
     with pytest.raises(ToolDefinitionError):
-        Tool(name="x", description="d", execute=lambda p, c: None, namespace="bad name")
+        Tool.from_function(lambda: None, name="x", description="d", namespace="bad name")
 
 
 # -- schemas ----------------------------------------------------------------------------
@@ -244,7 +244,7 @@ def test_non_object_root_is_a_schema_error_naming_the_tool() -> None:
         pass
 
     with pytest.raises(SchemaError, match="'rooted'"):
-        Tool(name="rooted", description="d", params=Items, execute=lambda p, c: None)
+        Tool.from_model(Items, name="rooted", description="d", execute=lambda p, c: None)
 
 
 def test_invalid_json_schema_is_refused_at_definition() -> None:
@@ -295,7 +295,7 @@ def test_generated_schema_is_computed_once_per_tool(monkeypatch: pytest.MonkeyPa
     class P(BaseModel):
         a: int
 
-    m = Tool(name="m", description="d", params=P, execute=lambda p, c: p)
+    m = Tool.from_model(P, name="m", description="d", execute=lambda p, c: p)
     for _ in range(5):
         for each in (t, m):
             each.input_schema()
@@ -306,22 +306,34 @@ def test_generated_schema_is_computed_once_per_tool(monkeypatch: pytest.MonkeyPa
     assert calls == 2
 
 
-def test_params_and_json_schema_are_exclusive() -> None:
+def test_each_constructor_takes_its_own_source_and_names_the_other() -> None:
     class P(BaseModel):
         a: int
 
-    with pytest.raises(ToolDefinitionError, match="not both"):
-        Tool(
-            name="x",
-            description="d",
-            params=P,
-            json_schema={"type": "object"},
-            execute=lambda p, c: None,
-        )
+    with pytest.raises(ToolDefinitionError, match=r"Tool\.from_schema"):
+        Tool.from_model({"type": "object"}, lambda p, c: None, name="x", description="d")  # type: ignore[type-var]
+    with pytest.raises(SchemaError, match=r"Tool\.from_model"):
+        Tool.from_schema(P, lambda p, c: None, name="x", description="d")  # type: ignore[arg-type]
+
+
+def test_constructors_keep_the_parameters_type() -> None:
+    class P(BaseModel):
+        a: int
+
+    def run(params: P, ctx: ToolContext) -> int:
+        return params.a  # typed: mypy checks this against P
+
+    t = Tool.from_model(P, run, name="typed", description="d", describe_activity=lambda p: str(p.a))
+    params = validate_arguments(t, '{"a": 2}').params
+    assert isinstance(params, P) and t.params is P
+    assert asyncio.run(t.invoke(params, ToolContext())).text() == "2"
+    assert t.describe_activity(params) == "2"
+    ext = Tool.from_schema({"type": "object"}, lambda p, c: sorted(p), name="e", description="d")
+    assert ext.params is None and ext.external_schema
 
 
 def test_tool_without_parameters_has_an_empty_object_schema() -> None:
-    t = Tool(name="ping", description="Ping.", execute=lambda p, c: "pong")
+    t = Tool.from_function(lambda: "pong", name="ping", description="Ping.")
     assert t.input_schema() == {"additionalProperties": False, "properties": {}, "type": "object"}
     assert validate_arguments(t, "").repairs == ()
 
@@ -330,12 +342,12 @@ def test_tool_without_parameters_has_an_empty_object_schema() -> None:
 
 
 def test_execution_mode_defaults_follow_read_only() -> None:
-    reader = Tool(name="r", description="d", execute=lambda p, c: 1, read_only=True)
-    writer = Tool(name="w", description="d", execute=lambda p, c: 1)
-    pinned = Tool(
+    reader = Tool.from_function(lambda: 1, name="r", description="d", read_only=True)
+    writer = Tool.from_function(lambda: 1, name="w", description="d")
+    pinned = Tool.from_function(
+        lambda: 1,
         name="p",
         description="d",
-        execute=lambda p, c: 1,
         read_only=True,
         execution_mode="sequential",
     )
@@ -345,7 +357,7 @@ def test_execution_mode_defaults_follow_read_only() -> None:
         "sequential",
     )
     with pytest.raises(ToolDefinitionError):
-        Tool(name="x", description="d", execute=lambda p, c: 1, execution_mode="whenever")  # type: ignore[arg-type]
+        Tool.from_function(lambda: 1, name="x", description="d", execution_mode="whenever")  # type: ignore[arg-type]
 
 
 def test_activity_labels() -> None:
@@ -362,28 +374,26 @@ def test_activity_labels() -> None:
     assert read.describe_activity(params) == "Reading a.txt"
     result = asyncio.run(read.invoke(params, ToolContext()))
     assert read.describe_completed_activity(params, result) == "Read a.txt (5 chars)"
-    plain = Tool(name="x", description="d", execute=lambda p, c: 1)
+    plain = Tool.from_function(lambda: 1, name="x", description="d")
     assert plain.describe_activity(None) == "Running x"
     assert plain.describe_completed_activity(None, result) is None
 
 
 def test_subclass_can_override_execute() -> None:
     class Echo(Tool):
-        def __init__(self) -> None:
-            super().__init__(
-                name="echo",
-                description="Echo the input.",
-                json_schema={"type": "object", "properties": {"s": {"type": "string"}}},
-            )
-
         async def execute(self, params: Any, ctx: ToolContext) -> Any:
             return params["s"]
 
-    echo = Echo()
+    echo = Echo.from_schema(
+        {"type": "object", "properties": {"s": {"type": "string"}}},
+        name="echo",
+        description="Echo the input.",
+    )
+    assert isinstance(echo, Echo)
     params = validate_arguments(echo, '{"s": "hi"}').params
     assert asyncio.run(echo.invoke(params, ToolContext())).text() == "hi"
     with pytest.raises(ToolDefinitionError, match="no execute"):
-        Tool(name="nothing", description="d")
+        Tool.from_schema({"type": "object"}, name="nothing", description="d")
 
 
 # -- results ----------------------------------------------------------------------------

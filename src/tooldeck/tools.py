@@ -1,10 +1,16 @@
 """The tool contract: :class:`Tool` and the :func:`tool` decorator.
 
-A tool is a name, a description, a parameters schema (a Pydantic model, or an external
-JSON Schema used verbatim) and an ``execute`` callable. Everything else is metadata the
-runtime reads: strictness, namespace, deferral, execution mode, safety hints and
-activity labels. Tools never decide when they run or validate their own input; the
-dispatcher does both and hands ``execute`` validated parameters only.
+A tool is a name, a description, a parameters schema and an ``execute`` callable.
+Everything else is metadata the runtime reads: strictness, namespace, deferral,
+execution mode, safety hints and activity labels. Tools never decide when they run or
+validate their own input; the dispatcher does both and hands ``execute`` validated
+parameters only.
+
+A tool is built by one of three named constructors, one per source of its parameters:
+:meth:`Tool.from_function` (a typed function; what :func:`tool` uses),
+:meth:`Tool.from_model` (a Pydantic model class) and :meth:`Tool.from_schema` (an
+external JSON Schema, sent unchanged). Each prepares the parameters in one place
+(:mod:`tooldeck._parameters`); ``Tool(...)`` itself only stores prepared parts.
 """
 
 from __future__ import annotations
@@ -12,48 +18,77 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeAlias, TypeVar, overload
+from typing import (
+    Any,
+    Generic,
+    Literal,
+    Self,
+    TypeAlias,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
-from pydantic import BaseModel, RootModel
-from pydantic.json_schema import JsonSchemaValue
+from pydantic import BaseModel
 
-from ._compile import compile_schema, located
 from ._function_schema import LazyModel, inspect_function
-from ._function_schema import NoTitles as _NoTitles
+from ._parameters import (
+    Parameters,
+    function_parameters,
+    model_parameters,
+    schema_of,
+    schema_parameters,
+)
 from ._threads import run_in_thread
 from .context import ToolContext
-from .errors import SchemaError, ToolDefinitionError
+from .errors import ToolDefinitionError
 from .result import ToolResult
 
-__all__ = ["TIERS", "TOOL_NAME_PATTERN", "ExecutionMode", "Tier", "Tool", "tool"]
+__all__ = [
+    "TIERS",
+    "TOOL_NAME_PATTERN",
+    "ExecutionMode",
+    "Parameters",
+    "Tier",
+    "Tool",
+    "ToolOptions",
+    "schema_of",
+    "tool",
+]
 
 ExecutionMode: TypeAlias = Literal["parallel", "sequential"]
 Tier: TypeAlias = Literal["STANDARD", "WRITE", "DANGEROUS"]
 TIERS: tuple[Tier, ...] = ("STANDARD", "WRITE", "DANGEROUS")
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
-Execute: TypeAlias = Callable[[Any, ToolContext], Any]
-Describe: TypeAlias = Callable[[Any], str]
-DescribeCompleted: TypeAlias = Callable[[Any, ToolResult], str | None]
-
+M = TypeVar("M", bound=BaseModel)
+P = TypeVar("P")  # what execute receives: a model instance, or a dict (external schema)
 F = TypeVar("F", bound=Callable[..., Any])
 
+Execute: TypeAlias = Callable[[Any, ToolContext], Any]
 
-def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
-    schema: dict[str, Any] = model.model_json_schema(schema_generator=_NoTitles)
-    schema.pop("title", None)
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and len(schema) == 2:
-        # A self-referencing model comes back as a root $ref; inline the root definition
-        # so the root is an object, and keep $defs for the recursive references inside.
-        defs = dict(schema["$defs"])
-        root = dict(defs[ref.removeprefix("#/$defs/")])
-        root.pop("title", None)
-        schema = {**root, "$defs": defs}
-    return schema
+
+class ToolOptions(TypedDict, Generic[P], total=False):
+    """The metadata every constructor of :class:`Tool` accepts (all optional).
+
+    ``P`` is what ``execute`` receives: the parameters model, or a ``dict`` for an
+    external schema.
+    """
+
+    strict: bool | None
+    namespace: str | None
+    namespace_description: str | None
+    defer_loading: bool
+    execution_mode: ExecutionMode | None
+    read_only: bool
+    destructive: bool
+    describe_activity: Callable[[P], str] | None
+    describe_completed_activity: Callable[[P, ToolResult], str | None] | None
+    run_sync_in_thread: bool
+    tier: Tier | None
 
 
 def _check_name(kind: str, name: str) -> None:
@@ -64,24 +99,16 @@ def _check_name(kind: str, name: str) -> None:
         )
 
 
-def _object_root_problems(schema: Any) -> list[str]:
-    if not isinstance(schema, Mapping):
-        return [f"$: the schema must be a JSON object, got {type(schema).__name__}"]
-    if schema.get("type") != "object":
-        got = schema.get("type", "no 'type'")
-        return [f"$: the root must be 'type: object' (tool arguments are an object), got {got!r}"]
-    return []
-
-
 class Tool:
     """A tool the model can call.
 
-    Give either ``params`` (a Pydantic model class; its JSON Schema is generated once) or
-    ``json_schema`` (an external JSON Schema sent exactly as given), not both; with
-    neither the tool takes no arguments. ``execute(params, ctx)`` may be sync or async
-    and may return a :class:`ToolResult` or a plain value (str, dict, list, Pydantic
-    model), which is wrapped. Sync callables run in a worker thread by default so they
-    never block the event loop (``run_sync_in_thread=False`` for trivial ones).
+    Build one with :meth:`from_function` (or the :func:`tool` decorator),
+    :meth:`from_model` or :meth:`from_schema`; the constructor stores parts they
+    prepared. ``execute(params, ctx)`` may be sync or async and may return a
+    :class:`ToolResult` or a plain value (str, dict, list, Pydantic model), which is
+    wrapped. Sync callables run in a worker thread by default so they never block the
+    event loop (``run_sync_in_thread=False`` for trivial ones). A subclass may override
+    :meth:`execute` instead of passing one.
 
     ``tier`` is the approval tier: ``STANDARD`` (default for read-only tools),
     ``WRITE`` (default otherwise) or ``DANGEROUS`` (always needs a human).
@@ -122,8 +149,7 @@ class Tool:
         *,
         name: str,
         description: str,
-        params: type[BaseModel] | None = None,
-        json_schema: Mapping[str, Any] | None = None,
+        parameters: Parameters,
         execute: Execute | None = None,
         strict: bool | None = None,
         namespace: str | None = None,
@@ -132,26 +158,14 @@ class Tool:
         execution_mode: ExecutionMode | None = None,
         read_only: bool = False,
         destructive: bool = False,
-        describe_activity: Describe | None = None,
-        describe_completed_activity: DescribeCompleted | None = None,
+        describe_activity: Callable[[Any], str] | None = None,
+        describe_completed_activity: Callable[[Any, ToolResult], str | None] | None = None,
         run_sync_in_thread: bool = True,
         tier: Tier | None = None,
-        _function_params: tuple[LazyModel, dict[str, Any]] | None = None,
     ) -> None:
-        _check_name("tool name", name)
-        if namespace is not None:
-            _check_name("namespace", namespace)
-        if params is not None and json_schema is not None:
-            raise ToolDefinitionError(f"tool {name!r}: give params or json_schema, not both")
-        if execution_mode not in (None, "parallel", "sequential"):
-            raise ToolDefinitionError(
-                f"tool {name!r}: execution_mode must be 'parallel' or 'sequential', "
-                f"got {execution_mode!r}"
-            )
-        if tier is not None and tier not in TIERS:
-            raise ToolDefinitionError(f"tool {name!r}: tier must be one of {TIERS}, got {tier!r}")
-        if strict not in (None, True, False):
-            raise ToolDefinitionError(f"tool {name!r}: strict must be True, False or None")
+        _check_options(name, namespace, execution_mode, tier, strict)
+        if execute is None and type(self).execute is Tool.execute:
+            raise ToolDefinitionError(f"tool {name!r}: no execute callable")
         self.name = name
         self.description = description
         self.strict = strict
@@ -167,73 +181,112 @@ class Tool:
         self.tier: Tier = tier or ("STANDARD" if self.read_only else "WRITE")
         self._describe = describe_activity
         self._describe_completed = describe_completed_activity
+        self._execute = execute  # None: a subclass overrides execute()
+        self._is_async: bool | None = None  # whether execute is a coroutine function
         self._projections: dict[Any, Any] = {}
         self._arg_spec: Any = None  # built by tooldeck.arguments on first use
-        self._validator: Any = None  # an external schema's compiled validator
-        self._is_async: bool | None = None  # whether execute is a coroutine function
-        self._lazy_params: LazyModel | None = None
-        if execute is not None:
-            self._execute: Execute | None = execute
-        elif type(self).execute is not Tool.execute:
-            self._execute = None  # a subclass overrides execute()
-        else:
-            raise ToolDefinitionError(f"tool {name!r}: no execute callable")
+        model = parameters.model
+        self._params: type[BaseModel] | None = None if isinstance(model, LazyModel) else model
+        self._lazy_params = model if isinstance(model, LazyModel) else None
+        self._params_schema: dict[str, Any] = parameters.schema
+        self._validator: Any = parameters.validator  # an external schema's compiled validator
+        self.external_schema = model is None
 
-        if json_schema is not None:
-            problems = _object_root_problems(json_schema)
-            if problems:
-                raise SchemaError(name, problems)
-            try:  # a private JSON copy: later edits to the caller's dict change nothing
-                schema = json.loads(json.dumps(json_schema))
-            except (TypeError, ValueError) as exc:
-                raise SchemaError(name, [f"$: not JSON-serialisable: {exc}"]) from exc
-            except RecursionError as exc:  # e.g. from a hostile MCP server
-                raise SchemaError(name, ["$: nested too deeply to be used"]) from exc
-            # Compiled now, never fetching anything (tooldeck._compile): an unusable
-            # schema is a definition error, not a failure of the first call.
-            validator, compiled = compile_schema(schema)
-            if compiled:
-                raise SchemaError(name, located(compiled))
-            self._validator = validator
-            self._params: type[BaseModel] | None = None
-            self.external_schema = True
-            self._params_schema: dict[str, Any] = schema
-        elif _function_params is not None:
-            # From @tool: the schema was generated without the model class, which is
-            # created on first use of `params` (see tooldeck._function_schema).
-            self._lazy_params, schema = _function_params
-            problems = _object_root_problems(schema)
-            if problems:
-                raise SchemaError(name, problems)
-            self._params = None
-            self.external_schema = False
-            self._params_schema = schema
-        else:
-            if params is None:
-                params = _NoParams
-            if not (isinstance(params, type) and issubclass(params, BaseModel)):
-                raise ToolDefinitionError(
-                    f"tool {name!r}: params must be a Pydantic model class, got {params!r}"
-                )
-            if issubclass(params, RootModel):
-                raise SchemaError(name, ["$: a RootModel has no object root; use a BaseModel"])
-            self._params = params
-            self.external_schema = False
-            try:
-                schema = _model_schema(params)
-            except Exception as exc:
-                raise SchemaError(name, [f"$: cannot generate a JSON Schema: {exc}"]) from exc
-            problems = _object_root_problems(schema)
-            if problems:
-                raise SchemaError(name, problems)
-            self._params_schema = schema
+    # -- constructors -----------------------------------------------------------------
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        **options: Unpack[ToolOptions[Any]],
+    ) -> Self:
+        """A tool from a typed function (sync or async): what :func:`tool` does.
+
+        The name defaults to the function's name, the description to its docstring
+        (Google, NumPy or Sphinx style; parameter descriptions are taken from it too). The
+        function is called with the validated arguments as keyword arguments; a
+        parameter annotated :class:`ToolContext` receives the call's context and is not
+        shown to the model. ``describe_activity`` and ``describe_completed_activity``
+        receive the validated parameters model.
+        """
+        name = name or getattr(fn, "__name__", None)
+        if not isinstance(name, str):
+            raise ToolDefinitionError(f"cannot name a tool for {fn!r}; pass name=")
+        _check_name("tool name", name)
+        sig = inspect_function(fn, name)
+        description = description or sig.description
+        if not description:
+            raise ToolDefinitionError(
+                f"tool {name!r}: no description; write a docstring or pass description="
+            )
+        made = cls(
+            name=name,
+            description=description,
+            parameters=function_parameters(name, sig),
+            execute=_function_executor(fn, sig.context_param),
+            **options,
+        )
+        functools.update_wrapper(made, fn, updated=())  # type: ignore[arg-type]
+        return made
+
+    @classmethod
+    def from_model(
+        cls,
+        model: type[M],
+        execute: Callable[[M, ToolContext], Any] | None = None,
+        *,
+        name: str,
+        description: str,
+        **options: Unpack[ToolOptions[M]],
+    ) -> Self:
+        """A tool whose arguments are validated into ``model``, a Pydantic model class.
+
+        Its JSON Schema is generated once, here. ``execute(params, ctx)`` receives the
+        model instance.
+        """
+        _check_name("tool name", name)
+        return cls(
+            name=name,
+            description=description,
+            parameters=model_parameters(name, model),
+            execute=execute,
+            **options,
+        )
+
+    @classmethod
+    def from_schema(
+        cls,
+        json_schema: Mapping[str, Any],
+        execute: Callable[[dict[str, Any], ToolContext], Any] | None = None,
+        *,
+        name: str,
+        description: str,
+        **options: Unpack[ToolOptions[dict[str, Any]]],
+    ) -> Self:
+        """A tool around an external JSON Schema, which is sent to the model unchanged.
+
+        The schema (its root an object) is copied and compiled here, never fetching
+        anything: an unusable one raises :class:`~tooldeck.errors.SchemaError` now.
+        ``execute(params, ctx)`` receives the validated arguments as a ``dict``.
+        """
+        _check_name("tool name", name)
+        return cls(
+            name=name,
+            description=description,
+            parameters=schema_parameters(name, json_schema),
+            execute=execute,
+            **options,
+        )
 
     # -- schema ---------------------------------------------------------------------
     @property
     def params(self) -> type[BaseModel] | None:
         """The Pydantic parameters model (``None`` for an external JSON Schema).
 
-        For a tool made by :func:`tool` the class is created on first access (the first
+        For a tool made from a function the class is created on first access (the first
         validation): building a tool and projecting its schema never needs it.
         """
         model = self._params
@@ -301,31 +354,8 @@ class Tool:
             value = await value
         return ToolResult.wrap(value)
 
-    @classmethod
-    def from_schema(
-        cls,
-        *,
-        name: str,
-        description: str,
-        json_schema: Mapping[str, Any],
-        execute: Execute,
-        **options: Any,
-    ) -> Tool:
-        """A tool around an external JSON Schema, which is sent to the model unchanged.
-
-        ``execute`` receives the validated arguments as a ``dict``.
-        """
-        return cls(
-            name=name, description=description, json_schema=json_schema, execute=execute, **options
-        )
-
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, mode={self.execution_mode!r})"
-
-
-class _NoParams(BaseModel):
-    # The arguments of a tool that takes none (no docstring: it would become a description).
-    model_config = {"extra": "forbid"}
 
 
 def _is_async_callable(fn: Any) -> bool:
@@ -369,6 +399,23 @@ def _function_executor(fn: Callable[..., Any], context_param: str | None) -> Exe
     return call
 
 
+def _check_options(
+    name: str, namespace: str | None, execution_mode: Any, tier: Any, strict: Any
+) -> None:
+    _check_name("tool name", name)
+    if namespace is not None:
+        _check_name("namespace", namespace)
+    if execution_mode not in (None, "parallel", "sequential"):
+        raise ToolDefinitionError(
+            f"tool {name!r}: execution_mode must be 'parallel' or 'sequential', "
+            f"got {execution_mode!r}"
+        )
+    if tier is not None and tier not in TIERS:
+        raise ToolDefinitionError(f"tool {name!r}: tier must be one of {TIERS}, got {tier!r}")
+    if strict not in (None, True, False):
+        raise ToolDefinitionError(f"tool {name!r}: strict must be True, False or None")
+
+
 @overload
 def tool(fn: F, /) -> Tool: ...
 
@@ -378,65 +425,16 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    strict: bool | None = None,
-    namespace: str | None = None,
-    namespace_description: str | None = None,
-    defer_loading: bool = False,
-    execution_mode: ExecutionMode | None = None,
-    read_only: bool = False,
-    destructive: bool = False,
-    describe_activity: Describe | None = None,
-    describe_completed_activity: DescribeCompleted | None = None,
-    run_sync_in_thread: bool = True,
-    tier: Tier | None = None,
+    **options: Unpack[ToolOptions[Any]],
 ) -> Callable[[F], Tool]: ...
 
 
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
-    """Make a :class:`Tool` from a typed function (sync or async).
+    """Make a :class:`Tool` from a typed function: :meth:`Tool.from_function` as a decorator.
 
-    The name defaults to the function's name, the description to its docstring (Google,
-    NumPy or Sphinx style; parameter descriptions are taken from it too). A parameter
-    annotated :class:`ToolContext` receives the call's context and is not shown to the
-    model. ``describe_activity`` and ``describe_completed_activity`` receive the
-    validated parameters model.
+    ``@tool`` or ``@tool(name=..., read_only=True, ...)``, with the options of
+    :meth:`Tool.from_function`.
     """
-
-    def build(f: Callable[..., Any]) -> Tool:
-        name = options.pop("name", None) or getattr(f, "__name__", None)
-        if not isinstance(name, str):
-            raise ToolDefinitionError(f"cannot name a tool for {f!r}; pass name=")
-        _check_name("tool name", name)
-        sig = inspect_function(f, name)
-        description = options.pop("description", None) or sig.description
-        if not description:
-            raise ToolDefinitionError(
-                f"tool {name!r}: no description; write a docstring or pass description="
-            )
-        if sig.schema is None:  # the model was created eagerly: the usual path
-            made = Tool(
-                name=name,
-                description=description,
-                params=sig.params.get(),
-                execute=_function_executor(f, sig.context_param),
-                **options,
-            )
-        else:
-            made = Tool(
-                name=name,
-                description=description,
-                execute=_function_executor(f, sig.context_param),
-                _function_params=(sig.params, sig.schema),
-                **options,
-            )
-        functools.update_wrapper(made, f, updated=())  # type: ignore[arg-type]
-        return made
-
     if fn is not None:
-        return build(fn)
-    return build
-
-
-def schema_of(model: type[BaseModel]) -> JsonSchemaValue:
-    """The JSON Schema tooldeck generates for a parameters model (no field titles)."""
-    return _model_schema(model)
+        return Tool.from_function(fn, **options)
+    return functools.partial(Tool.from_function, **options)

@@ -728,7 +728,7 @@ def test_settings_tool_choice_and_passthrough(fake: FakeProvider) -> None:
 
 
 def test_tool_schema_error_before_any_request(fake: FakeProvider) -> None:
-    bad = Tool(
+    bad = Tool.from_schema(
         name="bad",
         description="A strict tool with a schema strict mode rejects.",
         json_schema={

@@ -252,13 +252,13 @@ def delegate_task_tool(
         text = result.output or f"(the sub-agent stopped without an answer: {result.reason})"
         return ToolResult(content=text, details=details, is_error=not finished)
 
-    return Tool(
+    return Tool.from_model(
+        DelegateParams,
         name="delegate_task",
         description=(
             "Hand a self-contained task to a sub-agent, which works with its own tools and "
             f"returns its final answer. Agents:\n{catalog}"
         ),
-        params=DelegateParams,
         execute=execute,
         tier="WRITE",
         describe_activity=lambda p: f"Delegating to {p.agent}",

@@ -165,13 +165,13 @@ class SkillCatalog:
                 },
             )
 
-        return Tool(
+        return Tool.from_model(
+            UseSkill,
             name="use_skill",
             description=(
                 "Load a skill's instructions before doing a task it covers. Skills:\n"
                 + self.listing()
             ),
-            params=UseSkill,
             execute=execute,
             read_only=True,
             describe_activity=lambda p: f"Loading skill {p.name}",

@@ -145,17 +145,20 @@ def switch_model_tool(
             return ToolResult.error(f"Could not switch the {role} model to {hint}: {exc}")
         return ToolResult(text, details={"role": role, "model_hint": hint})
 
-    return SwitchModelTool(
+    def activity(p: Any) -> str:  # the model is made at run time: its fields are untyped
+        return f"Switching the {p.role} model to {p.model_hint}"
+
+    return SwitchModelTool.from_model(
+        params,
         name="switch_model",
         description=(
             "Switch the model behind a role for the rest of the session. Roles: "
             + ", ".join(names)
             + ". Omit role to switch the primary model (the one running this conversation)."
         ),
-        params=params,
         execute=execute,
         tier="WRITE",
         execution_mode="sequential",
         run_sync_in_thread=False,
-        describe_activity=lambda p: f"Switching the {p.role} model to {p.model_hint}",
+        describe_activity=activity,
     )

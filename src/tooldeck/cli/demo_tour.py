@@ -71,10 +71,10 @@ def _apply_patch(params: Patch, ctx: ToolContext) -> str:
     return f"patched {params.path}"
 
 
-apply_patch = Tool(
+apply_patch = Tool.from_model(
+    Patch,
     name="apply_patch",
     description="Set labels on a file.",
-    params=Patch,
     execute=_apply_patch,
     destructive=True,
 )

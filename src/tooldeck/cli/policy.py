@@ -99,7 +99,7 @@ def _tool(
 
         namespace = namespace_of(name)  # an MCP tool's, either spelling: for ns: rules
     try:
-        made = Tool(
+        made = Tool.from_schema(
             name=name,
             description="(explained by name)",
             json_schema={"type": "object"},

@@ -85,13 +85,13 @@ def _call_tool_tool() -> Tool:
     def routed(params: CallToolParams, ctx: ToolContext) -> ToolResult:
         return ToolResult.error("call_tool cannot call call_tool.")
 
-    return Tool(
+    return Tool.from_model(
+        CallToolParams,
         name=CALL_TOOL_NAME,
         description=(
             "Call a tool that tool_search found, by its exact name, with its arguments. "
             "Use it when the found tool is not in your tool list yet."
         ),
-        params=CallToolParams,
         execute=routed,
         read_only=True,
     )

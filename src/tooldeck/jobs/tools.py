@@ -229,40 +229,40 @@ def job_tools(
 
     agents_text = f" Agents:\n{catalog}" if catalog else ""
     return [
-        Tool(
+        Tool.from_model(
+            _StartParams,
             name="start_job",
             description=(
                 "Start a background job: a sub-agent that works on a self-contained task "
                 "while this conversation goes on. You are told when it ends, with a "
                 f"summary and a reference to its whole result.{agents_text}"
             ),
-            params=_StartParams,
             execute=start,
             tier="WRITE",
             execution_mode="sequential",
             describe_activity=lambda p: "Starting a background job",
         ),
-        Tool(
+        Tool.from_model(
+            _IdParams,
             name="job_status",
             description="A background job's state, progress and (once ended) its result.",
-            params=_IdParams,
             execute=status,
             read_only=True,
             describe_activity=lambda p: f"Checking job {p.job_id}",
         ),
-        Tool(
+        Tool.from_model(
+            _ListParams,
             name="list_jobs",
             description="List this session's background jobs, newest first.",
-            params=_ListParams,
             execute=list_jobs,
             read_only=True,
             describe_activity=lambda p: "Listing jobs",
         ),
-        Tool(
+        Tool.from_model(
+            _CancelParams,
             name="cancel_job",
             description="Cancel a background job: a pending one never runs, a running one "
             "stops at its next step.",
-            params=_CancelParams,
             execute=cancel,
             destructive=True,
             describe_activity=lambda p: f"Cancelling job {p.job_id}",

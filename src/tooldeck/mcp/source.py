@@ -670,7 +670,7 @@ class McpSource:
         def describe(params: Any) -> str:
             return f"{cfg.name}: {listed.title or annotations.get('title') or raw_name}"
 
-        tool = McpTool(
+        tool = McpTool.from_schema(
             name=exposed,
             description=description,
             json_schema=_normalised_schema(dumped.get("inputSchema") or {}),

@@ -91,10 +91,10 @@ def recall_tool(store: OffloadStore) -> Tool:
     def recall(params: RecallParams, ctx: ToolContext) -> ToolResult:
         return _recall(store, params, ctx)
 
-    return Tool(
+    return Tool.from_model(
+        RecallParams,
         name=RECALL_TOOL_NAME,
         description=description,
-        params=RecallParams,
         execute=recall,
         read_only=True,
         describe_activity=lambda p: f"Reading stored result {getattr(p, 'ref_id', '')}",

@@ -196,14 +196,14 @@ def schedule_tools(book: ScheduleBook, *, workflows: Sequence[str] | None = None
             return ToolResult.error(f"Schedule {found.id} is {found.state}; nothing to cancel.")
         return ToolResult(f"Cancelled schedule {found.id} ({found.name}); it will not run again.")
 
-    tool = CreateScheduleTool(
+    tool = CreateScheduleTool.from_model(
+        _CreateParams,
         name="create_schedule",
         description=(
             "Schedule work: a prompt run as a new headless turn (its result is reported to "
             "this session), or a workflow, on a cron expression, an interval or once, in an "
             "IANA time zone. A human approves it, seeing the next run times."
         ),
-        params=_CreateParams,
         execute=create,
         tier="WRITE",
         execution_mode="sequential",
@@ -213,18 +213,18 @@ def schedule_tools(book: ScheduleBook, *, workflows: Sequence[str] | None = None
     tool.workflows = tuple(workflows) if workflows is not None else None
     return [
         tool,
-        Tool(
+        Tool.from_model(
+            _ListParams,
             name="list_schedules",
             description="List this session's schedules with their next run times.",
-            params=_ListParams,
             execute=list_all,
             read_only=True,
             describe_activity=lambda p: "Listing schedules",
         ),
-        Tool(
+        Tool.from_model(
+            _CancelParams,
             name="cancel_schedule",
             description="Cancel a schedule: it never runs again (runs already started go on).",
-            params=_CancelParams,
             execute=cancel,
             destructive=True,
             describe_activity=lambda p: f"Cancelling schedule {p.schedule_id}",

@@ -151,10 +151,10 @@ def tool_search_tool(
             return f"Searching tools for {queries[0]!r}"
         return f"Searching tools for {len(queries)} queries"
 
-    return Tool(
+    return Tool.from_model(
+        ToolSearchParams,
         name=name,
         description=text,
-        params=ToolSearchParams,
         execute=execute,
         read_only=True,
         run_sync_in_thread=False,

@@ -179,31 +179,31 @@ def workflow_tools(engine: WorkflowEngine) -> list[Tool]:
         )
 
     tools.append(
-        Tool(
+        Tool.from_model(
+            _ShowParams,
             name="show_workflow",
             description="Show a workflow run: its state, and each task's state, attempts and "
             "result.",
-            params=_ShowParams,
             execute=show,
             read_only=True,
             describe_activity=lambda p: f"Showing workflow {p.workflow_id}",
         )
     )
     tools.append(
-        Tool(
+        Tool.from_model(
+            _ListParams,
             name="list_workflows",
             description="List workflow runs, newest first.",
-            params=_ListParams,
             execute=list_runs,
             read_only=True,
             describe_activity=lambda p: "Listing workflows",
         )
     )
     tools.append(
-        Tool(
+        Tool.from_model(
+            _CancelParams,
             name="cancel_workflow",
             description="Cancel a workflow run: running tasks are stopped, pending ones never run.",
-            params=_CancelParams,
             execute=cancel,
             destructive=True,
             describe_activity=lambda p: f"Cancelling workflow {p.workflow_id}",
