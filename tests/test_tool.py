@@ -316,6 +316,22 @@ def test_each_constructor_takes_its_own_source_and_names_the_other() -> None:
         Tool.from_schema(P, lambda p, c: None, name="x", description="d")  # type: ignore[arg-type]
 
 
+def test_a_subclass_is_built_by_the_same_constructors() -> None:
+    class Labelled(Tool):
+        def describe_approval(self, params: Any) -> str:
+            return f"greet {params.who}"
+
+    def greet(who: str) -> str:
+        """Greet someone."""
+        return f"hi {who}"
+
+    made = Labelled.from_function(greet, read_only=True)
+    assert isinstance(made, Labelled) and made.name == "greet" and made.__wrapped__ is greet
+    params = validate_arguments(made, '{"who": "ann"}').params
+    assert made.describe_approval(params) == "greet ann"
+    assert asyncio.run(made.invoke(params, ToolContext())).text() == "hi ann"
+
+
 def test_constructors_keep_the_parameters_type() -> None:
     class P(BaseModel):
         a: int
