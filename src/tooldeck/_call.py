@@ -135,7 +135,30 @@ class CallRunner:
                 if announced is None:
                     return
                 label, started = announced, time.perf_counter()
-            result = await self._outcome(slot, ctx, signal)
+            tool = slot.tool
+            assert tool is not None
+            began = asyncio.get_running_loop().time()
+            result: ToolResult
+            try:
+                coro = tool.invoke(slot.params, ctx)
+                try:
+                    waiting_for = coro.send(None)
+                except StopIteration as finished:
+                    result = finished.value
+                else:
+                    result = await self._wait(slot, coro, waiting_for, signal, began)
+            except asyncio.CancelledError as exc:
+                if slot.output is not None:
+                    raise  # the run is being cancelled: _wait recorded the call's output
+                result = _failure(self.log, call, exc)  # the tool's own, from its first step
+            except ResultEncodingError as exc:
+                result = _unencodable(self.log, call, exc)
+            except BaseException as exc:  # Exception, SystemExit... from the tool; caught
+                # here, in the frame a task of asyncio.gather starts in, since the task
+                # throws what the tool raised in a thread (GeneratorExit too) into it
+                result = _failure(self.log, call, exc)
+            finally:
+                signal.detach()  # the call is over: the turn's signal need not keep it
             if emitted or listening or self.result_hooks:
                 await self._finish(slot, result, ctx, emitted, label, started)
             else:
@@ -153,33 +176,6 @@ class CallRunner:
             slot.output = error(slot.call, f"Not run: the turn was aborted ({signal.reason}).")
             return None
         return label
-
-    async def _outcome(self, slot: Slot, ctx: ToolContext, signal: AbortSignal) -> ToolResult:
-        """The tool's result, or the error result of what it raised or what stopped it.
-
-        Raises ``CancelledError`` only when this task is cancelled from outside, after
-        recording the call's "stopped" output on ``slot``.
-        """
-        tool, call = slot.tool, slot.call
-        assert tool is not None
-        began = asyncio.get_running_loop().time()
-        try:
-            coro = tool.invoke(slot.params, ctx)
-            try:
-                waiting_for = coro.send(None)
-            except StopIteration as finished:
-                return finished.value  # type: ignore[no-any-return]
-            return await self._wait(slot, coro, waiting_for, signal, began)
-        except asyncio.CancelledError as exc:
-            if slot.output is not None:
-                raise  # the run is being cancelled: _wait recorded the call's output
-            return _failure(self.log, call, exc)  # the tool's own, raised in its first step
-        except ResultEncodingError as exc:
-            return _unencodable(self.log, call, exc)
-        except BaseException as exc:  # Exception, SystemExit, KeyboardInterrupt... from the tool
-            return _failure(self.log, call, exc)
-        finally:
-            signal.detach()  # the call is over: the turn's signal need not keep it
 
     async def _wait(
         self,
