@@ -1,6 +1,7 @@
 """The spans of one model step's calls: ``execute_tool {name}`` per call, one approval span.
 
-The dispatcher makes a :class:`StepTrace` for a step only when telemetry is on. Every
+The dispatcher's tracing strategy (:mod:`.tracing`) makes a :class:`StepTrace` for a
+step only when telemetry is on. Every
 call gets exactly one ``execute_tool`` span, whatever happened to it, like its one
 output: a call that runs gets a span from its start to its recorded output (made the
 current span while the tool runs, so a sub-agent's turn or an MCP request nests under
@@ -30,20 +31,21 @@ from . import names as n
 from .content import arguments_text, clip
 from .runtime import Telemetry
 
-__all__ = ["ApprovalTrace", "CallSpan", "StepTrace", "note_approver"]
+__all__ = ["ApprovalTrace", "CallSpan", "StepTrace", "TracedSlot", "note_approver"]
 
 _RULE_CHARS = 500
 _APPROVING: ContextVar[ApprovalTrace | None] = ContextVar("tooldeck_approving", default=None)
 
 
-class _Slot(Protocol):  # what the dispatcher's slot holds (tooldeck.dispatch._Slot)
+class TracedSlot(Protocol):
+    """What a traced call's slot holds (``tooldeck._call.Slot``)."""
+
     call: ToolCall
     tool: Any
     params: Any
     repairs: tuple[str, ...]
     output: ToolOutput | None
     approval_reason: str | None
-    trace: Any
 
 
 def _details(output: ToolOutput) -> Mapping[str, Any]:
@@ -69,7 +71,7 @@ def ran_outcome(output: ToolOutput) -> tuple[str, str | None]:
     return "error", "tool_error"
 
 
-def unrun_outcome(slot: _Slot, output: ToolOutput) -> tuple[str, str]:
+def unrun_outcome(slot: TracedSlot, output: ToolOutput) -> tuple[str, str]:
     """``(outcome, error.type)`` of a call the dispatcher never ran."""
     text = output.text
     if slot.call.incomplete:
@@ -101,21 +103,21 @@ class StepTrace:
 
     __slots__ = ("_notes", "_prior", "_ran", "parent", "tel")
 
-    def __init__(self, tel: Telemetry, slots: Sequence[_Slot], prior: Sequence[ToolOutput]) -> None:
+    def __init__(
+        self, tel: Telemetry, slots: Sequence[TracedSlot], prior: Sequence[ToolOutput]
+    ) -> None:
         self.tel = tel
         self.parent = otel_context.get_current()
         self._ran: set[int] = set()
         self._notes: dict[int, list[tuple[str, dict[str, Any], int]]] = {}
         done = {o.call_id for o in prior}
         self._prior = {id(s) for s in slots if s.output is not None and s.call.call_id in done}
-        for slot in slots:
-            slot.trace = self
 
     # -- notes: what happened to a call before its span ------------------------------------
-    def _note(self, slot: _Slot, name: str, attrs: dict[str, Any]) -> None:
+    def _note(self, slot: TracedSlot, name: str, attrs: dict[str, Any]) -> None:
         self._notes.setdefault(id(slot), []).append((name, attrs, time.time_ns()))
 
-    def decided(self, slot: _Slot, action: str, level: str, rule: str) -> None:
+    def decided(self, slot: TracedSlot, action: str, level: str, rule: str) -> None:
         """The policy's decision about ``slot``'s call."""
         self._note(
             slot,
@@ -123,10 +125,10 @@ class StepTrace:
             {n.POLICY_ACTION: action, n.POLICY_LEVEL: level, n.POLICY_RULE: rule[:_RULE_CHARS]},
         )
 
-    def approval(self, asking: Sequence[_Slot]) -> ApprovalTrace:
+    def approval(self, asking: Sequence[TracedSlot]) -> ApprovalTrace:
         return ApprovalTrace(self, asking)
 
-    def _attributes(self, slot: _Slot) -> dict[str, Any]:
+    def _attributes(self, slot: TracedSlot) -> dict[str, Any]:
         call, tool = slot.call, slot.tool
         mcp = getattr(tool, "mcp", None) if tool is not None else None
         attrs: dict[str, Any] = {
@@ -146,7 +148,7 @@ class StepTrace:
             attrs[n.TOOL_CALL_ARGUMENTS] = arguments_text(call.arguments, self.tel.content_limit)
         return attrs
 
-    def _start(self, slot: _Slot, start: int | None = None) -> Any:
+    def _start(self, slot: TracedSlot, start: int | None = None) -> Any:
         span = self.tel.tracer.start_span(
             f"{n.EXECUTE_TOOL} {slot.call.name}",
             self.parent,
@@ -159,7 +161,7 @@ class StepTrace:
         return span
 
     def _close(
-        self, slot: _Slot, span: Any, output: ToolOutput, outcome: str, error: str | None
+        self, slot: TracedSlot, span: Any, output: ToolOutput, outcome: str, error: str | None
     ) -> None:
         tel = self.tel
         attrs = {n.TOOL_OUTCOME: outcome}
@@ -172,13 +174,13 @@ class StepTrace:
         tel.count_call(slot.call.name, outcome, error)
 
     # -- a call that runs --------------------------------------------------------------------
-    def started(self, slot: _Slot) -> CallSpan:
+    def started(self, slot: TracedSlot) -> CallSpan:
         """Start the call's span and make it current (in the task that runs the call)."""
         self._ran.add(id(slot))
         span = self._start(slot)
         return CallSpan(span, otel_context.attach(trace.set_span_in_context(span, self.parent)))
 
-    def ended(self, slot: _Slot, running: CallSpan) -> None:
+    def ended(self, slot: TracedSlot, running: CallSpan) -> None:
         """The call's output is recorded (or it never will be): end its span."""
         span = running.span
         try:
@@ -203,7 +205,7 @@ class StepTrace:
             span.end()
 
     # -- the end of the step -----------------------------------------------------------------
-    def end(self, slots: Sequence[_Slot]) -> None:
+    def end(self, slots: Sequence[TracedSlot]) -> None:
         """A span for every call that has an output but never ran (and no earlier span)."""
         for slot in slots:
             key = id(slot)
@@ -224,7 +226,7 @@ class ApprovalTrace:
 
     __slots__ = ("_before", "_by", "_token", "asking", "span", "step")
 
-    def __init__(self, step: StepTrace, asking: Sequence[_Slot]) -> None:
+    def __init__(self, step: StepTrace, asking: Sequence[TracedSlot]) -> None:
         self.step = step
         self.asking = list(asking)
         self._before = [s.params for s in asking]

@@ -1,0 +1,341 @@
+"""One call, run to its one output: the part of the dispatcher that runs a tool.
+
+:class:`Slot` is a call of a step and what became of it; :class:`CallRunner` (the
+dispatcher's base) runs one slot's tool in the current task: its context, its first
+step at once, the rest under its deadline and abort (:mod:`tooldeck._running`), the
+events around it, the result hooks, and exactly one output, whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from ._running import Watch, resume
+from .approvals import Approver, PolicyHook
+from .assembly import Toolset, TurnContext
+from .context import AbortSignal, Protection, ToolContext
+from .errors import ResultEncodingError
+from .events import CallFinished, CallStarted, EventBus, ToolEvent
+from .result import ToolResult
+from .telemetry.tracing import StepTracing
+from .tools import Tool
+from .transcript import ToolCall, ToolOutput
+
+__all__ = ["CallRunner", "ResultHook", "Slot", "error", "short"]
+
+_ERROR_TEXT_LIMIT = 500
+
+ResultHook = Callable[[ToolCall, Tool, ToolResult, ToolContext], ToolResult | Awaitable[ToolResult]]
+"""Transforms a tool's result before it is recorded (offload to disk, size guard...).
+
+Hooks run in order on every executed call's result. A hook that raises is logged and
+skipped: the call still gets exactly one output.
+"""
+
+
+@dataclass(slots=True)
+class Slot:
+    """One call of a step: what it resolved to, and its one output once it has it."""
+
+    call: ToolCall
+    tool: Tool | None = None
+    params: Any = None
+    repairs: tuple[str, ...] = ()
+    output: ToolOutput | None = None
+    approval_reason: str | None = None
+
+
+def short(text: str) -> str:
+    return text if len(text) <= _ERROR_TEXT_LIMIT else text[: _ERROR_TEXT_LIMIT - 1] + "…"
+
+
+def error(
+    call: ToolCall, message: str, details: Any = None, repairs: tuple[str, ...] = ()
+) -> ToolOutput:
+    return ToolOutput(
+        call.call_id, call.name, ToolResult.error(short(message), details=details), repairs
+    )
+
+
+def _failure(log: logging.Logger, call: ToolCall, exc: BaseException) -> ToolResult:
+    """The result of a call whose tool raised ``exc`` (logged with its traceback)."""
+    log.error(
+        "tool %s (%s) raised", call.name, call.call_id, exc_info=(type(exc), exc, exc.__traceback__)
+    )
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if isinstance(exc, asyncio.CancelledError):  # the tool's own, not this run's
+        message = f"{call.name} was cancelled."
+    else:
+        message = f"{call.name} failed: {type(exc).__name__}: {exc}"
+    return ToolResult.error(
+        short(message), details={"exception": type(exc).__name__, "traceback": trace}
+    )
+
+
+def _unencodable(log: logging.Logger, call: ToolCall, exc: ResultEncodingError) -> ToolResult:
+    log.error("tool %s (%s) returned an unencodable result: %s", call.name, call.call_id, exc)
+    return ToolResult.error(
+        short(f"{call.name} ran, but its result cannot be recorded: {exc}"),
+        details={"exception": "ResultEncodingError", "cause": str(exc)},
+    )
+
+
+class CallRunner:
+    """Runs one slot's call to its one output (the dispatcher's base; see its docs)."""
+
+    toolset: Toolset
+    session_id: str
+    turn: TurnContext | None
+    policy: PolicyHook
+    approver: Approver | None
+    timeout: float | None
+    timeouts: dict[str, float | None]
+    events: EventBus
+    log: logging.Logger
+    result_hooks: tuple[ResultHook, ...]
+    _protected: Protection | None
+
+    async def _run(self, slot: Slot, turn_signal: AbortSignal, trace: StepTracing) -> None:
+        """Run one call in the current task and record its one output on ``slot``.
+
+        The tool runs in this task (no task of its own). Its first step runs right away:
+        a tool that finishes without waiting for anything needs no timer and no
+        callback. Once it waits, :meth:`_wait` arms the deadline (counted from the
+        start) and the abort signal, either of which cancels this task, which the tool
+        sees as a ``CancelledError`` at its next ``await``; the cancellation is then
+        taken back and the call gets a "stopped" output. Everything the tool bound to
+        its task in the first step (``asyncio.timeout``, anyio cancel scopes) stays
+        valid, since it is the same task. Any other cancellation of this task (the run
+        being cancelled from outside) records a "stopped" output, then goes on. A
+        ``BaseException`` the tool raises (``SystemExit``, ``KeyboardInterrupt``...) is
+        that call's error output, like any exception. ``trace`` sees the call start and
+        end (its output recorded, or never to be).
+        """
+        call = slot.call
+        if turn_signal.aborted:  # the turn was aborted while this call's group started
+            slot.output = error(call, f"Not run: the turn was aborted ({turn_signal.reason}).")
+            return
+        running = trace.started(slot)
+        try:
+            signal = turn_signal.child()
+            emitted: list[asyncio.Task[None]] = []  # deliveries of what the tool emitted
+            ctx = self._context(call, signal, emitted)
+            listening = self.events.active
+            label = ""
+            started = 0.0
+            if listening:
+                announced = await self._announce(slot, signal)
+                if announced is None:
+                    return
+                label, started = announced, time.perf_counter()
+            tool = slot.tool
+            assert tool is not None
+            began = asyncio.get_running_loop().time()
+            result: ToolResult
+            try:
+                coro = tool.invoke(slot.params, ctx)
+                try:
+                    waiting_for = coro.send(None)
+                except StopIteration as finished:
+                    result = finished.value
+                else:
+                    result = await self._wait(slot, coro, waiting_for, signal, began)
+            except asyncio.CancelledError as exc:
+                if slot.output is not None:
+                    raise  # the run is being cancelled: _wait recorded the call's output
+                result = _failure(self.log, call, exc)  # the tool's own, from its first step
+            except ResultEncodingError as exc:
+                result = _unencodable(self.log, call, exc)
+            except BaseException as exc:  # Exception, SystemExit... from the tool; caught
+                # here, in the frame a task of asyncio.gather starts in, since the task
+                # throws what the tool raised in a thread (GeneratorExit too) into it
+                result = _failure(self.log, call, exc)
+            finally:
+                signal.detach()  # the call is over: the turn's signal need not keep it
+            if emitted or listening or self.result_hooks:
+                await self._finish(slot, result, ctx, emitted, label, started)
+            else:
+                slot.output = ToolOutput(call.call_id, call.name, result, slot.repairs)
+        finally:
+            trace.ended(slot, running)
+
+    async def _announce(self, slot: Slot, signal: AbortSignal) -> str | None:
+        """``CallStarted`` for listeners; its label, or ``None`` if the turn was aborted
+        meanwhile (the call's output is then recorded)."""
+        label = self._label(slot)
+        await self.events.emit(CallStarted(self.session_id, slot.call, label, slot.repairs))
+        if signal.aborted:  # aborted while CallStarted was delivered
+            signal.detach()
+            slot.output = error(slot.call, f"Not run: the turn was aborted ({signal.reason}).")
+            return None
+        return label
+
+    async def _wait(
+        self,
+        slot: Slot,
+        coro: Coroutine[Any, Any, ToolResult],
+        waiting_for: Any,
+        signal: AbortSignal,
+        began: float,
+    ) -> ToolResult:
+        """The rest of a call whose tool waits: with its deadline and abort armed.
+
+        Raises ``CancelledError`` only when this task is cancelled from outside, after
+        recording the call's "stopped" output on ``slot``.
+        """
+        call = slot.call
+        timeout = self.timeouts.get(call.name, self.timeout) if self.timeouts else self.timeout
+        watch = Watch(asyncio.current_task(), signal)
+        handle = (
+            asyncio.get_running_loop().call_at(began + timeout, watch.expire, timeout)
+            if timeout is not None
+            else None
+        )
+        signal.on_abort(watch.fire)  # at once if it fired during the first step
+        try:
+            try:
+                result: ToolResult = await resume(coro, waiting_for)
+            finally:
+                if handle is not None:
+                    handle.cancel()
+                watch.done = True
+            if watch.fired:  # the tool returned after it was told to stop
+                await watch.settle()
+                result = watch.stopped(call.name)
+            return result
+        except asyncio.CancelledError as exc:
+            if watch.taken_back():
+                return watch.stopped(call.name)
+            if not watch.cancelled and watch.task is not None and not watch.task.cancelling():
+                return _failure(self.log, call, exc)  # the tool's own, nobody cancelled it
+            slot.output = error(  # this task was cancelled from outside: the run is
+                call,
+                f"{call.name} was stopped: the turn was cancelled while it ran.",
+                {"stopped": "cancelled"},
+                slot.repairs,
+            )
+            raise
+
+    def _label(self, slot: Slot) -> str:
+        assert slot.tool is not None
+        try:
+            return slot.tool.describe_activity(slot.params)
+        except Exception:
+            self.log.exception("describe_activity failed for %s", slot.call.name)
+            return f"Running {slot.call.name}"
+
+    def _context(
+        self, call: ToolCall, signal: AbortSignal, emitted: list[asyncio.Task[None]]
+    ) -> ToolContext:
+        bus = self.events
+        session_id = self.session_id
+        loop = asyncio.get_running_loop()
+
+        def sink(payload: Any) -> None:
+            if not bus.active:
+                return
+            event = ToolEvent(session_id, call.call_id, call.name, payload)
+            try:
+                on_loop = asyncio.get_running_loop() is loop
+            except RuntimeError:  # a worker thread
+                on_loop = False
+            if on_loop:
+                emitted.append(loop.create_task(bus.emit(event)))
+            else:
+                loop.call_soon_threadsafe(lambda: emitted.append(loop.create_task(bus.emit(event))))
+
+        protection = self._protected
+        if (
+            protection is None
+            or protection.policy is not self.policy
+            or protection.approver is not self.approver
+            or protection.result_hooks is not self.result_hooks
+        ):  # what protects these calls, for sub-sessions to inherit (made once)
+            protection = self._protected = Protection(self.policy, self.approver, self.result_hooks)
+        return ToolContext(
+            call.call_id,
+            call.name,
+            session_id,
+            signal,
+            self.log,
+            sink,
+            self.turn,
+            self.toolset,
+            protection,
+        )
+
+    async def _finish(
+        self,
+        slot: Slot,
+        result: ToolResult,
+        ctx: ToolContext,
+        emitted: list[asyncio.Task[None]],
+        label: str,
+        started: float,
+    ) -> None:
+        """Events after the call, the result hooks, and the call's one output."""
+        call = slot.call
+        try:
+            if emitted:  # what the tool emitted is delivered before the call is finished
+                await asyncio.gather(*emitted, return_exceptions=True)
+            if self.events.active:
+                await self._finished(slot, result, label, started)
+            if self.result_hooks:
+                result = await self._hooks(slot, result, ctx)
+        except asyncio.CancelledError:
+            slot.output = error(
+                call,
+                f"{call.name} ran, but the turn was cancelled before its result was recorded.",
+                {"stopped": "cancelled"},
+                slot.repairs,
+            )
+            raise
+        slot.output = ToolOutput(call.call_id, call.name, result, slot.repairs)
+
+    async def _finished(self, slot: Slot, result: ToolResult, label: str, started: float) -> None:
+        """The events a finished call sends its listeners."""
+        tool, call, bus = slot.tool, slot.call, self.events
+        assert tool is not None
+        seconds = time.perf_counter() - started if started else 0.0
+        label = label or self._label(slot)  # nobody listened when the call started
+        done_label = label
+        if not result.is_error:
+            try:
+                done_label = tool.describe_completed_activity(slot.params, result) or label
+            except Exception:
+                self.log.exception("describe_completed_activity failed for %s", call.name)
+        for payload in result.events:
+            await bus.emit(ToolEvent(self.session_id, call.call_id, call.name, payload))
+        await bus.emit(CallFinished(self.session_id, call, done_label, result.is_error, seconds))
+
+    async def _hooks(self, slot: Slot, result: ToolResult, ctx: ToolContext) -> ToolResult:
+        call, tool = slot.call, slot.tool
+        assert tool is not None
+        for hook in self.result_hooks:
+            try:
+                changed = hook(call, tool, result, ctx)
+                if inspect.isawaitable(changed):
+                    changed = await changed
+            except asyncio.CancelledError:
+                raise
+            except BaseException:
+                self.log.exception(
+                    "result hook %r failed for %s (%s)", hook, call.name, call.call_id
+                )
+                continue
+            if isinstance(changed, ToolResult):
+                result = changed
+            else:
+                self.log.error(
+                    "result hook %r returned %s, not a ToolResult; ignored",
+                    hook,
+                    type(changed).__name__,
+                )
+        return result
