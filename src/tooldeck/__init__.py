@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from . import schema
     from .arguments import ValidatedArguments, validate_arguments
-    from .assembly import Toolset, TurnContext, assemble
+    from .assembly import Toolset, ToolSource, TurnContext, assemble
     from .context import Aborted, AbortSignal, ToolContext
     from .continuation import ContinuePolicy
     from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .registry import Handlers, ToolRegistry
     from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
     from .schema import Projection, project, project_tools
+    from .sources.function import source
     from .streaming import TurnStream
     from .tools import TOOL_NAME_PATTERN, ExecutionMode, Tool, tool
     from .transcript import (
@@ -48,6 +49,7 @@ _LAZY: dict[str, str] = {
     "ValidatedArguments": "arguments",
     "validate_arguments": "arguments",
     "Toolset": "assembly",
+    "ToolSource": "assembly",
     "TurnContext": "assembly",
     "assemble": "assembly",
     "Aborted": "context",
@@ -82,6 +84,7 @@ _LAZY: dict[str, str] = {
     "Projection": "schema",
     "project": "schema",
     "project_tools": "schema",
+    "source": "sources.function",
     "TurnStream": "streaming",
     "TOOL_NAME_PATTERN": "tools",
     "ExecutionMode": "tools",
@@ -131,6 +134,7 @@ __all__ = [
     "ToolOutput",
     "ToolRegistry",
     "ToolResult",
+    "ToolSource",
     "TooldeckError",
     "Toolset",
     "TurnContext",
@@ -145,6 +149,7 @@ __all__ = [
     "run",
     "run_sync",
     "schema",
+    "source",
     "stream",
     "tool",
     "validate_arguments",
