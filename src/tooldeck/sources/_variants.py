@@ -16,16 +16,21 @@ class Variants:
     def __init__(self, change: Callable[[Tool], Tool]) -> None:
         self.change = change
         self._made: dict[int, tuple[Tool, Tool]] = {}
+        self._last: tuple[tuple[Tool, ...], tuple[Tool, ...]] = ((), ())
 
     def of(self, tools: Sequence[Tool]) -> tuple[Tool, ...]:
+        given = tuple(tools)
+        if given == self._last[0]:  # the same tools as last time (compared by identity)
+            return self._last[1]
         made = self._made
         current: dict[int, tuple[Tool, Tool]] = {}
         out: list[Tool] = []
-        for t in tools:
+        for t in given:
             pair = made.get(id(t))
             if pair is None or pair[0] is not t:
                 pair = (t, self.change(t))
             current[id(t)] = pair
             out.append(pair[1])
         self._made = current  # tools the source no longer gives are let go
-        return tuple(out)
+        self._last = (given, tuple(out))
+        return self._last[1]
