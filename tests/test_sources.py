@@ -108,6 +108,27 @@ def test_with_approval_asks_before_the_tools_it_wraps_only() -> None:
     assert close.tier == "WRITE"  # the original keeps its tier
 
 
+def test_with_approval_makes_a_policy_that_allows_a_tool_ask_a_human() -> None:
+    from tooldeck.policy import Policy, SessionPolicy
+
+    allows = SessionPolicy(
+        Policy.from_dict({"profile": {"rules": [{"tools": "*search", "action": "allow"}]}})
+    )
+    asked: list[str] = []
+
+    def human(request: ApprovalRequest) -> bool:
+        asked.append(request.tool.name)
+        return True
+
+    model = ScriptedModel(
+        [reply(call("search", {"query": "a"}), call("x_search", {"query": "b"})), reply("ok")]
+    )
+    guarded = Toolset([search]).prefixed("x_").with_approval()
+    result = Session(model, [search, guarded], policy=allows, approver=human).run_sync("go")
+    assert asked == ["x_search"]  # DANGEROUS: never allowed without a human
+    assert texts(result) == ["found a", "found b"]
+
+
 def test_with_approval_raises_a_tier_and_never_lowers_it() -> None:
     ctx = TurnContext("s")
     raised = {t.name: t.tier for t in Toolset([search, wipe]).with_approval("WRITE").tools_for(ctx)}
