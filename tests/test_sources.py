@@ -304,3 +304,17 @@ def test_a_plain_function_is_refused_without_being_called() -> None:
     assert called == []
     with pytest.raises(AssemblyError, match=r"tools\[0\]\[1\] is a str, not a tool"):
         Session(ScriptedModel([]), [[search, "close"]])  # type: ignore[list-item]
+
+
+def test_a_function_source_is_named_by_its_label_in_a_collision() -> None:
+    @tooldeck.source(label="my search tools")
+    def mine(ctx: TurnContext) -> list[Tool]:
+        return [search]
+
+    session = Session(ScriptedModel([reply("x")]), [ISSUES, mine])
+    with pytest.raises(
+        AssemblyError,
+        match=r"'search' is created twice: by tools\[0\] \(a Toolset\) and by "
+        r"tools\[1\] \(my search tools\)",
+    ):
+        session.run_sync("go")
