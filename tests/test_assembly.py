@@ -1,4 +1,4 @@
-"""Per-turn assembly: ordered creators, an immutable Toolset, no global tool set."""
+"""Per-turn assembly: ordered tool sources, an immutable Toolset, no global tool set."""
 
 from __future__ import annotations
 
@@ -9,26 +9,31 @@ import pytest
 
 from tooldeck import Tool
 from tooldeck.assembly import AssemblyError, Toolset, TurnContext, assemble
+from tooldeck.sources import source
 
 
 def make(name: str) -> Tool:
     return Tool.from_function(lambda: name, name=name, description=f"{name} tool")
 
 
+@source
 def todo_creator(ctx: TurnContext) -> Iterable[Tool]:
     return [make("todo")]
 
 
+@source
 def web_creator(ctx: TurnContext) -> Iterable[Tool]:
     return [make("web_search"), make("web_fetch")] if ctx.web_provider else []
 
 
+@source
 def workflow_creator(ctx: TurnContext) -> Iterable[Tool]:
     if ctx.turn_kind != "text":
         return []
     return [make(n) for n in ("workflow", "show_workflow", "list_workflows", "cancel_workflow")]
 
 
+@source
 def jobs_creator(ctx: TurnContext) -> Iterable[Tool]:
     return [make("start_job")] if ctx.can_create_jobs else []
 
@@ -61,6 +66,7 @@ def test_order_follows_creators_and_context(tmp_path: Path) -> None:
 
 
 def test_duplicate_names_name_both_creators(tmp_path: Path) -> None:
+    @source
     def other_todo(ctx: TurnContext) -> Iterable[Tool]:
         return [make("todo")]
 
@@ -73,9 +79,11 @@ def test_duplicate_names_name_both_creators(tmp_path: Path) -> None:
 
 
 def test_failing_creator_is_named_and_nothing_half_assembles(tmp_path: Path) -> None:
+    @source
     def broken(ctx: TurnContext) -> Iterable[Tool]:
         raise OSError("rpc down")
 
+    @source
     def not_a_tool(ctx: TurnContext) -> Iterable[Tool]:
         return ["todo"]  # type: ignore[list-item]
 

@@ -82,6 +82,7 @@ def test_nested_lists_and_toolsets_are_flattened_in_order() -> None:
 def test_a_creator_gets_the_default_turn_context() -> None:
     seen: list[TurnContext] = []
 
+    @tooldeck.source
     def make(ctx: TurnContext) -> list[Tool]:
         seen.append(ctx)
         return [shout]
@@ -139,7 +140,7 @@ def test_a_name_made_twice_is_one_error_naming_both() -> None:
     other = Tool.from_function(lambda: "x", name="shout", description="Another.", read_only=True)
     with pytest.raises(AssemblyError, match=r"'shout' is created twice: by tools\[0\].*tools\[1\]"):
         Session(ScriptedModel([]), [shout, other])
-    session = Session(ScriptedModel([reply("x")]), [shout, lambda ctx: [other]])
+    session = Session(ScriptedModel([reply("x")]), [shout, tooldeck.source(lambda ctx: [other])])
     with pytest.raises(AssemblyError, match=r"by tools\[0\] \(tool shout\) and by tools\[1\]"):
         session.run_sync("hi")
 
@@ -148,8 +149,15 @@ def test_a_plain_function_in_the_list_says_what_to_do() -> None:
     def add(a: int, b: int) -> int:
         return a + b
 
-    with pytest.raises(AssemblyError, match=r"tools\[1\] \(add\).*decorate it with @tooldeck.tool"):
-        Session(ScriptedModel([]), [shout, add])
+    def make(ctx: TurnContext) -> list[Tool]:
+        return [shout]
+
+    for plain in (add, make):  # never called to find out which it is
+        with pytest.raises(
+            AssemblyError,
+            match=r"tools\[1\] \(\w+\) is a function.*@tooldeck.tool.*tooldeck.source",
+        ):
+            Session(ScriptedModel([]), [shout, plain])  # type: ignore[list-item]
     with pytest.raises(AssemblyError, match="is a int, not a tool"):
         Session(ScriptedModel([]), [3])
 
@@ -159,7 +167,7 @@ def test_the_existing_forms_still_work() -> None:
     for tools in (
         tooldeck.Toolset([shout]),
         [shout],
-        lambda ctx: tooldeck.assemble(ctx, [lambda c: [shout]]),
+        tooldeck.source(lambda ctx: tooldeck.assemble(ctx, [tooldeck.Toolset([shout])])),
     ):
         model = ScriptedModel([reply(call("shout", {"text": "a"})), reply("ok")])
         assert texts(Session(model, tools, turn=turn).run_sync("hi")) == ["A"]
@@ -396,7 +404,8 @@ def test_a_tool_planner_takes_a_flat_list_too() -> None:
     from tooldeck.plan import ToolPlanner
 
     model = ScriptedModel([reply(call("save_note", {"text": "n"})), reply("ok")])
-    planner = ToolPlanner([shout, lambda ctx: [save_note]], model=model, semantic=False)
+    later = tooldeck.source(lambda ctx: [save_note])
+    planner = ToolPlanner([shout, later], model=model, semantic=False)
     result = Session(model, planner).run_sync("go")
     assert texts(result) == ["saved 'n'"]
     assert [t.name for t in model.requests[0].tools] == ["shout", "save_note"]

@@ -96,3 +96,88 @@ def test_the_graph_sees_type_checking_imports() -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .engine import X\n"
     )
     assert [type(n).__name__ for n in _top_level_imports(tree)] == ["ImportFrom", "ImportFrom"]
+
+
+# The core (what a turn is made of, and the loop) sits below the features: a feature
+# module may import the core, never the reverse (issue 32: ``sources.py`` imported the
+# registry and the skills to sort a session's tools). The offload package is not a feature:
+# every session runs with its size guard (``offload.defaults``).
+CORE = (
+    "tooldeck.assembly",
+    "tooldeck.sources",
+    "tooldeck.tools",
+    "tooldeck.plan",
+    "tooldeck.loop",
+    "tooldeck.oneshot",
+    "tooldeck._turn",
+    "tooldeck._streaming",
+    "tooldeck.dispatch",
+)
+FEATURES = (
+    "tooldeck.registry",
+    "tooldeck.agents",
+    "tooldeck.mcp",
+    "tooldeck.jobs",
+    "tooldeck.schedules",
+    "tooldeck.workflows",
+    "tooldeck.gateway",
+    "tooldeck.builtin",
+    "tooldeck.web",
+    "tooldeck.search",
+    "tooldeck.cli",
+)
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+# Names of feature types a core annotation mentions, imported for the type checker only
+# (never at run time): the edge and why.
+TYPE_ONLY = {
+    ("tooldeck.assembly", "tooldeck.web"): "TurnContext.web_provider's type",
+    ("tooldeck.assembly", "tooldeck.web.netguard"): "TurnContext.web_access's type",
+    ("tooldeck.plan", "tooldeck.search.embedding"): "ToolPlanner.semantic's type",
+}
+
+
+def _runtime_graph() -> dict[str, set[str]]:
+    """The graph without ``if TYPE_CHECKING:`` imports (what loading a module loads)."""
+    graph = import_graph()
+    for (module, target), _why in TYPE_ONLY.items():
+        path = SRC / (module.replace(".", "/") + ".py")
+        tree = ast.parse(path.read_text())
+        guarded = [
+            n
+            for node in tree.body
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+            for n in node.body
+        ]
+        base = module.rsplit(".", 1)[0]
+        names = {
+            f"{base}.{n.module}" for n in guarded if isinstance(n, ast.ImportFrom) and n.module
+        }
+        if target in names:
+            graph[module].discard(target)
+    return graph
+
+
+def test_the_core_imports_no_feature_module() -> None:
+    graph = _runtime_graph()
+    core = [m for m in graph if _within(m, CORE)]
+    assert "tooldeck.sources.listed" in core and "tooldeck.assembly" in core
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module in core
+        for target in graph[module]
+        if _within(target, FEATURES)
+    )
+    assert wrong == [], "core modules import feature modules: " + ", ".join(wrong)
+
+
+def test_the_feature_check_would_see_a_core_module_importing_a_feature() -> None:
+    """The checker itself: the old ``sources.py`` edge is one it reports."""
+    tree = ast.parse("from .registry import ToolRegistry\n")
+    node = _top_level_imports(tree)[0]
+    assert isinstance(node, ast.ImportFrom) and node.module == "registry"
+    assert _within("tooldeck.registry", FEATURES) and _within("tooldeck.sources", CORE)

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from test_workflows_support import StoreFactory, raw_query
-from tooldeck import ScriptedModel, Session, Toolset, TurnContext, assemble
+from tooldeck import ScriptedModel, Session, Toolset, TurnContext
 from tooldeck._notices import NOTICE_PREFIX
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
@@ -24,7 +24,7 @@ from tooldeck.jobs import (
     JobNotices,
     JobRuntime,
     NewJob,
-    job_tools_creator,
+    job_tools_source,
 )
 from tooldeck.model import ModelRequest
 from tooldeck.policy import Policy, SessionPolicy, approve
@@ -67,12 +67,7 @@ def notices_in(items: Sequence[Any]) -> list[str]:
 
 
 def tools_for(manager: JobManager, job_model: Any) -> Any:
-    creator = job_tools_creator(manager, model_for=lambda agent: job_model)
-
-    def make(ctx: TurnContext) -> Toolset:
-        return assemble(ctx, [*REGISTRY.creators(), creator])
-
-    return make
+    return [REGISTRY, job_tools_source(manager, model_for=lambda agent: job_model)]
 
 
 def run(coro: Any) -> Any:
@@ -346,20 +341,20 @@ def test_job_tools_exist_only_on_text_turns_that_can_create_jobs(tmp_path: Path)
         store = SQLiteStore(tmp_path / "db.sqlite3")
         async with store:
             manager = JobManager(store)
-            creator = job_tools_creator(manager, model_for=lambda a: ScriptedModel([]))
+            creator = job_tools_source(manager, model_for=lambda a: ScriptedModel([]))
             yes = TurnContext(session_id="s", home=tmp_path, can_create_jobs=True)
-            assert {t.name for t in creator(yes)} == {
+            assert {t.name for t in creator.tools_for(yes)} == {
                 "start_job",
                 "job_status",
                 "list_jobs",
                 "cancel_job",
             }
             no = TurnContext(session_id="s", home=tmp_path)
-            assert list(creator(no)) == []
+            assert list(creator.tools_for(no)) == []
             task = TurnContext(
                 session_id="s", home=tmp_path, can_create_jobs=True, turn_kind="workflow_task"
             )
-            assert list(creator(task)) == []
+            assert list(creator.tools_for(task)) == []
 
     run(main())
 
@@ -529,7 +524,7 @@ def test_a_job_limited_to_a_toolkit_gets_only_its_tools(
         store = make_store()
         job_model = ScriptedModel([reply("read only")])
         async with store, JobManager(store, poll=0.05, lease=5) as manager:
-            creator = job_tools_creator(
+            creator = job_tools_source(
                 manager, model_for=lambda a: job_model, manifest=ToolkitManifest.load()
             )
             session = Session(
@@ -540,7 +535,7 @@ def test_a_job_limited_to_a_toolkit_gets_only_its_tools(
                         reply("ok"),
                     ]
                 ),
-                lambda ctx: assemble(ctx, [*REGISTRY.creators(), creator]),
+                [REGISTRY, creator],
                 session_id="p",
                 turn=TurnContext(session_id="p", home=tmp_path, can_create_jobs=True),
             )

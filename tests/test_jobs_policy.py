@@ -27,7 +27,7 @@ from tooldeck.approvals import PolicyDecision
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli.schedules import load_job_script
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
-from tooldeck.jobs import JobManager, JobRuntime, JobTable, NewJob, job_tools_creator
+from tooldeck.jobs import JobManager, JobRuntime, JobTable, NewJob, job_tools_source
 from tooldeck.jobs.durable import DbosJobQueue
 from tooldeck.jobs.policy import creator_policy, job_policy, record_creator
 from tooldeck.jobs.runner import registry_tools
@@ -115,14 +115,14 @@ def test_a_job_resumed_in_another_process_keeps_its_creators_policy(
         async with store:
             first = JobManager(store, poll=0.02, lease=5)
             await first.open()
-            creator = job_tools_creator(first, model_for=lambda agent: Hangs([]))
+            creator = job_tools_source(first, model_for=lambda agent: Hangs([]))
             turn = TurnContext(session_id="chat", home=home, can_create_jobs=True)
             tools = load_builtin_registry().toolset(turn).only(CHAT_TOOLS)
             session = Session(
                 ScriptedModel(
                     [reply(call("start_job", {"task": "read secrets/key"})), reply("ok")]
                 ),
-                Toolset([*tools.tools, *creator(turn)]),
+                Toolset([*tools.tools, *creator.tools_for(turn)]),
                 session_id="chat",
                 turn=turn,
                 policy=policy,
@@ -162,7 +162,7 @@ def test_a_dbos_worker_runs_each_job_under_its_creator_and_its_policy_file(
                     dispatch="dbos",
                     queue=DbosJobQueue(PG_DSN, dbos_schema=workers.dbos_schema),
                 )
-                creator = job_tools_creator(manager, model_for=lambda agent: ScriptedModel([]))
+                creator = job_tools_source(manager, model_for=lambda agent: ScriptedModel([]))
                 policy = SessionPolicy(Policy.from_dict(CREATOR_RULES), session_id="chat")
                 ids = []
                 for session_id, path, rules in (
@@ -175,7 +175,7 @@ def test_a_dbos_worker_runs_each_job_under_its_creator_and_its_policy_file(
                         ScriptedModel(
                             [reply(call("start_job", {"task": f"read {path}"})), reply("ok")]
                         ),
-                        Toolset([*tools.tools, *creator(turn)]),
+                        Toolset([*tools.tools, *creator.tools_for(turn)]),
                         session_id=session_id,
                         turn=turn,
                         policy=rules,
@@ -217,13 +217,13 @@ def test_a_live_job_of_a_session_with_policy_and_approve_is_headless_in_both(
             job_model = ScriptedModel(
                 [reply(call("read_document", {"path": "notes.txt"})), reply("done")]
             )
-            creator = job_tools_creator(manager, model_for=lambda agent: job_model)
+            creator = job_tools_source(manager, model_for=lambda agent: job_model)
             turn = TurnContext(session_id="chat", home=tmp_path, can_create_jobs=True)
             tools = load_builtin_registry().toolset(turn).only(["read_document"])
             policy = SessionPolicy(Policy.from_dict(asking), session_id="chat", home=tmp_path)
             session = Session(
                 ScriptedModel([reply(call("start_job", {"task": "read notes"})), reply("ok")]),
-                Toolset([*tools.tools, *creator(turn)]),
+                Toolset([*tools.tools, *creator.tools_for(turn)]),
                 session_id="chat",
                 turn=turn,
                 policy=policy,
@@ -253,7 +253,7 @@ def test_the_job_tools_never_name_another_sessions_jobs(
             for job_id, session_id in (("job-a1", "alice"), ("job-a2", "alice"), ("job-b1", "bob")):
                 await jobs.create(NewJob(id=job_id, session_id=session_id, task="t"))
             async with JobManager(store) as manager:
-                creator = job_tools_creator(manager, model_for=lambda agent: ScriptedModel([]))
+                creator = job_tools_source(manager, model_for=lambda agent: ScriptedModel([]))
                 turn = TurnContext(session_id="alice", home=tmp_path, can_create_jobs=True)
                 session = Session(
                     ScriptedModel(
@@ -264,7 +264,7 @@ def test_the_job_tools_never_name_another_sessions_jobs(
                             reply("ok"),
                         ]
                     ),
-                    Toolset(list(creator(turn))),
+                    Toolset(list(creator.tools_for(turn))),
                     session_id="alice",
                     turn=turn,
                 )

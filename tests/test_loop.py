@@ -173,6 +173,7 @@ def test_a_toolset_factory_is_assembled_again_before_every_step(tmp_path: Any) -
 
     built: list[int] = []
 
+    @tooldeck.source
     def factory(ctx: TurnContext) -> Toolset:
         built.append(1)
         # the second step gains stop_here: a tool becomes callable from the next step

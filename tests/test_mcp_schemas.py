@@ -66,7 +66,7 @@ def test_unusable_schemas_are_skipped_with_a_reason_and_fetch_nothing(
 ) -> None:
     cfg, web, fifo = config
     with caplog.at_level(logging.WARNING, logger="tooldeck.mcp"), McpSource(cfg) as source:
-        tools = source(turn())
+        tools = source.tools_for(turn())
         assert [t.name for t in tools] == ["mcp__hostile__good"]
         status = source.server_status("hostile")
         outputs = dispatch(

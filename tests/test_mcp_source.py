@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+import tooldeck
 from tooldeck import Dispatcher, EventBus, Session, Tool, Toolset, TurnContext, assemble, tool
 from tooldeck.cli.mcp import app as mcp_app
 from tooldeck.events import Event, ToolEvent
@@ -147,7 +148,7 @@ def shared() -> Iterator[McpSource]:
 
 
 def test_discovery_names_schemas_and_metadata(shared: McpSource) -> None:
-    tools = {t.name: t for t in shared(turn()) if isinstance(t, McpTool)}
+    tools = {t.name: t for t in shared.tools_for(turn()) if isinstance(t, McpTool)}
     assert "mcp__basic__add" in tools and "mcp__basic__echo" in tools
     add = tools["mcp__basic__add"]
     assert add.description == "Add two integers."
@@ -176,14 +177,14 @@ def test_discovery_names_schemas_and_metadata(shared: McpSource) -> None:
 
 
 def test_pagination_follows_next_cursor(shared: McpSource) -> None:
-    paged = [t for t in shared(turn()) if t.name.startswith("mcp__paged__")]
+    paged = [t for t in shared.tools_for(turn()) if t.name.startswith("mcp__paged__")]
     assert names(paged) == [f"mcp__paged__tool_{i:02d}" for i in range(10)]
     outputs = dispatch(Toolset(paged), call("mcp__paged__tool_07", {"n": 3}))
     assert outputs[0].result.content == "tool_07:3"
 
 
 def test_failed_servers_are_reported_and_the_others_work(shared: McpSource) -> None:
-    tools = shared(turn())
+    tools = shared.tools_for(turn())
     down = ("mcp__broken__", "mcp__crash__", "mcp__hang__")
     assert not any(n.startswith(down) for n in names(tools))
     broken = shared.server_status("broken")
@@ -279,7 +280,7 @@ def test_list_changed_relists_for_the_next_step() -> None:
                     reply("done"),
                 ]
             )
-            session = Session(model, tools=lambda ctx: assemble(ctx, [source]), turn=turn())
+            session = Session(model, [source], turn=turn())
             result = await session.run("grow a tool, then use it")
             first, second = (names(list(r.tools)) for r in model.requests[:2])
             assert "mcp__basic__late_tool" not in first
@@ -302,7 +303,7 @@ def test_stdio_server_killed_mid_call_then_reconnected_next_turn() -> None:
             assert time.monotonic() - started < 5
             assert result.is_error and "went away" in result.text()
             assert result.details["reason"] == "connection_lost"
-            tools = await asyncio.to_thread(source, turn())  # the next turn's assembly
+            tools = await asyncio.to_thread(source.tools_for, turn())  # the next turn's assembly
             assert "mcp__basic__add" in names(tools)
             assert source.server_status("basic").state == "connected"
             assert await server_pid(source) != pid
@@ -314,19 +315,19 @@ def test_stdio_server_killed_mid_call_then_reconnected_next_turn() -> None:
 def test_http_server_killed_mid_call_then_restarted(http_server: HttpServer) -> None:
     async def go() -> None:
         async with McpSource({"web": {"url": http_server.url, "startup_timeout": 5}}) as source:
-            assert "mcp__web__add" in names(source(turn()))
+            assert "mcp__web__add" in names(source.tools_for(turn()))
             pending = asyncio.ensure_future(source.call("web", "slow", {"seconds": 30}))
             await asyncio.sleep(0.5)
             http_server.kill()
             result = await asyncio.wait_for(pending, 10)
             assert result.is_error and result.details["reason"] == "connection_lost"
-            down = await asyncio.to_thread(source, turn())
+            down = await asyncio.to_thread(source.tools_for, turn())
             assert names(down) == []  # down: the turn goes on without its tools
             http_server.start()
             # An assembly asks a server in backoff to retry at most once per RETRY_FLOOR:
             # the "down" assembly just did, so the next one may only after that long.
             await asyncio.sleep(RETRY_FLOOR)
-            up = await asyncio.to_thread(source, turn())
+            up = await asyncio.to_thread(source.tools_for, turn())
             assert "mcp__web__add" in names(up)
             added = await source.call("web", "add", {"a": 2, "b": 2})
             assert list(added.content) == [JsonPart({"result": 4})]
@@ -427,7 +428,7 @@ def test_in_loop_calls_run_on_the_callers_loop_with_progress_timeouts_and_a_clea
         threads = _io_threads()  # another test's source may hold one
         async with McpSource({"basic": stdio("basic.py")}, in_loop=True) as source:
             assert _io_threads() == threads  # none of its own: this loop runs the servers
-            toolset = assemble(turn(), [source])  # the creator answers what is listed
+            toolset = assemble(turn(), [source])  # tools_for answers what is listed
             assert "mcp__basic__echo" in toolset.names
             dispatcher = Dispatcher(toolset, events=bus, timeouts={"mcp__basic__slow": 0.5})
             echo, slow = (
@@ -500,6 +501,7 @@ def shout(text: str) -> str:
     return text.upper()
 
 
+@tooldeck.source
 def native(ctx: TurnContext) -> list[Tool]:
     return [shout]
 
@@ -516,7 +518,7 @@ def test_full_turn_merges_mcp_and_native_tools() -> None:
                     reply("42, HI"),
                 ]
             )
-            session = Session(model, tools=lambda ctx: assemble(ctx, [native, source]), turn=turn())
+            session = Session(model, [native, source], turn=turn())
             result = await session.run("add and shout")
             assert result.output == "42, HI"
             add, loud = result.tool_outputs
@@ -534,11 +536,11 @@ def test_autostart_false_servers_connect_when_activated_for_a_session() -> None:
     async def go() -> None:
         async with McpSource(config) as source:
             assert source.server_status("lazy").state == "idle"
-            assert not any(n.startswith("mcp__lazy__") for n in names(source(turn("s1"))))
+            assert not any(n.startswith("mcp__lazy__") for n in names(source.tools_for(turn("s1"))))
             status = await source.activate("lazy", session_id="s1")
             assert status.state == "connected" and len(status.tools) == 10
-            s1 = await asyncio.to_thread(source, turn("s1"))
-            s2 = await asyncio.to_thread(source, turn("s2"))
+            s1 = await asyncio.to_thread(source.tools_for, turn("s1"))
+            s2 = await asyncio.to_thread(source.tools_for, turn("s2"))
             assert "mcp__lazy__tool_00" in names(s1)
             assert "mcp__lazy__tool_00" not in names(s2)
             await source.deactivate("lazy", session_id="s1")
@@ -548,7 +550,9 @@ def test_autostart_false_servers_connect_when_activated_for_a_session() -> None:
             hook = source.activation_hook()  # for every session
             status = await hook(SimpleNamespace(name="paging", mcp_server="lazy"))
             assert status is not None and status.state == "connected"
-            assert "mcp__lazy__tool_00" in names(await asyncio.to_thread(source, turn("s2")))
+            assert "mcp__lazy__tool_00" in names(
+                await asyncio.to_thread(source.tools_for, turn("s2"))
+            )
             assert await hook(SimpleNamespace(mcp_server="unknown")) is None
             with pytest.raises(KeyError, match="configured: lazy"):
                 await source.activate("nope")
@@ -557,7 +561,7 @@ def test_autostart_false_servers_connect_when_activated_for_a_session() -> None:
 
 
 def test_trusted_annotations_lower_and_destructive_raise_the_tier(shared: McpSource) -> None:
-    tools = {t.name: t for t in shared(turn())}
+    tools = {t.name: t for t in shared.tools_for(turn())}
     note, wipe, add = (tools[f"mcp__trusted__{n}"] for n in ("read_note", "wipe", "add"))
     assert note.tier == "STANDARD" and note.execution_mode == "parallel"
     assert wipe.tier == "DANGEROUS"
@@ -578,7 +582,7 @@ def test_published_server_mcp_server_time() -> None:
         }
     }
     with McpSource(config) as source:
-        tools = {t.name: t for t in source(turn())}
+        tools = {t.name: t for t in source.tools_for(turn())}
         assert {"mcp__time__get_current_time", "mcp__time__convert_time"} <= set(tools)
         current = tools["mcp__time__get_current_time"]
         assert current.tier == "STANDARD"  # read-only by its annotation, on a trusted server

@@ -32,7 +32,6 @@ from tooldeck import (
     ToolResult,
     Toolset,
     TurnContext,
-    assemble,
     tool,
 )
 from tooldeck.errors import ResultEncodingError
@@ -299,7 +298,7 @@ def test_killed_mid_write_leaves_no_ref(tmp_path: Path, how: str) -> None:
     temps = [n for n in names if n.startswith(".ref_")]
     assert len(temps) == 1  # the debris is hidden, never a ref
     assert store.refs() == [] and not store.has_refs()
-    assert store.creator(TurnContext(SID, tmp_path)) == []
+    assert store.tools_for(TurnContext(SID, tmp_path)) == []
     old = store.clock() - 2 * 3600
     os.utime(store.directory / temps[0], (old, old))
     store.expire()
@@ -516,14 +515,14 @@ def test_offload_event_on_the_bus(tmp_path: Path) -> None:
     assert event.summary_tokens == out.details["offloaded"]["summary_tokens"]
 
 
-def test_creator_and_status_source(tmp_path: Path) -> None:
+def test_the_store_as_a_source_and_its_status(tmp_path: Path) -> None:
     store = make(tmp_path, threshold_tokens=100, guard_tokens=1_000)
     ctx = TurnContext(SID, tmp_path, status_sources={"offload": store.status_source})
-    assert store.creator(ctx) == []
+    assert store.tools_for(ctx) == []
     assert "No stored" in store.status_source()
     ref = ref_of(run_hook(store, ToolResult("s" * 500), call_id="call_5"))
-    assert store.creator(ctx) == [store.recall_tool]
-    assert store.creator(TurnContext("session-b", tmp_path)) == []
+    assert store.tools_for(ctx) == [store.recall_tool]
+    assert store.tools_for(TurnContext("session-b", tmp_path)) == []
     status = ctx.status_sources["offload"]()
     assert ref in status and "produce" in status and "call_5" in status
     assert "expires in" in status
@@ -654,7 +653,7 @@ def test_end_to_end_turn_with_recall(tmp_path: Path) -> None:
 
     session = Session(
         ScriptedModel(script),
-        tools=lambda ctx: assemble(ctx, [lambda c: [read_access_log], store.creator]),
+        tools=[read_access_log, store],
         session_id=SID,
         turn=TurnContext(SID, tmp_path, status_sources={"offload": store.status_source}),
         result_hooks=[store.hook],

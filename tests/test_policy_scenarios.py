@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+import tooldeck
 from tooldeck import ScriptedModel, Session, Toolset, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.switch_model import ModelRoles, switch_model_tool
@@ -87,7 +88,9 @@ def session(
     def tools(ctx: TurnContext) -> Toolset:
         return Toolset([*REGISTRY.toolset(ctx).tools, *extra])
 
-    source: Any = ToolPlanner(tools, visible=policy.visible) if planner else tools(turn)
+    source: Any = (
+        ToolPlanner(tooldeck.source(tools), visible=policy.visible) if planner else tools(turn)
+    )
     return Session(
         ScriptedModel(script),
         source,
@@ -354,7 +357,7 @@ def test_headless_sessions_deny_what_needs_a_human_and_hide_it(tmp_path: Path) -
         }
     )
     policy = SessionPolicy(rules, session_id="bot", headless=True)
-    planned = ToolPlanner(REGISTRY.toolset, visible=policy.visible)(
+    planned = ToolPlanner(REGISTRY, visible=policy.visible)(
         TurnContext(session_id="bot", home=tmp_path)
     )
     shown = {t.name for t in planned.shown}

@@ -201,7 +201,7 @@ def test_published_schema_is_valid_json_schema() -> None:
     jsonschema_rs.meta.validate(json.loads(DEFINITIONS_SCHEMA_PATH.read_text()))
 
 
-def test_creators_follow_the_turns_facts(tmp_path: Path) -> None:
+def test_category_sources_follow_the_turns_facts(tmp_path: Path) -> None:
     handlers = Handlers("demo")
     names = ["plain", "web", "jobs", "textonly", "memory"]
     for name in names:
@@ -228,7 +228,7 @@ def test_creators_follow_the_turns_facts(tmp_path: Path) -> None:
         session_id="s", home=tmp_path, turn_kind="workflow_task", web_provider="brave"
     )
     assert registry.toolset(task).names == ("plain", "web", "memory")
-    toolset = assemble(full, registry.creators(["demo"]))
+    toolset = assemble(full, registry.by_category(["demo"]))
     assert toolset.origin("web") == "registry:demo"
     with pytest.raises(KeyError):
-        registry.creator("nope")
+        registry.category("nope")

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import tooldeck
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
@@ -94,7 +95,8 @@ def test_a_tools_factory_with_the_default_store_sees_recall_from_the_next_step(
 ) -> None:
     model = ScriptedModel(recalling_script)
     turn = TurnContext(session_id="factory", home=tmp_path)
-    session = Session(model, lambda ctx: Toolset([dump_log]), session_id="factory", turn=turn)
+    tools = tooldeck.source(lambda ctx: Toolset([dump_log]))
+    session = Session(model, tools, session_id="factory", turn=turn)
     asyncio.run(session.run("go"))
     assert [t.name for t in model.requests[1].tools] == ["dump_log", RECALL_TOOL_NAME]
     assert not outputs_seen(model.requests[2])[1].is_error
@@ -152,7 +154,7 @@ def test_a_2_mb_result_in_a_child_is_guarded_stored_and_recallable(tmp_path: Pat
     turn = TurnContext("parent", tmp_path, status_sources={"offload": store.status_source})
     session = Session(
         parent,
-        lambda ctx: Toolset([dump_log, delegate, *store.creator(ctx)]),
+        [dump_log, delegate, store],
         session_id="parent",
         turn=turn,
         result_hooks=[store.hook],

@@ -30,7 +30,7 @@ from tooldeck.schedules import (
     Timing,
     TimingError,
     parse_timing,
-    schedule_tools_creator,
+    schedule_tools_source,
 )
 from tooldeck.workflows.store import PostgresStore, SQLiteStore, WorkflowStore
 
@@ -425,7 +425,7 @@ def test_create_schedule_is_write_and_its_approval_shows_the_next_three_runs(
             human = Human()
             policy = SessionPolicy(Policy(), session_id="s", home=tmp_path)
             turn = TurnContext(session_id="s", home=tmp_path)
-            tools = Toolset(list(schedule_tools_creator(book)(turn)))
+            tools = Toolset(list(schedule_tools_source(book).tools_for(turn)))
             assert tools["create_schedule"].tier == "WRITE"
             args = {
                 "name": "morning report",
@@ -458,15 +458,15 @@ def test_create_schedule_is_write_and_its_approval_shows_the_next_three_runs(
 
 def test_schedule_tools_only_on_text_turns(tmp_path: Path) -> None:
     book = ScheduleBook(SQLiteStore(tmp_path / "never-opened.sqlite3"))
-    creator = schedule_tools_creator(book)
+    creator = schedule_tools_source(book)
     text = TurnContext(session_id="s", home=tmp_path)
     task = TurnContext(session_id="s", home=tmp_path, turn_kind="workflow_task")
-    assert {t.name for t in creator(text)} == {
+    assert {t.name for t in creator.tools_for(text)} == {
         "create_schedule",
         "list_schedules",
         "cancel_schedule",
     }
-    assert list(creator(task)) == []
+    assert list(creator.tools_for(task)) == []
     assert not (tmp_path / "never-opened.sqlite3").exists()
 
 

@@ -46,7 +46,7 @@ from tooldeck.jobs import JobManager, JobNotices, JobRuntime, JobTable
 from tooldeck.jobs.policy import record_creator
 from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.providers.scripted import call, reply
-from tooldeck.schedules import ScheduleBook, Scheduler, schedule_tools_creator
+from tooldeck.schedules import ScheduleBook, Scheduler, schedule_tools_source
 from tooldeck.transcript import ToolCall
 from tooldeck.workflows.store import WorkflowStore
 
@@ -67,7 +67,7 @@ def chat(
     """A text turn's session with three built-in tools and the schedule tools."""
     turn = TurnContext(session_id=session_id, home=home)
     builtins = load_builtin_registry().toolset(turn).only(CHAT_TOOLS)
-    schedules = schedule_tools_creator(book, workflows=workflows)(turn)
+    schedules = schedule_tools_source(book, workflows=workflows).tools_for(turn)
     tools = Toolset([*builtins.tools, *schedules])
     approver = policy.approver(human) if isinstance(policy, SessionPolicy) and human else None
     return Session(

@@ -66,7 +66,7 @@ def test_mcp_backed_skill_activates_its_server(tmp_path: Path) -> None:
     assert "MCP server 'github'" in result.text()
 
 
-def test_bad_skills_are_reported_and_creator_follows_the_catalog(tmp_path: Path) -> None:
+def test_bad_skills_are_reported_and_the_source_follows_the_catalog(tmp_path: Path) -> None:
     make_skill(tmp_path, "a", "name: a\ndescription: A.")
     make_skill(tmp_path, "dup", "name: a\ndescription: again.")
     make_skill(tmp_path, "nodesc", "name: b")
@@ -75,5 +75,5 @@ def test_bad_skills_are_reported_and_creator_follows_the_catalog(tmp_path: Path)
     catalog, problems = SkillCatalog.load(tmp_path)
     assert list(catalog.skills) == ["a"] and len(problems) == 3
     ctx = TurnContext(session_id="s", home=tmp_path)
-    assert [t.name for t in catalog.creator()(ctx)] == ["use_skill"]
-    assert SkillCatalog().creator()(ctx) == []
+    assert [t.name for t in catalog.tools_for(ctx)] == ["use_skill"]
+    assert SkillCatalog().tools_for(ctx) == ()

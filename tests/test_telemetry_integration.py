@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 import tooldeck
 from otlp_receiver import OtlpReceiver
 from test_telemetry_support import Recorded, attrs, events
-from tooldeck import Session, TurnContext, assemble, telemetry
+from tooldeck import Session, TurnContext, telemetry
 from tooldeck.mcp import McpSource
 from tooldeck.offload import OffloadStore
 from tooldeck.providers.scripted import ScriptedModel, call, reply
@@ -81,7 +81,7 @@ def test_an_mcp_call_over_http_carries_the_calls_trace_context(
             )
             session = Session(
                 model,
-                tools=lambda ctx: assemble(ctx, [source]),
+                tools=[source],
                 turn=TurnContext(session_id="s-mcp", home=Path("/tmp")),
                 session_id="s-mcp",
             )

@@ -34,7 +34,7 @@ from tooldeck.workflows import (
     result_schema,
     submit_result_tool,
     task_toolset,
-    workflow_tools_creator,
+    workflow_tools_source,
 )
 from tooldeck.workflows.engine import WorkflowError
 from tooldeck.workflows.scripted import Raw, submitting
@@ -516,7 +516,7 @@ def test_workflow_tools_exist_on_text_turns_only(make_store: StoreFactory, tmp_p
     async def body(store: WorkflowStore) -> None:
         engine = engine_for(store, lambda run: submitting(run, f"{run.name}!"), tmp_path)
         engine.register(wf)
-        create = workflow_tools_creator(engine)
+        create = workflow_tools_source(engine)
         text = assemble(TurnContext("s", tmp_path), [create])
         task = assemble(TurnContext("s", tmp_path, turn_kind="workflow_task"), [create])
         assert text.names == ("workflow", "show_workflow", "list_workflows", "cancel_workflow")
@@ -573,7 +573,9 @@ def test_cancel_workflow_tool_stops_a_run(make_store: StoreFactory, tmp_path: Pa
         blocker = _BlockingModel()
         wf = Workflow("slow", [Task("a", "x", {"type": "string"})])
         engine = engine_for(store, lambda run: blocker, tmp_path, catalog=[wf])
-        tools = {t.name: t for t in workflow_tools_creator(engine)(TurnContext("s", tmp_path))}
+        tools = {
+            t.name: t for t in workflow_tools_source(engine).tools_for(TurnContext("s", tmp_path))
+        }
         ctx = ToolContext(call_id="c", tool_name="t")
         started = await tools["workflow"].invoke({"name": "slow", "inputs": {}}, ctx)
         workflow_id = started.details["workflow_id"]

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ._continuation import ContinuePolicy
     from ._streaming import TurnStream
     from .arguments import ValidatedArguments, validate_arguments
-    from .assembly import Toolset, TurnContext, assemble
+    from .assembly import Toolset, ToolSource, TurnContext, assemble
     from .context import Aborted, AbortSignal, ToolContext
     from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
     from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .registry import Handlers, ToolRegistry
     from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
     from .schema import Projection, project, project_tools
+    from .sources.function import source
     from .tools import TOOL_NAME_PATTERN, ExecutionMode, Tool, tool
     from .transcript import (
         AssistantMessage,
@@ -48,6 +49,7 @@ _LAZY: dict[str, str] = {
     "ValidatedArguments": "arguments",
     "validate_arguments": "arguments",
     "Toolset": "assembly",
+    "ToolSource": "assembly",
     "TurnContext": "assembly",
     "assemble": "assembly",
     "Aborted": "context",
@@ -82,6 +84,7 @@ _LAZY: dict[str, str] = {
     "Projection": "schema",
     "project": "schema",
     "project_tools": "schema",
+    "source": "sources.function",
     "TurnStream": "_streaming",
     "TOOL_NAME_PATTERN": "tools",
     "ExecutionMode": "tools",
@@ -131,6 +134,7 @@ __all__ = [
     "ToolOutput",
     "ToolRegistry",
     "ToolResult",
+    "ToolSource",
     "TooldeckError",
     "Toolset",
     "TurnContext",
@@ -145,6 +149,7 @@ __all__ = [
     "run",
     "run_sync",
     "schema",
+    "source",
     "stream",
     "tool",
     "validate_arguments",

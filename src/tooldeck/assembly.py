@@ -1,10 +1,17 @@
-"""Per-turn assembly: the turn's facts (:class:`TurnContext`) and its tools (:class:`Toolset`).
+"""A turn's tools: its facts (:class:`TurnContext`), the :class:`ToolSource` protocol, the
+:class:`Toolset` and :func:`assemble`.
 
-Each turn builds its tool list from an ordered list of *category creators*, each a
-function ``(ctx) -> iterable of Tool``. There is no global tool set: a tool is available
-in a turn if and only if a creator returned it for that turn's context. The resulting
-:class:`Toolset` is immutable and is the one object that both the provider projection and
-the dispatcher read, so what the model is shown and what can execute cannot drift apart.
+A *tool source* is anything with ``tools_for(ctx)``: the tools it offers for one turn's
+context. There is no global tool set: a tool is available in a turn if and only if a
+source gave it for that turn's context. Every collection of tools in tooldeck is one
+(a :class:`Toolset`, a :class:`~tooldeck.registry.ToolRegistry`, a
+:class:`~tooldeck.agents.skills.SkillCatalog`, an :class:`~tooldeck.mcp.McpSource`, the
+:class:`~tooldeck.plan.ToolPlanner`, a function made one with
+:func:`tooldeck.sources.source`), and each inherits :class:`Source`'s combinators
+(``filtered``, ``prefixed``, ``renamed``, ``with_approval``; each in its own module of
+:mod:`tooldeck.sources`). :func:`assemble` runs sources in order into one immutable
+:class:`Toolset`, the one object that both the provider projection and the dispatcher
+read, so what the model is shown and what can execute cannot drift apart.
 """
 
 from __future__ import annotations
@@ -13,11 +20,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from .context import AbortSignal
 from .errors import ToolDefinitionError
-from .tools import Tool
+from .tools import Tier, Tool
 
 if TYPE_CHECKING:
     from .web import WebProvider
@@ -25,12 +32,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AssemblyError",
-    "Creator",
+    "Source",
+    "ToolSource",
     "Toolset",
     "TurnContext",
     "TurnKind",
     "assemble",
-    "creator_name",
+    "label_of",
 ]
 
 TurnKind: TypeAlias = Literal["text", "workflow_task"]
@@ -80,35 +88,74 @@ class TurnContext:
             object.__setattr__(self, "home", Path(self.home))
 
 
-class Creator(Protocol):
-    """A category creator: the tools of one category for one turn."""
+@runtime_checkable
+class ToolSource(Protocol):
+    """Where a turn's tools come from: ``tools_for(ctx)``, the tools for one turn.
 
-    def __call__(self, ctx: TurnContext, /) -> Iterable[Tool]: ...
+    Calls never go through the source: each tool it gives carries its own ``execute``
+    (an MCP source's tools call their server through the source), and the dispatcher
+    runs that, whatever wraps the source.
+    """
+
+    def tools_for(self, ctx: TurnContext, /) -> Sequence[Tool]: ...
 
 
-CreatorFn: TypeAlias = Callable[[TurnContext], Iterable[Tool]]
+def label_of(source: object) -> str:
+    """How errors and provenance name a source: its ``label``, else its type's name."""
+    label = getattr(source, "label", None)
+    return label if isinstance(label, str) and label else type(source).__name__
 
 
-def creator_name(creator: Any) -> str:
-    """A readable name for a creator, for error messages and provenance."""
-    explicit = getattr(creator, "creator_name", None)
-    if isinstance(explicit, str):
-        return explicit
-    name = getattr(creator, "__qualname__", None)
-    module = getattr(creator, "__module__", None)
-    if isinstance(name, str):
-        return f"{module}.{name}" if module else name
-    return repr(creator)
+class Source:
+    """Base of tooldeck's tool sources: the combinators, each a small source of its own.
+
+    ``label`` names the source in errors and provenance. A subclass implements
+    :meth:`tools_for`.
+    """
+
+    __slots__ = ()
+    label: str = ""
+
+    def tools_for(self, ctx: TurnContext, /) -> Sequence[Tool]:
+        raise NotImplementedError(f"{type(self).__name__} implements no tools_for")
+
+    def filtered(self, keep: Callable[[Tool], bool]) -> Source:
+        """Only the tools ``keep(tool)`` is true for."""
+        from .sources.filtered import Filtered
+
+        return Filtered(self, keep)
+
+    def prefixed(self, prefix: str) -> Source:
+        """Every tool named ``prefix + name``: the name the model sees and calls."""
+        from .sources.prefixed import Prefixed
+
+        return Prefixed(self, prefix)
+
+    def renamed(self, names: Mapping[str, str]) -> Source:
+        """Tools renamed ``{old: new}`` (the others as they are): the model calls ``new``."""
+        from .sources.renamed import Renamed
+
+        return Renamed(self, names)
+
+    def with_approval(self, tier: Tier = "DANGEROUS") -> Source:
+        """Every tool's approval tier raised to at least ``tier`` (never lowered)."""
+        from .sources.approval import WithApproval
+
+        return WithApproval(self, tier)
 
 
 class AssemblyError(ToolDefinitionError):
-    """The creators of a turn produced an unusable tool list (e.g. a duplicate name)."""
+    """The sources of a turn gave an unusable tool list (e.g. a duplicate name)."""
 
 
-class Toolset(Mapping[str, Tool]):
-    """The immutable, ordered tools of one turn, with the creator each came from."""
+class Toolset(Mapping[str, Tool], Source):
+    """The immutable, ordered tools of one turn, with the source each came from.
+
+    A Toolset is a source too: the same tools for every turn.
+    """
 
     __slots__ = ("_origin", "_tools")
+    label = "a Toolset"
 
     def __init__(self, tools: Iterable[Tool] = (), origin: Mapping[str, str] | None = None):
         by_name: dict[str, Tool] = {}
@@ -146,8 +193,11 @@ class Toolset(Mapping[str, Tool]):
         return tuple(self._tools)
 
     def origin(self, name: str) -> str | None:
-        """The creator that contributed ``name``."""
+        """The source that contributed ``name``."""
         return self._origin.get(name)
+
+    def tools_for(self, ctx: TurnContext, /) -> Sequence[Tool]:
+        return tuple(self._tools.values())
 
     def only(self, names: Iterable[str]) -> Toolset:
         """A toolset with just these tools (unknown names are ignored), order kept."""
@@ -158,27 +208,31 @@ class Toolset(Mapping[str, Tool]):
         )
 
 
-def assemble(ctx: TurnContext, creators: Sequence[CreatorFn]) -> Toolset:
-    """Run ``creators`` in order for ``ctx`` and collect their tools into a :class:`Toolset`.
+def assemble(ctx: TurnContext, sources: Sequence[ToolSource]) -> Toolset:
+    """The tools ``sources`` give for ``ctx``, in order, as one :class:`Toolset`.
 
-    A name produced by two creators is an error naming both. A creator that raises is
-    reported with its name; nothing is half-assembled.
+    A name given by two sources is an error naming both. A source that raises is
+    reported with its label; nothing is half-assembled.
     """
+    return assemble_labelled(ctx, [(label_of(s), s) for s in sources])
+
+
+def assemble_labelled(ctx: TurnContext, sources: Sequence[tuple[str, ToolSource]]) -> Toolset:
+    """:func:`assemble` with each source's label given (a list's ``tools[2] (mcp)``)."""
     tools: list[Tool] = []
     origin: dict[str, str] = {}
-    for creator in creators:
-        who = creator_name(creator)
+    for who, source in sources:
         try:
-            made = list(creator(ctx))
+            made = list(source.tools_for(ctx))
         except Exception as exc:
-            raise AssemblyError(f"tool creator {who} failed: {exc}") from exc
+            raise AssemblyError(f"tool source {who} failed: {exc}") from exc
         for t in made:
             if not isinstance(t, Tool):
-                raise AssemblyError(f"tool creator {who} returned {t!r}, not a Tool")
+                raise AssemblyError(f"tool source {who} gave {t!r}, not a Tool")
             if t.name in origin:
                 raise AssemblyError(
                     f"tool {t.name!r} is created twice: by {origin[t.name]} and by {who}; "
-                    "rename one of them or leave one out"
+                    "rename one of them (.renamed, .prefixed) or leave one out"
                 )
             origin[t.name] = who
             tools.append(t)

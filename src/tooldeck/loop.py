@@ -25,7 +25,7 @@ runs the turn itself, phase by phase, and says why it stopped.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypeVar
 
@@ -35,7 +35,7 @@ from ._streaming import LiveTurn, TurnStream
 from ._sync import block_on
 from ._turn import Turn
 from .approvals import ApprovalCallback, PendingCall, PendingStep, PendingStore
-from .assembly import Toolset, TurnContext
+from .assembly import TurnContext
 from .context import AbortSignal
 from .dispatch import ApprovalAnswer, Approver, Dispatcher, PolicyHook, ResultHook
 from .events import EventBus
@@ -44,9 +44,8 @@ from .offload.defaults import session_guard
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .policy.ask import ApproveRule, protection
 from .providers import model_from_string
-from .sources import ToolItem, tool_source
+from .sources.listed import ToolList, Tools
 from .structured import OutputType
-from .tools import Tool
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
 
 T = TypeVar("T")
@@ -59,7 +58,6 @@ __all__ = [
     "PendingStore",
     "RunResult",
     "Session",
-    "ToolsetSource",
     "TurnStream",
     "new_session_id",
 ]
@@ -110,23 +108,21 @@ class RunResult:
         return value
 
 
-ToolsetSource = (
-    Toolset | ToolPlanner | Callable[[TurnContext], Toolset | ToolPlan] | Sequence[ToolItem]
-)
-
-
 @dataclass
 class Session:
     """A conversation: keeps the transcript across turns and runs each turn through the loop.
 
     ``Session(model, tools, approve="WRITE", ...)``: everything after ``model`` and
     ``tools`` is given by name (a misspelt name is a mypy error and a ``TypeError``).
-    ``tools`` is a :class:`Toolset`, a :class:`~tooldeck.plan.ToolPlanner`, a function
-    ``(TurnContext) -> Toolset`` that assembles the tools afresh before every model step
-    (so a tool found by search, or the recall tool after a first offload, is callable
-    from the next step), or a flat list mixing tools, Toolsets, MCP sources, skill
-    catalogs, registries and creators (:mod:`tooldeck.sources`: list order, a name made
-    twice is an error naming both). Without ``turn=`` the session makes each turn's
+    ``tools`` is a tool, a tool source (:class:`~tooldeck.assembly.ToolSource`: a
+    :class:`~tooldeck.assembly.Toolset`, an MCP source, a skill catalog, a registry, a
+    function made one with :func:`tooldeck.sources.source`, any of them ``.filtered``,
+    ``.prefixed``, ``.renamed`` or ``.with_approval``), or a flat list of those
+    (:mod:`tooldeck.sources`: list order, a name made twice is an error naming both).
+    Sources are asked again before every model step (so a tool found by search, or the
+    recall tool after a first offload, is callable from the next step); a
+    :class:`~tooldeck.plan.ToolPlanner` plans them. Without ``turn=`` the session makes
+    each turn's
     :class:`TurnContext` itself: its session id and signal, and *no* home (file tools
     refuse, large results are guarded, never written), no web, no jobs.
     ``approve`` asks before some calls run (``"WRITE"``: WRITE and DANGEROUS tools; a
@@ -152,7 +148,7 @@ class Session:
     """
 
     model: Model | str  # a str is a model_from_string spec ("openai:gpt-5.4"): owned
-    tools: ToolsetSource = ()
+    tools: Tools = ()
     _: KW_ONLY  # the rest by name only: Session(model, tools, approve="WRITE")
     session_id: str = field(default_factory=new_session_id)
     instructions: str | None = None
@@ -174,7 +170,10 @@ class Session:
     owns_model: bool = False  # aclose() / async with also close the model
     _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
     notices: NoticeSource | None = None  # e.g. ended background jobs, seen once before a prompt
-    _source: tuple[Any, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    _source: ToolList | ToolPlanner | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    _eager: ToolPlan | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.model, str):  # a bad spec or a missing key: one line, now
@@ -183,35 +182,26 @@ class Session:
         protection(self.policy, self.approve, self.approver)  # a bad approve=: one line, now
         self._tool_source()  # a bad tools list: one line, now
 
-    def _tool_source(self) -> Toolset | ToolPlanner | Callable[[TurnContext], Any]:
-        """``tools`` as a Toolset, a planner or a per-step creator (a list: made once)."""
-        source = self.tools
-        if isinstance(source, Toolset | ToolPlanner):
-            return source
-        if callable(source) and not isinstance(source, Tool):
-            return source  # a factory (an McpSource is one): it may return a ToolPlan
-        items = source if isinstance(source, list | tuple) else [source]  # one item alone
-        key = (source, tuple(map(id, items)))
-        cached = self._source
-        if cached is None or cached[0][0] is not source or cached[0][1] != key[1]:
-            self._source = cached = (key, tool_source(items))
-        made: Toolset | Callable[[TurnContext], Toolset] = cached[1]
+    def _tool_source(self) -> ToolList | ToolPlanner:
+        """``tools`` as one source: a planner as it is, anything else a :class:`ToolList`
+        (made once; again only when ``tools`` is replaced)."""
+        tools, made = self.tools, self._source
+        if isinstance(tools, ToolPlanner):
+            return tools
+        if made is None or isinstance(made, ToolPlanner) or not made.made_from(tools):
+            made = self._source = ToolList(tools)
         return made
 
-    def _plan(self, turn: TurnContext | None) -> ToolPlan:
+    def _plan(self, turn: TurnContext) -> ToolPlan:
         source = self._tool_source()
-        if isinstance(source, Toolset):
-            return ToolPlan.eager(source)
         if isinstance(source, ToolPlanner):
             return source(turn)
-        if callable(source):
-            if turn is None:
-                raise ValueError("a toolset factory needs a TurnContext: pass turn=")
-            made = source(turn)
-            if isinstance(made, ToolPlan):
-                return made
-            return ToolPlan.eager(made if isinstance(made, Toolset) else Toolset(made))
-        raise TypeError(f"tools={source!r} is not a tool source")  # pragma: no cover
+        toolset = source.toolset(turn)
+        last = self._eager
+        if last is not None and last.executable.tools == toolset.tools:
+            return last  # the same tools as the step before: the same plan
+        self._eager = plan = ToolPlan.eager(toolset)
+        return plan
 
     async def _announce(self, plan: ToolPlan) -> None:
         if not isinstance(self.tools, ToolPlanner):
@@ -338,7 +328,8 @@ class Session:
             events=self.events,
         )
         plan = guard.offer_recall(self._plan(ctx))
-        per_step = not isinstance(self._tool_source(), Toolset) or guard.adds_tools
+        source = self._tool_source()
+        per_step = isinstance(source, ToolPlanner) or source.fixed is None or guard.adds_tools
         policy, approver = protection(self.policy, self.approve, self.approver)
         dispatcher = Dispatcher(
             plan.executable,

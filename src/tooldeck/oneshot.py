@@ -19,9 +19,10 @@ from .assembly import TurnContext
 from .context import AbortSignal
 from .dispatch import ResultHook
 from .events import EventBus
-from .loop import MAX_STEPS, TIMEOUT, RunResult, Session, ToolsetSource, new_session_id
+from .loop import MAX_STEPS, TIMEOUT, RunResult, Session, new_session_id
 from .model import Model, ModelSettings
 from .policy.ask import ApproveRule
+from .sources.listed import Tools
 from .structured import OutputTypeSpec
 from .transcript import Item
 
@@ -30,7 +31,7 @@ __all__ = ["run", "run_sync", "stream"]
 
 async def run(
     model: Model | str,
-    tools: ToolsetSource,
+    tools: Tools,
     prompt: str,
     *,
     instructions: str | None = None,
@@ -122,7 +123,7 @@ async def run(
 
 def stream(
     model: Model | str,
-    tools: ToolsetSource,
+    tools: Tools,
     prompt: str,
     *,
     instructions: str | None = None,
@@ -178,7 +179,7 @@ def stream(
 
 def run_sync(
     model: Model | str,
-    tools: ToolsetSource,
+    tools: Tools,
     prompt: str,
     *,
     instructions: str | None = None,
@@ -238,7 +239,7 @@ def run_sync(
 
 def _session(
     model: Model | str,
-    tools: ToolsetSource,
+    tools: Tools,
     *,
     instructions: str | None,
     settings: ModelSettings | None,

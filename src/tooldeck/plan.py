@@ -1,7 +1,8 @@
 """The tool plan: what the model is shown and what the dispatcher executes, per step.
 
-A :class:`ToolPlanner` is a :class:`~tooldeck.loop.Session` tools source. Before every
-model step it assembles the turn's tools, filters them through the permission policy
+A :class:`ToolPlanner` is a tool source (:class:`~tooldeck.assembly.ToolSource`) a
+:class:`~tooldeck.loop.Session` plans with. Before every model step it assembles the
+turn's tools (from the same ``tools`` a session takes), filters them through the permission policy
 (``visible``; allow-all until a policy is configured) and produces a fixed
 :class:`ToolPlan`:
 
@@ -32,10 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
-from .assembly import Toolset, TurnContext
+from .assembly import Source, Toolset, TurnContext
 from .events import Event
 from .schema import Provider, project
-from .sources import ToolItem, tool_source
+from .sources.listed import ToolList, Tools
 from .tokens import estimate_tokens
 from .tools import Tool
 
@@ -153,12 +154,12 @@ def _provider_of(model: Any) -> Provider:
     return "openai-chat"
 
 
-ToolSource: TypeAlias = Toolset | Sequence[ToolItem] | Callable[[TurnContext], Toolset]
-
-
 @dataclass
-class ToolPlanner:
+class ToolPlanner(Source):
     """Plans a turn's tools before every model step (a Session ``tools`` source).
+
+    ``source``: what a session's ``tools=`` takes (:mod:`tooldeck.sources`). As a source
+    itself, it gives the tools the model can call this step.
 
     ``semantic``: whether local ``tool_search`` also ranks by meaning
     (:class:`~tooldeck.search.ToolIndex`): ``"auto"`` does with the default embedder when
@@ -167,7 +168,7 @@ class ToolPlanner:
     an :class:`~tooldeck.search.Embedder` (e.g. an ``OnnxEmbedder`` over a local model).
     """
 
-    source: ToolSource
+    source: Tools
     model: Any = None
     threshold: int = DEFAULT_THRESHOLD
     core: Sequence[str] = DEFAULT_CORE
@@ -182,19 +183,22 @@ class ToolPlanner:
     _step: int = 0
     _last: ToolPlan | None = None
     _web_config: Any = None
-    _flat: tuple[Any, Toolset | Callable[[TurnContext], Toolset]] | None = None
+    _list: ToolList | None = None
+    label = "planner"
 
     def _assemble(self, turn: TurnContext | None) -> Toolset:
-        source = self.source
-        if not isinstance(source, Toolset) and not callable(source):
-            if self._flat is None or self._flat[0] is not source:  # a flat list: made once
-                self._flat = (source, tool_source(source))
-            source = self._flat[1]
-        if isinstance(source, Toolset):
-            return source
+        tools = self._list
+        if tools is None or not tools.made_from(self.source):  # made once per source
+            tools = self._list = ToolList(self.source)
+        if tools.fixed is not None:
+            return tools.fixed
         if turn is None:
-            raise ValueError("a toolset factory needs a TurnContext: pass turn=")
-        return source(turn)
+            raise ValueError("tools made per turn need a TurnContext: pass turn=")
+        return tools.toolset(turn)
+
+    def tools_for(self, ctx: TurnContext, /) -> Sequence[Tool]:
+        """The tools the model can call this step (the plan's executable ones)."""
+        return self(ctx).executable.tools
 
     def __call__(self, turn: TurnContext | None) -> ToolPlan:
         self._step += 1

@@ -34,7 +34,7 @@ import jsonschema_rs
 
 from ._compile import compile_schema, located
 from ._config_files import ConfigFileError, load_json
-from .assembly import CreatorFn, Toolset, TurnContext, assemble
+from .assembly import Source, Toolset, TurnContext, assemble
 from .context import ToolContext
 from .errors import TooldeckError
 from .tools import TOOL_NAME_PATTERN, Tool
@@ -43,6 +43,7 @@ __all__ = [
     "DEFINITIONS_SCHEMA_PATH",
     "Definition",
     "Handlers",
+    "RegistryCategory",
     "RegistryError",
     "ToolRegistry",
 ]
@@ -300,14 +301,39 @@ def _available(definition: Definition, ctx: TurnContext) -> bool:
     return True
 
 
-class ToolRegistry:
-    """Native tools bound from a definitions file; a source of per-turn creators."""
+class RegistryCategory(Source):
+    """One category of a registry, as a tool source: its tools this turn's facts allow."""
+
+    def __init__(self, category: str, members: Sequence[tuple[Definition, Tool]]) -> None:
+        self.category = category
+        self.label = f"registry:{category}"
+        self.members = tuple(members)
+        always = [t for d, t in self.members if not d.requires]
+        self.always = tuple(always) if len(always) == len(self.members) else None
+
+    def tools_for(self, ctx: TurnContext, /) -> Sequence[Tool]:
+        if self.always is not None:  # nothing depends on the turn's facts
+            return self.always
+        return tuple(t for d, t in self.members if not d.requires or _available(d, ctx))
+
+
+class ToolRegistry(Source):
+    """Native tools bound from a definitions file; a tool source (every category, in
+    file order), and one per category (:meth:`category`)."""
+
+    label = "registry"
 
     def __init__(self, definitions: Sequence[Definition], tools: Mapping[str, Tool], source: str):
         self.definitions = tuple(definitions)
         self.tools: Mapping[str, Tool] = dict(tools)
         self.source = source
         self.categories: tuple[str, ...] = tuple(dict.fromkeys(d.category for d in definitions))
+        self._categories = {
+            c: RegistryCategory(
+                c, [(d, self.tools[d.name]) for d in self.definitions if d.category == c]
+            )
+            for c in self.categories
+        }
 
     # -- loading ------------------------------------------------------------------------
     @classmethod
@@ -387,39 +413,29 @@ class ToolRegistry:
             raise RegistryError(source, problems)
         return cls(definitions, tools, source)
 
-    # -- per-turn creators ----------------------------------------------------------------
+    # -- as tool sources ----------------------------------------------------------------
     def definition(self, name: str) -> Definition:
         for d in self.definitions:
             if d.name == name:
                 return d
         raise KeyError(name)
 
-    def creator(self, category: str) -> CreatorFn:
-        """The creator for one category: its tools that this turn's facts allow."""
-        if category not in self.categories:
-            raise KeyError(f"no category {category!r} in {self.source}")
-        members = [(d, self.tools[d.name]) for d in self.definitions if d.category == category]
-        always = [t for d, t in members if not d.requires]
-        if len(always) == len(members):  # nothing depends on the turn's facts
+    def category(self, name: str) -> RegistryCategory:
+        """The source of one category: its tools that a turn's facts allow."""
+        if name not in self._categories:
+            raise KeyError(f"no category {name!r} in {self.source}")
+        return self._categories[name]
 
-            def create(ctx: TurnContext) -> list[Tool]:
-                return list(always)
-
-        else:
-
-            def create(ctx: TurnContext) -> list[Tool]:
-                return [t for d, t in members if not d.requires or _available(d, ctx)]
-
-        create.creator_name = f"registry:{category}"  # type: ignore[attr-defined]
-        return create
-
-    def creators(self, categories: Iterable[str] | None = None) -> list[CreatorFn]:
-        """Creators for ``categories`` (default: every category, in file order)."""
-        return [self.creator(c) for c in (categories or self.categories)]
+    def by_category(self, categories: Iterable[str] | None = None) -> list[RegistryCategory]:
+        """The sources of ``categories`` (default: every category, in file order)."""
+        return [self.category(c) for c in (categories or self.categories)]
 
     def toolset(self, ctx: TurnContext) -> Toolset:
-        """Assemble this registry's tools alone for ``ctx``."""
-        return assemble(ctx, self.creators())
+        """This registry's tools for ``ctx``, each with its category as its origin."""
+        return assemble(ctx, self.by_category())
+
+    def tools_for(self, ctx: TurnContext, /) -> Sequence[Tool]:
+        return tuple(t for c in self.by_category() for t in c.tools_for(ctx))
 
 
 def _tables(

@@ -354,6 +354,20 @@ class Tool:
             value = await value
         return ToolResult.wrap(value)
 
+    def replace(self, *, name: str | None = None, tier: Tier | None = None) -> Tool:
+        """A copy under another ``name`` or ``tier`` (the source combinators make these):
+        the same ``execute`` and schema, no cache shared with this tool."""
+        if name is not None:
+            _check_name("tool name", name)
+        if tier is not None and tier not in TIERS:
+            raise ToolDefinitionError(f"tool {self.name!r}: tier must be one of {TIERS}")
+        twin = copy.copy(self)
+        twin.name = self.name if name is None else name
+        twin.tier = self.tier if tier is None else tier
+        twin._projections = {}  # a projection carries the name
+        twin._arg_spec = None
+        return twin
+
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, mode={self.execution_mode!r})"
 

@@ -15,7 +15,7 @@ from anthropic.types import Message
 from openai.types.responses import Response
 
 from tooldeck import Session
-from tooldeck.assembly import Toolset, TurnContext
+from tooldeck.assembly import TurnContext
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.plan import ToolPlanner
 from tooldeck.providers import AnthropicModel, OpenAIResponsesModel
@@ -51,11 +51,7 @@ def no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def session_for(model: Any, tmp_path: Path, mode: str | None, provider: Local) -> Session:
     turn = TurnContext("s", tmp_path, web_provider=provider)
     registry = load_builtin_registry()
-    creator = registry.creator("web")
-
-    def web_only(t: TurnContext) -> Toolset:
-        return Toolset(creator(t))
-
+    web_only = registry.category("web")
     planner = ToolPlanner(web_only, model=model, web_search=mode)  # type: ignore[arg-type]
     return Session(model, planner, turn=turn)
 
@@ -173,7 +169,9 @@ def test_openai_hosted_search_replaces_the_local_tool_and_round_trips(
 def test_openai_both_keeps_the_local_tool_and_options_reach_the_entry(tmp_path: Path) -> None:
     model = OpenAIResponsesModel("gpt-5.4", api_key="test", base_url="http://127.0.0.1:9")
     tools = list(
-        load_builtin_registry().creator("web")(TurnContext("s", tmp_path, web_provider=Local()))
+        load_builtin_registry()
+        .category("web")
+        .tools_for(TurnContext("s", tmp_path, web_provider=Local()))
     )
     options = HostedSearch(allowed_domains=("docs.python.org",), search_context_size="low")
     kept, hosted = apply_web_mode(tools, model, "both", options)
@@ -334,12 +332,12 @@ def test_a_model_without_hosted_search_keeps_the_local_tool(tmp_path: Path) -> N
     local = Local()
     model = ScriptedModel([reply("fine")])
     turn = TurnContext("s", tmp_path, web_provider=local)
-    creator = load_builtin_registry().creator("web")
-    planner = ToolPlanner(lambda t: Toolset(creator(t)), model=model, web_search="hosted")
+    web = load_builtin_registry().category("web")
+    planner = ToolPlanner(web, model=model, web_search="hosted")
     plan = planner(turn)
     assert plan.hosted == () and [t.name for t in plan.shown] == ["web_search", "web_fetch"]
     # No web binding: no web tools, and no hosted search either.
-    bare = ToolPlanner(lambda t: Toolset(creator(t)), model=model, web_search="hosted")
+    bare = ToolPlanner(web, model=model, web_search="hosted")
     plan = bare(TurnContext("s", tmp_path))
     assert plan.hosted == () and plan.shown == ()
 

@@ -4,22 +4,24 @@ A skill is a folder holding a ``SKILL.md``: YAML frontmatter (``name``, ``descri
 optionally ``mcp_server``, the MCP server the skill needs) and a Markdown body. The model
 sees only the catalog (names and short descriptions, in ``use_skill``'s description);
 ``use_skill(name)`` returns the body and lists the skill's other files. A skill that
-names an MCP server activates it through ``on_activate``, so that server's tools join
-the session from the next step. The skill catalog is separate from function-schema
-search: skills are instructions, not tools.
+names an MCP server activates it through the catalog's ``on_activate`` (e.g. an MCP
+source's :meth:`~tooldeck.mcp.McpSource.activation_hook`), so that server's tools join
+the session from the next step. The catalog is a tool source: put it in ``tools=``.
+The skill catalog is separate from function-schema search: skills are instructions,
+not tools.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from .._config_files import ConfigFileError, parse_yaml, read_text
-from ..assembly import TurnContext
+from ..assembly import Source, TurnContext
 from ..context import ToolContext
 from ..result import ToolResult
 from ..tools import Tool
@@ -84,12 +86,18 @@ class UseSkill(BaseModel):
 ActivateHook = Callable[[Skill], Awaitable[object] | object]
 
 
-class SkillCatalog:
-    """The skills found in some folders; a source of the ``use_skill`` tool."""
+class SkillCatalog(Source):
+    """The skills found in some folders; a tool source: ``use_skill`` when there are
+    skills, else nothing. ``on_activate`` is called with a skill that names an MCP server
+    when the model loads it."""
 
-    def __init__(self, skills: Iterable[Skill] = ()):
+    label = "skills"
+
+    def __init__(self, skills: Iterable[Skill] = (), on_activate: ActivateHook | None = None):
         self.skills = {s.name: s for s in skills}
         self.active: set[str] = set()
+        self.on_activate = on_activate
+        self._tool: tuple[ActivateHook | None, Tool] | None = None
 
     @classmethod
     def load(cls, *folders: str | Path) -> tuple[SkillCatalog, list[str]]:
@@ -177,14 +185,10 @@ class SkillCatalog:
             describe_activity=lambda p: f"Loading skill {p.name}",
         )
 
-    def creator(
-        self, on_activate: ActivateHook | None = None
-    ) -> Callable[[TurnContext], list[Tool]]:
-        """A category creator: ``use_skill`` when there are skills, else nothing."""
-        tool = self.use_skill_tool(on_activate) if self.skills else None
-
-        def create(ctx: TurnContext) -> list[Tool]:
-            return [tool] if tool is not None else []
-
-        create.creator_name = "skills"  # type: ignore[attr-defined]
-        return create
+    def tools_for(self, ctx: TurnContext, /) -> Sequence[Tool]:
+        if not self.skills:
+            return ()
+        made = self._tool
+        if made is None or made[0] is not self.on_activate:  # made once per hook
+            made = self._tool = (self.on_activate, self.use_skill_tool(self.on_activate))
+        return (made[1],)

@@ -1,5 +1,8 @@
 """Toolkits: named bundles of tools for sub-agents, and agent definitions that use them.
 
+A resolved toolkit is a tool source over the tools it picks from:
+``manifest.resolve("common_read").of([registry, mcp])``.
+
 A manifest (``toolkits.toml``) declares toolkits, each with a ``description``, ``tools``
 and ``includes``. tooldeck ships defaults; user manifests load on top of them, and a
 user toolkit with the name of a default one replaces it entirely.
@@ -24,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._config_files import ConfigFileError, parse_toml, parse_yaml, read_text
+from ..assembly import Source
 from ..errors import TooldeckError
+from ..sources.listed import ToolList, Tools
 
 __all__ = [
     "DEFAULT_MANIFEST_PATH",
@@ -61,6 +66,11 @@ class Resolution:
     name: str
     tools: tuple[str, ...]
     tree: tuple[tuple[int, str], ...]  # (depth, toolkit name) in expansion order
+
+    def of(self, tools: Tools) -> Source:
+        """This toolkit as a tool source: its tools among ``tools`` (in their order)."""
+        names = frozenset(self.tools)
+        return ToolList(tools).filtered(lambda t: t.name in names)
 
 
 def _parse(text: str, source: str) -> dict[str, Toolkit]:

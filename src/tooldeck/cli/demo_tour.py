@@ -211,10 +211,10 @@ async def _agent_turn(
         (home / name).write_text(text)
     registry = load_builtin_registry()
     turn = TurnContext(session_id="demo", home=home)
-    creators = [*registry.creators(), *([mcp] if mcp is not None else [])]
+    sources = [*registry.by_category(), *([mcp] if mcp is not None else [])]
     if mcp is not None:
         await mcp.refresh()
-    toolset = assemble(turn, creators)
+    toolset = assemble(turn, sources)
     _toolset_table(console, toolset)
     session = Session(ScriptedModel(_demo_script), toolset, session_id="demo", turn=turn)
     console.rule("A full agent turn (ScriptedModel: a script, not a real model)")

@@ -567,7 +567,7 @@ def _native(
         return None
     if categories or specs:  # the user's modules: importable from where they run the gateway
         sys.path.insert(0, os.getcwd())
-    creators: list[Any] = []
+    sources: list[Any] = []
     defined: list[Any] = []
     hint = ""
     if definitions:
@@ -580,18 +580,18 @@ def _native(
             registry = bind_definitions(document, categories or [], source=str(path))
         except RegistryError as exc:
             raise _problems(exc, "in the definitions", hint) from exc
-        creators += registry.creators()
+        sources += registry.by_category()
         defined += registry.definitions
     for spec in specs:
         try:
             made, more = resolve(spec)
         except ToolsSpecError as exc:
             raise user_error(f"--tools {spec}: {exc}") from exc
-        creators += made
+        sources += made
         defined += more
     given = [*([definitions] if definitions else []), *specs]
     try:
-        return serve_native(creators, source=", ".join(given), home=home, defined=defined)
+        return serve_native(sources, source=", ".join(given), home=home, defined=defined)
     except RegistryError as exc:
         raise _problems(exc, "in the tools to serve", "" if specs else hint) from exc
 

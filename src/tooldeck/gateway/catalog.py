@@ -162,7 +162,7 @@ class Catalog:
         semantic: Any = "auto",
         native: Sequence[Tool] = (),
     ) -> None:
-        if source.prefixed:
+        if source.server_prefix:
             raise ValueError(
                 "the gateway serves tools under the names its clients call them by: give it "
                 "McpSource(config, prefixed=False)"

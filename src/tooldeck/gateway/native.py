@@ -16,7 +16,7 @@ Two ways in, one way on:
   of the tools the file defines (so a copy of the built-in definitions with some tools
   left out serves just those). ``--definitions builtin`` is the built-in file itself.
 
-Either way the tools come as creators, assembled once for the gateway's turn by
+Either way the tools come as tool sources, assembled once for the gateway's turn by
 :func:`serve_native`. They are served next to the upstream ones, under their own names,
 which can never collide with an upstream tool's: upstream tools are
 ``<server>__<tool>``, and a served tool may not have ``__`` in its name nor take a
@@ -40,10 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..assembly import AssemblyError, CreatorFn, Toolset, TurnContext, assemble
+from ..assembly import AssemblyError, Toolset, ToolSource, TurnContext, assemble
 from ..errors import TooldeckError
 from ..offload import RECALL_TOOL_NAME
 from ..registry import Definition, Handlers, RegistryError, ToolRegistry
+from ..sources.function import FunctionSource
 from ..tools import Tool
 
 __all__ = [
@@ -114,19 +115,19 @@ def bind_definitions(document: Any, categories: Sequence[str], *, source: str) -
 
 
 def serve_native(
-    creators: Sequence[CreatorFn],
+    sources: Sequence[ToolSource],
     *,
     source: str,
     home: Path | None,
     defined: Sequence[Definition] = (),
 ) -> NativeTools:
-    """The tools ``creators`` make for the gateway's turn (``home``): the one path of
+    """The tools ``sources`` give for the gateway's turn (``home``): the one path of
     ``--definitions`` and ``--tools``. A name the gateway cannot serve (``__`` in it, a
     gateway tool's name) or made twice is a :class:`~tooldeck.registry.RegistryError`
     listing every problem; a definition (of ``defined``) whose ``requires`` the gateway
     cannot meet is left out, with a note."""
     try:
-        served = assemble(gateway_turn("gateway", home), creators)
+        served = assemble(gateway_turn("gateway", home), sources)
     except AssemblyError as exc:
         raise RegistryError(source, [str(exc)]) from exc
     problems = []
@@ -157,8 +158,8 @@ class ToolsSpecError(TooldeckError, ValueError):
 KINDS = "a tool (@tool), a list of tools, a Toolset or a ToolRegistry"
 
 
-def resolve(spec: str) -> tuple[list[CreatorFn], tuple[Definition, ...]]:
-    """The creators (and, for a registry, its definitions) of ``MODULE:ATTR``: the module
+def resolve(spec: str) -> tuple[list[ToolSource], tuple[Definition, ...]]:
+    """The tool sources (and, for a registry, its definitions) of ``MODULE:ATTR``: the module
     is imported and ``ATTR`` (dotted for nested attributes) read from it; it must be
     :data:`KINDS`. Anything else is a :class:`ToolsSpecError`."""
     module_name, colon, attr = spec.partition(":")
@@ -181,12 +182,12 @@ def resolve(spec: str) -> tuple[list[CreatorFn], tuple[Definition, ...]]:
             where = module_name + "".join(f".{p}" for p in attr.split(".")[:i])
             raise ToolsSpecError(f"{where} has no attribute {part!r}; give one that is {KINDS}")
         value = getattr(value, part)
-    return _creators(value, f"{module_name}:{attr}")
+    return _sources(value, f"{module_name}:{attr}")
 
 
-def _creators(value: Any, where: str) -> tuple[list[CreatorFn], tuple[Definition, ...]]:
+def _sources(value: Any, where: str) -> tuple[list[ToolSource], tuple[Definition, ...]]:
     if isinstance(value, ToolRegistry):
-        return value.creators(), value.definitions
+        return [*value.by_category()], value.definitions
     if isinstance(value, Tool):
         tools: list[Tool] = [value]
     elif isinstance(value, Toolset):
@@ -202,9 +203,4 @@ def _creators(value: Any, where: str) -> tuple[list[CreatorFn], tuple[Definition
     else:
         kind = "an empty list" if isinstance(value, list | tuple) else type(value).__name__
         raise ToolsSpecError(f"{where} is {kind}; give {KINDS}")
-
-    def create(ctx: TurnContext) -> list[Tool]:
-        return tools
-
-    create.creator_name = where  # type: ignore[attr-defined]
-    return [create], ()
+    return [FunctionSource(lambda _ctx: tools, where)], ()

@@ -19,7 +19,7 @@ from .policy import (
 )
 from .runner import JOB_INSTRUCTIONS, JobManager, JobRuntime, LiveJob, summarise_output
 from .store import JOB_STATES, TERMINAL_JOB_STATES, JobRecord, JobState, JobTable, NewJob
-from .tools import JOB_TOOL_NAMES, NOT_FOR_JOBS, format_job, job_tools, job_tools_creator
+from .tools import JOB_TOOL_NAMES, NOT_FOR_JOBS, format_job, job_tools, job_tools_source
 
 __all__ = [
     "JOB_INSTRUCTIONS",
@@ -43,7 +43,7 @@ __all__ = [
     "job_notice",
     "job_policy",
     "job_tools",
-    "job_tools_creator",
+    "job_tools_source",
     "record_creator",
     "summarise_output",
 ]

@@ -1,7 +1,7 @@
 """The background job tools of text turns: ``start_job``, ``job_status``, ``list_jobs``,
 ``cancel_job``, and their category creator.
 
-The creator (:func:`job_tools_creator`) yields the tools only on a turn that can create
+The creator (:func:`job_tools_source`) yields the tools only on a turn that can create
 jobs (``TurnContext.can_create_jobs``) and is a text turn; a workflow task turn never
 gets them (its tool list is fixed, and the dispatcher answers "unknown tool"), nor does a
 job's own turn (``can_create_jobs=False``): a job cannot start jobs.
@@ -15,7 +15,7 @@ agent is named, without control tools (delegation, workflows, jobs, schedules).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +27,7 @@ from ..assembly import Toolset, TurnContext
 from ..context import ToolContext
 from ..model import Model
 from ..result import ToolResult
+from ..sources.function import FunctionSource
 from ..tools import Tool
 from .policy import record_creator
 from .runner import JobManager, LiveJob
@@ -37,7 +38,7 @@ __all__ = [
     "NOT_FOR_JOBS",
     "format_job",
     "job_tools",
-    "job_tools_creator",
+    "job_tools_source",
 ]
 
 JOB_TOOL_NAMES = ("start_job", "job_status", "list_jobs", "cancel_job")
@@ -270,15 +271,15 @@ def job_tools(
     ]
 
 
-def job_tools_creator(
+def job_tools_source(
     manager: JobManager,
     *,
     model_for: Callable[[AgentDefinition | None], Model],
     agents: Mapping[str, AgentDefinition] | None = None,
     manifest: ToolkitManifest | None = None,
     **options: Any,
-) -> Callable[[TurnContext], Iterable[Tool]]:
-    """A category creator: the job tools on text turns that can create jobs, else nothing."""
+) -> FunctionSource:
+    """A tool source: the job tools on text turns that can create jobs, else nothing."""
     tools = job_tools(manager, model_for=model_for, agents=agents, manifest=manifest, **options)
 
     def create(ctx: TurnContext) -> list[Tool]:
@@ -286,5 +287,4 @@ def job_tools_creator(
             return []
         return list(tools)
 
-    create.creator_name = "background_jobs"  # type: ignore[attr-defined]
-    return create
+    return FunctionSource(create, "background_jobs")

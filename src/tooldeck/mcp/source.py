@@ -1,13 +1,13 @@
-"""``McpSource``: the tools of configured MCP servers, as a per-turn category creator.
+"""``McpSource``: the tools of configured MCP servers, as a tool source.
 
 Usage:
 
     source = McpSource.from_file("mcp.json")
     async with source:                       # connects the autostart servers, lists tools
-        session = Session(model, tools=lambda ctx: assemble(ctx, [native, source]))
+        session = Session(model, [native, source])
         await session.run("...", turn=turn_context)
 
-``source(ctx)`` returns the current tools of every server active for ``ctx`` (autostart
+``source.tools_for(ctx)`` gives the current tools of every server active for ``ctx`` (autostart
 servers, plus servers activated for the whole source or for ``ctx.session_id``). It is
 called at assembly time, before every model step, so a tool list changed on the server
 (``notifications/tools/list_changed``) or a server reconnected after a crash shows up
@@ -16,13 +16,13 @@ contributes no tools; the turn goes on.
 
 All MCP traffic runs on one background thread with its own event loop (the
 "MCP I/O thread"). That keeps every SDK session in the task that opened it, lets the
-synchronous creator wait (bounded by ``assembly_wait``) for a pending re-list or
+synchronous ``tools_for`` wait (bounded by ``assembly_wait``) for a pending re-list or
 reconnect, and works the same whatever loop (or none) the caller runs.
 
 ``in_loop=True`` runs the connections on the caller's own event loop instead (the one
 :meth:`McpSource.start` is called on): a call then goes to its server without a hop to
 another thread and back (the gateway, which only ever calls from that loop, uses it).
-The synchronous creator cannot wait there for a pending re-list (it would block the
+The synchronous ``tools_for`` cannot wait there for a pending re-list (it would block the
 loop the re-list runs on): it answers what is listed; :meth:`McpSource.refresh` waits.
 """
 
@@ -44,7 +44,7 @@ from typing import Any, ClassVar, TypeVar
 import anyio
 import mcp_types as types
 
-from ..assembly import TurnContext
+from ..assembly import Source, TurnContext
 from ..context import ToolContext
 from ..errors import SchemaError, ToolDefinitionError
 from ..events import Event, EventBus
@@ -274,12 +274,12 @@ class _Server:
     skipped: tuple[str, ...] = ()
 
 
-class McpSource:
-    """The tools of the servers in an MCP config, merged into each turn (a creator).
+class McpSource(Source):
+    """The tools of the servers in an MCP config, merged into each turn (a tool source).
 
     - ``events``: an :class:`EventBus` that receives :class:`McpServerStatusChanged`;
     - ``assembly_wait``: seconds an assembly may wait for a pending re-list or
-      reconnect of the active servers (it blocks the caller: the creator contract is
+      reconnect of the active servers (it blocks the caller: ``tools_for`` is
       synchronous);
     - ``client_name``: how tooldeck introduces itself to servers;
     - ``prefixed``: tools are named ``mcp__<server>__<tool>`` (the default), or, with
@@ -293,7 +293,7 @@ class McpSource:
     when you are done; :meth:`close` does the same.
     """
 
-    creator_name = "mcp"
+    label = "mcp"
 
     def __init__(
         self,
@@ -308,7 +308,7 @@ class McpSource:
         from .. import __version__
 
         self.config = config if isinstance(config, McpConfig) else McpConfig.from_dict(config)
-        self.prefixed = prefixed
+        self.server_prefix = prefixed  # mcp__ before <server>__<tool>
         self.events = events
         self.assembly_wait = assembly_wait
         self._client_info = types.Implementation(name=client_name, version=__version__)
@@ -477,7 +477,7 @@ class McpSource:
     ) -> Callable[[Any], Awaitable[ServerStatus | None]]:
         """An ``on_activate`` hook for skills: activates the skill's ``mcp_server``.
 
-        ``SkillCatalog.creator(on_activate=source.activation_hook())`` (``tooldeck.agents.skills``)
+        ``SkillCatalog(..., on_activate=source.activation_hook())`` (``tooldeck.agents.skills``)
         connects the server a skill declares when ``use_skill`` loads it; the hook takes
         any object with an ``mcp_server`` attribute, or a server name. A server that is
         not configured is logged and ignored (the skill's instructions still load).
@@ -523,19 +523,15 @@ class McpSource:
         return [n for n in self._active_names(None) if self._servers[n].conn.concluded == 0]
 
     # -- assembly ---------------------------------------------------------------------------------
-    def __call__(self, ctx: TurnContext) -> list[Tool]:
-        """The creator: the current tools of every server active for ``ctx``."""
+    def tools_for(self, ctx: TurnContext, /) -> list[Tool]:
+        """The current tools of every server active for ``ctx`` (waiting up to
+        ``assembly_wait`` for a pending re-list or reconnect)."""
         names = self._active_names(ctx.session_id)
         if not self._closed:
             self.start()
             if not self._io.current:
                 self._wait(self._settle(names), self.assembly_wait)
         return self._collect(names)
-
-    @property
-    def creator(self) -> Callable[[TurnContext], list[Tool]]:
-        """This source as a category creator (the source object itself is one too)."""
-        return self
 
     def tools(self, session_id: str | None = None) -> list[Tool]:
         """The tools listed right now for ``session_id`` (no waiting, no reconnecting)."""
@@ -612,7 +608,7 @@ class McpSource:
             if any(fnmatch.fnmatchcase(t.name, p) for p in cfg.exclude_tools):
                 continue
             kept.append(t)
-        names, collisions = map_names(cfg.name, [t.name for t in kept], prefixed=self.prefixed)
+        names, collisions = map_names(cfg.name, [t.name for t in kept], prefixed=self.server_prefix)
         if tuple(collisions) != server.collisions:
             for collision in collisions:
                 _log.warning("MCP tool names collide: %s", collision.describe())

@@ -6,7 +6,7 @@ One :class:`OffloadStore` per session:
     turn = TurnContext(session_id, home, status_sources={"offload": store.status_source})
     session = Session(
         model,
-        tools=lambda ctx: assemble(ctx, [my_creator, store.creator]),
+        tools=[my_tools, store],  # the store gives the recall tool, once needed
         session_id=session_id, turn=turn, events=bus, result_hooks=[store.hook],
     )
 

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import anyio.to_thread
 
-from ..assembly import TurnContext
+from ..assembly import Source, TurnContext
 from ..context import ToolContext
 from ..events import Event, EventBus
 from ..result import ContentPart, TextPart, ToolResult
@@ -83,12 +83,15 @@ def _age(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
-class OffloadStore:
+class OffloadStore(Source):
     """Offloaded results of one session, the recall tool, and the size guard.
 
     See the package docstring. ``estimator`` overrides the token estimator (default: the
-    module-level :func:`~tooldeck.tokens.estimate_tokens`); ``clock`` is for tests.
+    module-level :func:`~tooldeck.tokens.estimate_tokens`); ``clock`` is for tests. As a
+    tool source it gives the recall tool once this session has stored results.
     """
+
+    label = "offload"
 
     def __init__(
         self,
@@ -519,8 +522,8 @@ class OffloadStore:
         now = self.clock()
         return any(now - info.st_mtime <= self.ttl_seconds for _, info in self._entries())
 
-    def creator(self, ctx: TurnContext) -> list[Tool]:
-        """Category creator: the recall tool, once this session has stored results."""
+    def tools_for(self, ctx: TurnContext, /) -> list[Tool]:
+        """As a tool source: the recall tool, once this session has stored results."""
         if ctx.session_id != self.session_id:
             return []
         return [self.recall_tool] if self.has_refs() else []

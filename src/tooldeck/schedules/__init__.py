@@ -25,7 +25,7 @@ from .store import (
     slot_job_id,
 )
 from .timing import Timing, TimingError
-from .tools import CreateScheduleTool, format_schedule, schedule_tools, schedule_tools_creator
+from .tools import CreateScheduleTool, format_schedule, schedule_tools, schedule_tools_source
 
 __all__ = [
     "MISSED_POLICIES",
@@ -45,7 +45,7 @@ __all__ = [
     "format_schedule",
     "parse_timing",
     "schedule_tools",
-    "schedule_tools_creator",
+    "schedule_tools_source",
     "slot_job_id",
     "utc_now",
 ]

@@ -20,7 +20,7 @@ id prefix is looked up among them alone), as the job tools see only its jobs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -31,11 +31,12 @@ from ..context import ToolContext
 from ..jobs.policy import record_creator
 from ..jobs.tools import NOT_FOR_JOBS
 from ..result import ToolResult
+from ..sources.function import FunctionSource
 from ..tools import Tool
 from .scheduler import ScheduleBook, ScheduleError, parse_timing
 from .store import ScheduleRecord
 
-__all__ = ["CreateScheduleTool", "format_schedule", "schedule_tools", "schedule_tools_creator"]
+__all__ = ["CreateScheduleTool", "format_schedule", "schedule_tools", "schedule_tools_source"]
 
 
 def _times(times: Sequence[datetime]) -> list[str]:
@@ -232,14 +233,13 @@ def schedule_tools(book: ScheduleBook, *, workflows: Sequence[str] | None = None
     ]
 
 
-def schedule_tools_creator(
+def schedule_tools_source(
     book: ScheduleBook, *, workflows: Sequence[str] | None = None
-) -> Callable[[TurnContext], Iterable[Tool]]:
-    """A category creator: the schedule tools on text turns, nothing on any other turn."""
+) -> FunctionSource:
+    """A tool source: the schedule tools on text turns, nothing on any other turn."""
     tools = schedule_tools(book, workflows=workflows)
 
     def create(ctx: TurnContext) -> list[Tool]:
         return list(tools) if ctx.turn_kind == "text" else []
 
-    create.creator_name = "schedules"  # type: ignore[attr-defined]
-    return create
+    return FunctionSource(create, "schedules")

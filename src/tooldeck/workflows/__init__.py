@@ -39,7 +39,7 @@ from .tools import (
     submit_result_tool,
     task_toolset,
     workflow_tools,
-    workflow_tools_creator,
+    workflow_tools_source,
 )
 
 __all__ = [
@@ -81,5 +81,5 @@ __all__ = [
     "submit_result_tool",
     "task_toolset",
     "workflow_tools",
-    "workflow_tools_creator",
+    "workflow_tools_source",
 ]

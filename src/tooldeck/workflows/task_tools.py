@@ -148,7 +148,7 @@ def task_toolset(turn: TurnContext, submit: Tool, registry: ToolRegistry | None 
     origin: dict[str, str] = {}
     if registry is not None:
         if turn.web_provider is not None and "web" in registry.categories:
-            for t in registry.creator("web")(turn):
+            for t in registry.category("web").tools_for(turn):
                 tools.append(t)
                 origin[t.name] = "workflow_task:web"
         if turn.memory_enabled and "notes" in registry.tools:

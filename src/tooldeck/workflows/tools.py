@@ -1,7 +1,7 @@
 """The workflow tools of text turns (the tools of task turns are in ``task_tools``).
 
 Text turns get ``workflow``, ``show_workflow``, ``list_workflows`` and
-``cancel_workflow`` from :func:`workflow_tools_creator`, a creator that yields them only
+``cancel_workflow`` from :func:`workflow_tools_source`, a creator that yields them only
 when ``TurnContext.turn_kind == 'text'``. These tools drive a
 :class:`~tooldeck.workflows.engine.WorkflowEngine`, so this module imports the engine;
 the engine imports only :mod:`tooldeck.workflows.task_tools` (no circle). The task-turn
@@ -11,7 +11,6 @@ names are re-exported here for callers of earlier releases.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -19,6 +18,7 @@ from pydantic import BaseModel, Field
 from ..assembly import TurnContext
 from ..context import ToolContext
 from ..result import ToolResult
+from ..sources.function import FunctionSource
 from ..tools import Tool
 from .engine import WorkflowEngine
 from .store import WorkflowRecord
@@ -39,7 +39,7 @@ __all__ = [
     "submit_result_tool",
     "task_toolset",
     "workflow_tools",
-    "workflow_tools_creator",
+    "workflow_tools_source",
 ]
 
 WORKFLOW_TOOL_NAMES = ("workflow", "show_workflow", "list_workflows", "cancel_workflow")
@@ -212,8 +212,8 @@ def workflow_tools(engine: WorkflowEngine) -> list[Tool]:
     return tools
 
 
-def workflow_tools_creator(engine: WorkflowEngine) -> Callable[[TurnContext], Iterable[Tool]]:
-    """A category creator: the workflow tools on text turns, nothing on any other turn."""
+def workflow_tools_source(engine: WorkflowEngine) -> FunctionSource:
+    """A tool source: the workflow tools on text turns, nothing on any other turn."""
 
     cache: dict[tuple[str, ...], list[Tool]] = {}
 
@@ -226,5 +226,4 @@ def workflow_tools_creator(engine: WorkflowEngine) -> Callable[[TurnContext], It
             cache[key] = workflow_tools(engine)
         return list(cache[key])
 
-    create.creator_name = "workflows"  # type: ignore[attr-defined]
-    return create
+    return FunctionSource(create, "workflows")
