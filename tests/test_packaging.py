@@ -157,7 +157,9 @@ def test_the_wheel_installs_into_a_clean_venv_and_runs(
     venv = tmp_path / "venv"
     _run(uv, "venv", "--quiet", "--python", sys.executable, venv, cwd=tmp_path)
     python = venv / "bin" / "python"
-    _run(uv, "pip", "install", "--quiet", "--python", python, "-c", pins, wheel, cwd=tmp_path)
+    # every extra (tooldeck[all]): the core alone is the tests below
+    _run(uv, "pip", "install", "--quiet", "--python", python, "-c", pins, f"{wheel}[all]",
+         cwd=tmp_path)  # fmt: skip
 
     # imported from the venv, not from this checkout
     where = _run(
