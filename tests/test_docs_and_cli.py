@@ -29,7 +29,9 @@ def test_readme_set_up_commands_are_the_ones_ci_runs() -> None:
     commands = [ln for ln in ci.splitlines() if ln.strip() and not ln.startswith("#")]
     # CI runs the README's test command verbatim, and nothing else
     assert commands == ["set -euo pipefail", 'cd "$(dirname "$0")/.."', tests]
-    assert demo.endswith(" && .venv-uv/bin/uv run --locked tooldeck demo")
+    # the demo installs only its extra (issue 32 item 8); the tests get the dev group,
+    # which pulls every extra (tooldeck[all])
+    assert demo.endswith(" && .venv-uv/bin/uv run --locked --no-dev --extra demo tooldeck demo")
     assert tests.endswith(" && .venv-uv/bin/uv run --locked scripts/check")
     for command in (demo, tests):
         # nothing goes into the interpreter that runs them (an externally managed one

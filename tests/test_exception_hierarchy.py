@@ -46,7 +46,6 @@ KEPT_BASES: dict[str, type[BaseException]] = {
     "tooldeck.offload.format.DamagedFile": ValueError,
     "tooldeck.schedules.scheduler.ScheduleError": ValueError,
     "tooldeck.schedules.timing.TimingError": ValueError,
-    "tooldeck.telemetry.otlp.OtelUnavailable": RuntimeError,
     "tooldeck.telemetry.timeline.TimelineError": ValueError,
     "tooldeck.web.config.WebConfigError": ValueError,
     "tooldeck.workflows.durable.DbosUnavailable": RuntimeError,

@@ -80,7 +80,8 @@ def _environment(home: Path) -> dict[str, str]:
 def test_the_page_has_the_path_from_a_clone_to_a_client() -> None:
     commands = page_commands(PAGE.read_text(encoding="utf-8"))
     assert commands[0] == CLONE
-    assert ".venv-uv/bin/uv tool install --from . tooldeck" in commands
+    # the command with what the gateway needs, not every extra (issue 32 item 8)
+    assert ".venv-uv/bin/uv tool install --from '.[cli,mcp,search]' tooldeck" in commands
     assert any(c.startswith("tooldeck serve --import ") for c in commands)
 
 

@@ -19,6 +19,7 @@ from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.context import AbortSignal, ToolContext
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
+from tooldeck.errors import MissingExtra
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.telemetry.tracing import UNTRACED
 from tooldeck.transcript import StopReason, ToolCall, Usage
@@ -904,7 +905,7 @@ def test_without_the_sdk_setting_up_an_export_says_what_to_install(
     from tooldeck.cli.worker import _export_telemetry
 
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # import fails
-    with pytest.raises(telemetry.OtelUnavailable, match=r"pip install 'tooldeck\[otel\]'"):
+    with pytest.raises(MissingExtra, match=r"otel extra .* pip install 'tooldeck\[otel\]'$"):
         telemetry.setup_otlp("http://127.0.0.1:9")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
     monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
@@ -912,7 +913,7 @@ def test_without_the_sdk_setting_up_an_export_says_what_to_install(
         _export_telemetry()  # the worker goes on without an export, saying why
     said = [r for r in caplog.records if getattr(r, "event", None) == "telemetry"]
     assert len(said) == 1 and said[0].levelname == "WARNING"
-    expected = "no telemetry export: exporting over OTLP needs the OpenTelemetry SDK"
+    expected = "no telemetry export: exporting over OTLP needs the otel extra"
     assert said[0].getMessage().startswith(expected)
     assert telemetry.active() is None
 

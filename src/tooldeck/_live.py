@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Self
 
-from rich.console import Console, RenderableType
-from rich.live import Live
-
+from ._extras import needs_extra
 from .events import Event, EventBus
+
+with needs_extra("cli"):
+    from rich.console import Console, RenderableType
+    from rich.live import Live
 
 __all__ = ["LiveView"]
 

@@ -47,6 +47,7 @@ __all__ = [
     "AuthenticationFailed",
     "ContextTooLong",
     "MissingCredentials",
+    "MissingExtra",
     "ModelConfigError",
     "ModelNotFound",
     "ProviderError",
@@ -131,6 +132,26 @@ class ResultEncodingError(TooldeckError, TypeError):
     Raised where the result is made; the dispatcher turns it into that call's error
     output ("ran, but its result cannot be recorded: ..."), so the session stays usable.
     """
+
+
+class MissingExtra(TooldeckError, ImportError):
+    """Something needs an optional package that is not installed; the message is one line
+    naming the extra that brings it: ``cron schedules need the cron extra (no module
+    named 'cronsim'): pip install 'tooldeck[cron]'``.
+
+    Raised by ``tooldeck._extras.needs_extra`` around every import of an optional
+    package. ``extra`` is the extra's name, ``name`` (as on :class:`ImportError`) the
+    missing module. An :class:`ImportError` too, so code that falls back when a package
+    is missing (``except ImportError``) still does.
+    """
+
+    def __init__(self, extra: str, purpose: str, module: str) -> None:
+        self.extra = extra
+        super().__init__(
+            f"{purpose} the {extra} extra (no module named {module!r}): "
+            f"pip install 'tooldeck[{extra}]'",
+            name=module,
+        )
 
 
 class ProviderError(TooldeckError):

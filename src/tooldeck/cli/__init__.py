@@ -6,6 +6,9 @@ without it an error is one line (see :mod:`tooldeck.cli.report`).
 Each command's module is imported only when that command runs: ``tooldeck --help`` lists
 the commands from :data:`COMMANDS` alone, without loading a provider SDK, MCP, DBOS or
 pydantic (``tests/test_cli_startup.py`` holds it to that).
+
+The command is the ``cli`` extra (typer, rich): the ``tooldeck`` script enters through
+:mod:`tooldeck.__main__`, which says so in one line when the extra is missing.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import importlib
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import typer
-from typer.core import TyperCommand
+from .._extras import needs_extra
+
+with needs_extra("cli"):  # every module of this package needs it: one line when missing
+    import typer
+    from typer.core import TyperCommand
 
 from ._help import print_group_help, tidy_help
 from .report import HANDLER_KEY, VERBOSE_KEY, CliGroup, cli_logging

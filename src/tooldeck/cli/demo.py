@@ -42,6 +42,9 @@ def demo_command(
         ),
     ] = False,
 ) -> None:
+    from .._extras import require_extra
     from .demo_tour import run_demo  # the tools, the engine and the providers load here
 
+    if model is None:
+        require_extra("demo")  # before anything runs: one line naming the extra
     run_demo(model, mcp, keep)

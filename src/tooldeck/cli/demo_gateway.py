@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._extras import needs_extra
 from ..tools import tool
 
 if TYPE_CHECKING:
@@ -80,9 +81,11 @@ async def _client(folder: Path, policy: Path, log: Path) -> tuple[list[tuple[str
     import sys
 
     import anyio
-    import mcp_types as types
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+
+    with needs_extra("mcp"):
+        import mcp_types as types
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
 
     asked: list[str] = []
 

@@ -374,10 +374,11 @@ def _demo_home(keep: bool) -> Iterator[str]:
 
 def _export_telemetry(console: Console) -> None:
     """Traces and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where."""
-    from ..telemetry import OtelUnavailable, setup_from_env
+    from ..errors import MissingExtra
+    from ..telemetry import setup_from_env
 
     try:
         if setup_from_env("tooldeck-demo"):
             console.print("exporting traces and metrics over OTLP", style="dim")
-    except OtelUnavailable as exc:
+    except MissingExtra as exc:  # no otel extra
         console.print(f"no telemetry export: {exc}", style="dim")

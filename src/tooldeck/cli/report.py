@@ -12,7 +12,8 @@ A :class:`~tooldeck.errors.ProviderError` escaping any command (a model that can
 built, a provider that cannot be reached...) is printed as ``error: <its one line>`` on
 stderr; the exit status is 2 when the model could not even be built (a bad model string,
 a missing key: the command line is wrong) and 1 otherwise. ``tooldeck -v ...`` prints
-the traceback first.
+the traceback first. A :class:`~tooldeck.errors.MissingExtra` (the command needs an extra
+that is not installed) is printed the same way, exit status 2.
 
 While a command runs, log records (tooldeck's and the libraries') go to stderr one line
 each, without tracebacks unless ``-v``; records that carry a provider error are left out
@@ -34,7 +35,7 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError  # click, as typer vendors it
 from typer.core import TyperGroup
 
-from ..errors import ModelConfigError, ProviderError
+from ..errors import MissingExtra, ModelConfigError, ProviderError
 
 __all__ = [
     "CliGroup",
@@ -57,7 +58,7 @@ def exit_code(exc: ProviderError) -> int:
     return 2 if isinstance(exc, ModelConfigError) else 1
 
 
-def report(exc: ProviderError, *, verbose: bool) -> None:
+def report(exc: ProviderError | MissingExtra, *, verbose: bool) -> None:
     """Print ``exc`` the CLI way (see the module docstring)."""
     if verbose:
         typer.echo("".join(traceback.format_exception(exc)).rstrip(), err=True)
@@ -129,6 +130,9 @@ class CliGroup(TyperGroup):
         except ProviderError as exc:
             report(exc, verbose=bool(ctx.meta.get(VERBOSE_KEY)))
             raise typer.Exit(exit_code(exc)) from None
+        except MissingExtra as exc:  # the install lacks what the command needs
+            report(exc, verbose=bool(ctx.meta.get(VERBOSE_KEY)))
+            raise typer.Exit(2) from None
         except NoArgsIsHelpError:
             raise
         except UsageError as exc:

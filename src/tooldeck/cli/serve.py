@@ -618,14 +618,15 @@ def _export_telemetry() -> bool:
     """Spans and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where."""
     import logging
 
-    from ..telemetry import OtelUnavailable, setup_from_env
+    from ..errors import MissingExtra
+    from ..telemetry import setup_from_env
 
     log = logging.getLogger("tooldeck.gateway")
     try:
         if setup_from_env("tooldeck-gateway"):
             log.info("exporting traces and metrics over OTLP")
             return True
-    except OtelUnavailable as exc:
+    except MissingExtra as exc:  # no otel extra
         log.warning("no telemetry export: %s", exc)
     return False
 
@@ -702,11 +703,11 @@ def _failures_said_by_the_report() -> Iterator[None]:
     line, not also as a log warning (``-v`` shows both)."""
     import logging
 
-    import click
+    from typer._click.globals import get_current_context  # typer's own click
 
     from .report import VERBOSE_KEY
 
-    context = click.get_current_context(silent=True)
+    context = get_current_context(silent=True)
     log = logging.getLogger("tooldeck.mcp")
     saved = log.level
     if not (context and context.find_root().meta.get(VERBOSE_KEY)):

@@ -254,12 +254,8 @@ def worker_command(
             home=home,
             web_provider=web_provider,
         )
-    try:
-        from ..workflows.worker import Worker, WorkerLost
-    except ImportError as exc:
-        raise _fail(
-            console, f"the worker needs DBOS: pip install 'tooldeck[dbos]' ({exc})"
-        ) from exc
+    from ..workflows.worker import Worker, WorkerLost  # no dbos extra: one line (CliGroup)
+
     verbose = bool(ctx.meta.get(VERBOSE_KEY))
     if lease <= heartbeat:
         raise _fail(
@@ -357,11 +353,12 @@ def _exit(log: WorkerLog, why: str, status: int) -> NoReturn:
 
 def _export_telemetry() -> None:
     """Traces and metrics over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT says where."""
-    from ..telemetry import OtelUnavailable, setup_from_env
+    from ..errors import MissingExtra
+    from ..telemetry import setup_from_env
 
     extra = {"event": "telemetry"}
     try:
         if setup_from_env("tooldeck-worker"):
             _log.info("exporting traces and metrics over OTLP", extra=extra)
-    except OtelUnavailable as exc:
+    except MissingExtra as exc:  # no otel extra
         _log.warning("no telemetry export: %s", exc, extra=extra)

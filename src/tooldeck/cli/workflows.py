@@ -34,6 +34,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .._extras import needs_extra
 from .report import existing_file, exit_code, json_kind, read_json, user_error
 
 if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the engine
@@ -485,7 +486,8 @@ async def _queue_of(store: WorkflowStore, dbos_schema: str) -> TaskExecutor | No
 
     if not isinstance(store, PostgresStore):
         return None
-    import psycopg
+    with needs_extra("postgres"):  # a PostgresStore: installed with it
+        import psycopg
 
     try:
         async with await psycopg.AsyncConnection.connect(store.dsn, autocommit=True) as conn:

@@ -18,6 +18,10 @@ deferred loading, tooldeck's policy chain and approvals, and large-result offloa
 - :mod:`.http_auth`: a static bearer token in front of HTTP;
 - :mod:`.check`: what a client would see, without serving (``tooldeck serve --check``).
 
+Needs the ``mcp`` and ``search`` extras; without them, importing any module of this
+package is :class:`~tooldeck.errors.MissingExtra`, one line naming the extra (the SDK is
+looked up, not loaded, so ``initialize`` is still answered before it loads).
+
 See ``docs/gateway.md``.
 """
 
@@ -25,6 +29,11 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from .._extras import require_extra
+
+require_extra("mcp")  # before any module of the package imports the SDK
+require_extra("search")  # its tool_search
 
 if TYPE_CHECKING:
     from .catalog import Catalog, CatalogView, client_name

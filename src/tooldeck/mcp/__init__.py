@@ -10,12 +10,19 @@ Built on the official ``mcp`` SDK (imported absolutely; this package never shado
   :mod:`tooldeck.mcp.oauth_login`: OAuth for HTTP servers (the token files, the SDK's
   provider on them, ``tooldeck mcp login``).
 
+Needs the ``mcp`` extra (the SDK); without it, importing any module of this package is
+:class:`~tooldeck.errors.MissingExtra`, one line naming the extra.
+
 See ``docs/mcp.md``.
 """
 
-from .config import McpConfig, McpConfigError, OAuthSettings, ServerConfig, expand_vars
-from .naming import Collision, exposed_name, map_names
-from .source import (
+from .._extras import require_extra
+
+require_extra("mcp")  # before any module of the package imports the SDK
+
+from .config import McpConfig, McpConfigError, OAuthSettings, ServerConfig, expand_vars  # noqa: E402
+from .naming import Collision, exposed_name, map_names  # noqa: E402
+from .source import (  # noqa: E402
     McpProgress,
     McpServerStatusChanged,
     McpSource,

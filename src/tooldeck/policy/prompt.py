@@ -22,15 +22,18 @@ from collections.abc import Sequence
 from typing import TextIO
 
 import anyio.to_thread
-from rich.console import Console, Group
-from rich.json import JSON
-from rich.panel import Panel
-from rich.text import Text
 
+from .._extras import needs_extra
 from ..approvals import ApprovalAnswer, ApprovalRequest, PendingCall, not_answered
 from .chain import PolicyError
 from .grants import parse_pattern
 from .session import ApproveAlways, SessionPolicy
+
+with needs_extra("cli"):
+    from rich.console import Console, Group
+    from rich.json import JSON
+    from rich.panel import Panel
+    from rich.text import Text
 
 __all__ = ["INPUT_ENDED", "PromptApprover", "ask_calls"]
 

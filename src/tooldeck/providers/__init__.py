@@ -18,6 +18,10 @@
 408, 409, 429 and 5xx (it honours ``retry-after``); ``timeout`` (seconds per attempt, or
 ``TOOLDECK_TIMEOUT``; default the SDK's 600 s). tooldeck adds no retry loop of its own.
 
+Each SDK is an extra (``tooldeck[openai]`` for every kind but ``anthropic``,
+``tooldeck[anthropic]``); only the adapter asked for is imported, and a missing SDK is
+:class:`~tooldeck.errors.MissingExtra`, one line naming the extra.
+
 A string that names no kind raises :class:`~tooldeck.errors.UnknownModel`, a provider
 whose key is not set :class:`~tooldeck.errors.MissingCredentials` (naming the variable),
 both before any request; what goes wrong later is one of the
@@ -103,14 +107,17 @@ def model_from_string(
             provider=kind,
             model=name,
         )
-    from .anthropic import AnthropicModel
-    from .chat_completions import ChatCompletionsModel
-    from .openai_responses import OpenAIResponsesModel
-
+    # only the adapter asked for is imported: its SDK is its own extra (one line if missing)
     if kind == "openai":
+        from .openai_responses import OpenAIResponsesModel
+
         return OpenAIResponsesModel(name, base_url=base_url, **options)
     if kind == "anthropic":
+        from .anthropic import AnthropicModel
+
         return AnthropicModel(name, base_url=base_url, **options)
+    from .chat_completions import ChatCompletionsModel
+
     return ChatCompletionsModel(name, flavour, base_url=base_url, **options)  # type: ignore[arg-type]
 
 

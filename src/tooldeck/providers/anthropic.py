@@ -52,9 +52,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from anthropic import APIStatusError, AsyncAnthropic, AsyncStream
-from anthropic.resources.messages import AsyncMessages
-
+from .._extras import needs_extra
 from ..errors import SchemaError
 from ..model import ModelDelta, ModelRequest, ModelSettings
 from ..result import ContentPart, ImagePart, TextPart, ToolResult
@@ -73,6 +71,10 @@ from ..transcript import (
 from ._clients import LoopClient
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
 from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
+
+with needs_extra("anthropic"):
+    from anthropic import APIStatusError, AsyncAnthropic, AsyncStream
+    from anthropic.resources.messages import AsyncMessages
 
 __all__ = ["ADAPTER", "DEFAULT_MAX_TOKENS", "PROVIDER", "AnthropicModel"]
 

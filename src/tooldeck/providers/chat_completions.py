@@ -51,8 +51,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, get_args
 
-from openai import AsyncOpenAI, omit
-
+from .._extras import needs_extra
 from ..errors import SchemaError
 from ..model import ModelDelta, ModelRequest
 from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
@@ -71,6 +70,9 @@ from ..transcript import (
 from ._clients import LoopClient
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
 from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
+
+with needs_extra("openai"):
+    from openai import AsyncOpenAI, omit
 
 __all__ = ["ADAPTER", "ChatCompletionsModel", "Flavour"]
 

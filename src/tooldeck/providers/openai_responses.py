@@ -39,8 +39,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from openai import NOT_GIVEN, APIError, APIStatusError, AsyncOpenAI, AsyncStream
-
+from .._extras import needs_extra
 from ..model import ModelDelta, ModelRequest
 from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
 from ..schema import project_tools
@@ -65,6 +64,9 @@ from ._common import (
 )
 from ._responses_chain import STORED_CONTEXT, Context, find_chain, rejected_previous
 from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
+
+with needs_extra("openai"):
+    from openai import NOT_GIVEN, APIError, APIStatusError, AsyncOpenAI, AsyncStream
 
 __all__ = ["ADAPTER", "PROVIDER", "OpenAIResponsesModel"]
 

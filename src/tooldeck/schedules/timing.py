@@ -4,10 +4,10 @@ A :class:`Timing` yields *slots*: the instants a schedule is due, as UTC datetim
 strictly after a given instant and in order. Slots are exact and the same in every
 process (the database's unique (schedule, slot) key depends on it):
 
-- ``cron``: a five-field expression evaluated in the schedule's zone by ``cronsim``
-  (a maintained library; nothing is parsed by hand). Daylight saving time is handled as
-  cron does: a local time skipped by the spring-forward gap runs once right after it
-  (``30 2 * * *`` on the day Europe/Berlin jumps from 02:00 to 03:00 fires at 03:00), a
+- ``cron``: a five-field expression evaluated in the schedule's zone by ``cronsim`` (a
+  maintained library, the ``cron`` extra; nothing is parsed by hand). Daylight saving time
+  is handled as cron does: a local time skipped by the spring-forward gap runs once right
+  after it (``30 2 * * *`` on the day Europe/Berlin jumps from 02:00 to 03:00 fires at 03:00), a
   local time that occurs twice on the fall-back day runs once (at its first occurrence),
   and an hourly schedule still fires in both of the repeated hours;
 - ``interval``: every ``seconds`` from an ``anchor`` instant (slot *k* is ``anchor + k *
@@ -23,12 +23,16 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronsim import CronSim, CronSimError
-
+from .._extras import LazyModule
 from ..errors import TooldeckError
+
+if TYPE_CHECKING:
+    import cronsim
+else:  # the cron extra: only cron timings need it
+    cronsim = LazyModule("cronsim", "cron")
 
 __all__ = ["WALK_LIMIT", "Timing", "TimingError", "zone"]
 
@@ -78,8 +82,8 @@ class Timing:
                 f"cron expression {expr!r} must have five fields: minute hour day month weekday"
             )
         try:
-            CronSim(expr, datetime(2000, 1, 1, tzinfo=UTC))
-        except CronSimError as exc:
+            cronsim.CronSim(expr, datetime(2000, 1, 1, tzinfo=UTC))
+        except cronsim.CronSimError as exc:
             raise TimingError(f"cron expression {expr!r} is invalid: {exc}") from exc
         return cls("cron", tz, expr=expr)
 
@@ -152,7 +156,7 @@ class Timing:
                 yield self.anchor + timedelta(microseconds=i * self.micros)
         assert self.expr is not None
         where = zone(self.tz)
-        for local in CronSim(self.expr, instant.astimezone(where)):
+        for local in cronsim.CronSim(self.expr, instant.astimezone(where)):
             yield local.astimezone(UTC)
 
     def before(self, instant: datetime) -> Iterator[datetime]:
@@ -172,7 +176,7 @@ class Timing:
         assert self.expr is not None
         where = zone(self.tz)
         start = (instant + timedelta(minutes=1)).astimezone(where)
-        for local in CronSim(self.expr, start, reverse=True):
+        for local in cronsim.CronSim(self.expr, start, reverse=True):
             slot = local.astimezone(UTC)
             if slot <= instant:
                 yield slot

@@ -31,6 +31,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._extras import needs_extra
+from ..errors import MissingExtra
+
 __all__ = [
     "Embedder",
     "SemanticSetting",
@@ -81,6 +84,8 @@ def default_embedder() -> tuple[Embedder | None, str | None]:
 
             try:
                 _default = WordLlamaEmbedder.load()
+            except MissingExtra as exc:  # the semantic extra is not installed
+                _default_reason = str(exc)
             except (ImportError, OSError, KeyError, ValueError) as exc:
                 _default_reason = (
                     "semantic tool search needs the optional package 'wordllama' "
@@ -117,7 +122,8 @@ def default_cache_dir() -> Path:
 
 
 def _np() -> Any:
-    import numpy
+    with needs_extra("semantic"):  # an embedder is loaded: its extra brought numpy
+        import numpy
 
     return numpy
 

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._extras import needs_extra
+
 __all__ = ["DEFAULT_MODEL", "FastEmbedEmbedder"]
 
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
@@ -41,8 +43,9 @@ class FastEmbedEmbedder:
         local_files_only: bool = False,
         batch_size: int = 32,
     ) -> None:
-        self._np = importlib.import_module("numpy")
-        module = importlib.import_module("fastembed")
+        with needs_extra("fastembed"):
+            self._np = importlib.import_module("numpy")
+            module = importlib.import_module("fastembed")
         text_embedding = module.TextEmbedding
         kwargs: dict[str, Any] = {"threads": threads}
         if cache_dir is not None:
@@ -55,7 +58,8 @@ class FastEmbedEmbedder:
             if model_name.lower() not in known:
                 if dim is None:
                     raise ValueError(f"a custom fastembed model ({model_name!r}) needs dim=")
-                pooling = importlib.import_module("fastembed.common.model_description")
+                with needs_extra("fastembed"):
+                    pooling = importlib.import_module("fastembed.common.model_description")
                 text_embedding.add_custom_model(
                     model=model_name,
                     pooling=pooling.PoolingType.MEAN,

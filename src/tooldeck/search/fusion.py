@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._extras import needs_extra
 from .config import SearchConfig
 from .embedding import top
 
@@ -41,7 +42,8 @@ def fuse(
     near = [i for i in top(cosines, pool) if i not in chosen and cosines[i] >= floor]
     weight = config.semantic_weight
     if config.semantic_fusion == "rrf":
-        import numpy as np
+        with needs_extra("semantic"):  # embeddings exist: their extra brought numpy
+            import numpy as np
 
         k = config.semantic_rrf_k
         ordered = np.sort(cosines)

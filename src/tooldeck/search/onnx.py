@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._extras import needs_extra
+
 __all__ = ["OnnxEmbedder"]
 
 
@@ -49,9 +51,10 @@ class OnnxEmbedder:
         batch_size: int = 32,
         name: str | None = None,
     ) -> None:
-        np = importlib.import_module("numpy")
-        ort = importlib.import_module("onnxruntime")
-        tokenizers = importlib.import_module("tokenizers")
+        with needs_extra("onnx"):
+            np = importlib.import_module("numpy")
+            ort = importlib.import_module("onnxruntime")
+            tokenizers = importlib.import_module("tokenizers")
         self._np = np
         model_file, tokenizer_file = self._locate(Path(path))
         self.model_file = model_file

@@ -14,7 +14,10 @@ import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 
-import Stemmer  # type: ignore[import-not-found]
+from .._extras import needs_extra
+
+with needs_extra("search"):  # every search needs the stemmer: one line when missing
+    import Stemmer  # type: ignore[import-not-found]
 
 __all__ = ["STOPWORDS", "one_line", "stem", "tokenize"]
 

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._extras import needs_extra
+
 __all__ = ["DEFAULT_DIM", "PACKAGE", "WordLlamaEmbedder"]
 
 #: the PyPI package whose wheel carries the model files
@@ -77,15 +79,17 @@ class WordLlamaEmbedder:
     @classmethod
     def load(cls, dim: int = DEFAULT_DIM, *, package: str | None = None) -> WordLlamaEmbedder:
         """Read the table and tokenizer from the installed ``wordllama`` package
-        (ModuleNotFoundError when it is missing, OSError when its files are)."""
+        (:class:`~tooldeck.errors.MissingExtra` when it is missing, OSError when its files
+        are)."""
         if not 1 <= dim <= 256:
             raise ValueError(f"dim must be between 1 and 256, not {dim}")
         package = package or PACKAGE
-        np = importlib.import_module("numpy")
-        tokenizers = importlib.import_module("tokenizers")
-        root = package_dir(package)
-        if root is None:
-            raise ModuleNotFoundError(f"no module named {package!r}")
+        with needs_extra("semantic"):
+            np = importlib.import_module("numpy")
+            tokenizers = importlib.import_module("tokenizers")
+            root = package_dir(package)
+            if root is None:
+                raise ModuleNotFoundError(f"no module named {package!r}", name=package)
         folder, filename, key = _WEIGHTS
         table = read_safetensors(root / folder / filename, key, np)
         table = np.ascontiguousarray(table[:, :dim], dtype=np.float32)

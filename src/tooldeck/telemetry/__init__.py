@@ -30,7 +30,7 @@ from opentelemetry import trace
 
 from . import names
 from .calls import note_approver
-from .otlp import OtelUnavailable, setup_from_env, setup_otlp
+from .otlp import setup_from_env, setup_otlp
 from .propagation import carrier, joined
 from .runtime import Telemetry
 from .settings import CAPTURE_ENV, Settings, active, configure, reset, settings
@@ -38,7 +38,6 @@ from .turns import turn_attributes
 
 __all__ = [
     "CAPTURE_ENV",
-    "OtelUnavailable",
     "Settings",
     "Telemetry",
     "active",

@@ -4,7 +4,8 @@ Any OpenTelemetry setup works (tooldeck uses the global providers, or those give
 :func:`~tooldeck.telemetry.configure`); this is the short way for the common case, and
 what ``tooldeck worker`` and ``tooldeck demo`` do when ``OTEL_EXPORTER_OTLP_ENDPOINT``
 (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set. It needs the SDK and the OTLP/HTTP
-exporter: ``pip install 'tooldeck[otel]'``.
+exporter, the ``otel`` extra (without it, :func:`setup_otlp` raises
+:class:`~tooldeck.errors.MissingExtra`, one line naming it).
 """
 
 from __future__ import annotations
@@ -15,16 +16,12 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from ..errors import TooldeckError
+from .._extras import needs_extra
 from .settings import _tracing, configure
 
-__all__ = ["OtelUnavailable", "setup_from_env", "setup_otlp"]
+__all__ = ["setup_from_env", "setup_otlp"]
 
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-
-
-class OtelUnavailable(TooldeckError, RuntimeError):
-    """The OpenTelemetry SDK or its OTLP exporter is not installed."""
 
 
 def setup_otlp(
@@ -44,7 +41,7 @@ def setup_otlp(
     the process's global ones (other libraries' spans join the same traces); otherwise
     only tooldeck uses them. Returns ``(tracer_provider, meter_provider)``.
     """
-    try:
+    with needs_extra("otel"):
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.metrics import MeterProvider
@@ -52,10 +49,6 @@ def setup_otlp(
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError as exc:
-        raise OtelUnavailable(
-            "exporting over OTLP needs the OpenTelemetry SDK: pip install 'tooldeck[otel]'"
-        ) from exc
     base = endpoint.rstrip("/") if endpoint else None
     given = dict(headers) if headers else None
     resource = Resource.create({SERVICE_NAME: service_name})

@@ -38,14 +38,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
 
 from .._config_files import MAX_DEPTH, ConfigFileError, check_model, parse_json, read_text
+from .._extras import needs_extra
 from ..errors import TooldeckError
 from ..events import (
     ApprovalRequested,
@@ -60,6 +58,10 @@ from ..events import (
     TurnStarted,
 )
 from ..transcript import StopReason
+
+if TYPE_CHECKING:  # rendering needs rich (the cli extra); recording does not
+    from rich.console import RenderableType
+    from rich.text import Text
 
 __all__ = [
     "FORMAT",
@@ -603,6 +605,9 @@ def _column(t: float, total: float, width: int) -> float:
 
 
 def _bar(bar: Bar, total: float, width: int) -> Text:
+    with needs_extra("cli"):
+        from rich.text import Text
+
     first = min(width - 1, int(_column(bar.start, total, width)))
     last = max(first + 1, min(width, math.ceil(_column(bar.end, total, width))))
     style = "bold red" if bar.error else _STYLES.get(bar.kind, "white")
@@ -613,6 +618,9 @@ def _bar(bar: Bar, total: float, width: int) -> Text:
 
 
 def _axis(total: float, width: int) -> Text:
+    with needs_extra("cli"):
+        from rich.text import Text
+
     left, right = "0", _duration(total)
     middle = _duration(total / 2)
     gap = max(1, width - len(left) - len(right) - len(middle))
@@ -627,7 +635,13 @@ def _indent(depth: int) -> str:
 
 
 def render(timeline: Timeline, *, width: int = 48) -> RenderableType:
-    """The timeline as a rich table: one row per bar on a shared time axis."""
+    """The timeline as a rich table: one row per bar on a shared time axis (rich: the
+    ``cli`` extra)."""
+    with needs_extra("cli"):
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
     total = timeline.seconds
     table = Table(title=timeline.title, title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("what", no_wrap=True, overflow="ellipsis", max_width=40)

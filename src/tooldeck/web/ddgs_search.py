@@ -21,6 +21,8 @@ from typing import Any
 
 import anyio
 
+from .._extras import needs_extra
+from ..errors import MissingExtra
 from ._base import (
     Recency,
     SearchResult,
@@ -88,14 +90,11 @@ class DdgsSearch:
 
     def _run(self, kwargs: dict[str, Any]) -> list[Any]:
         try:
-            from ddgs import DDGS
-            from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
-        except ImportError:
-            raise WebSearchError(
-                self.name,
-                "config",
-                "the ddgs library is not installed (pip install 'tooldeck[ddgs]')",
-            ) from None
+            with needs_extra("ddgs"):
+                from ddgs import DDGS
+                from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
+        except MissingExtra as exc:  # the model is told, as a configuration problem
+            raise WebSearchError(self.name, "config", str(exc)) from None
         make = self._client or DDGS
         try:
             found = make(proxy=self.proxy, timeout=self.timeout).text(**kwargs)

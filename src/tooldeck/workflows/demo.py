@@ -12,14 +12,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
-from rich.console import Console
 
+from .._extras import needs_extra
 from ..model import Model
 from .definition import Task, Workflow
 from .engine import TaskRun, WorkflowEngine
 from .render import WorkflowProgress, workflow_table
 from .scripted import submitting
 from .store import SQLiteStore, WorkflowRecord, default_db_path
+
+with needs_extra("cli"):
+    from rich.console import Console
 
 __all__ = ["DEMO_INPUTS", "demo_workflow", "run_demo_workflow", "scripted_model"]
 

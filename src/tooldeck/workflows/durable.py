@@ -23,6 +23,7 @@ import logging
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from .._extras import needs_extra
 from ..errors import TooldeckError
 from ..telemetry.propagation import carrier
 from .executor import TaskFn
@@ -67,7 +68,8 @@ rather than computed from the code of the registered functions."""
 
 
 class DbosUnavailable(TooldeckError, RuntimeError):
-    """DBOS is not installed, or its system tables are not in the database yet."""
+    """DBOS's system tables are not in the database yet (no worker ever ran there); a
+    missing dbos package is :class:`~tooldeck.errors.MissingExtra`."""
 
 
 def task_workflow_id(task_id: str) -> str:
@@ -85,8 +87,9 @@ def dbos_url(dsn: str) -> str:
         return "postgresql://" + dsn[len("postgres://") :]
     if dsn.startswith("postgresql://"):
         return dsn
-    from psycopg.conninfo import conninfo_to_dict
-    from sqlalchemy.engine import URL
+    with needs_extra("dbos"):
+        from psycopg.conninfo import conninfo_to_dict
+        from sqlalchemy.engine import URL
 
     parts: dict[str, Any] = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
     port = parts.pop("port", None)
@@ -105,7 +108,8 @@ def client_url(dsn: str) -> str:
     """The URL a client's DBOS connections use: ``dsn`` with the store's keepalives and
     ``tcp_user_timeout`` (those it does not set itself), so that a silently dropped
     network fails the client's calls (which DBOS then retries) instead of hanging them."""
-    from sqlalchemy.engine import make_url
+    with needs_extra("dbos"):
+        from sqlalchemy.engine import make_url
 
     from .store.postgres import DEFAULT_NETWORK_TIMEOUT, keepalive_params
 
@@ -114,12 +118,8 @@ def client_url(dsn: str) -> str:
 
 
 def new_client(dsn: str, schema: str = DEFAULT_DBOS_SCHEMA) -> DBOSClient:
-    try:
+    with needs_extra("dbos"):
         from dbos import DBOSClient
-    except ImportError as exc:  # pragma: no cover - dbos is an optional extra
-        raise DbosUnavailable(
-            "the DBOS executor needs the dbos package: pip install 'tooldeck[dbos]'"
-        ) from exc
     return DBOSClient(
         system_database_url=client_url(dsn),
         dbos_system_schema=schema,
@@ -200,7 +200,8 @@ class DbosExecutor:
         """The engine :meth:`submit_many` enqueues in one transaction with (made once; its
         connections carry the client's keepalives, :func:`client_url`)."""
         if self._engine is None:
-            import sqlalchemy
+            with needs_extra("dbos"):
+                import sqlalchemy
 
             self._engine = sqlalchemy.create_engine(
                 client_url(self.dsn), pool_size=1, max_overflow=0, pool_pre_ping=True

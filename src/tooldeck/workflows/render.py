@@ -7,15 +7,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Group, RenderableType
-from rich.spinner import Spinner
-from rich.table import Table
-from rich.text import Text
-
+from .._extras import needs_extra
 from .._live import LiveView
 from ..events import Event
 from .events import TaskActivity, TaskNote, TaskStateChanged, WorkflowStateChanged
 from .store import WorkflowRecord
+
+with needs_extra("cli"):
+    from rich.console import Group, RenderableType
+    from rich.spinner import Spinner
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = ["STATE_STYLES", "WorkflowProgress", "runs_table", "workflow_table"]
 

@@ -47,8 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dbos import DBOS
-
+from .._extras import needs_extra
 from ..context import AbortSignal
 from ..errors import TooldeckError
 from ..errors import exception_line as _one_line
@@ -67,6 +66,9 @@ from .durable import (
 from .engine import ModelFactory, WorkflowEngine
 from .store import DEFAULT_SCHEMA, PostgresStore, StoreUnavailable, redact_dsn
 from .store.workers import WorkerLeases
+
+with needs_extra("dbos"):
+    from dbos import DBOS
 
 __all__ = ["Worker", "WorkerLost", "WorkerStats"]
 

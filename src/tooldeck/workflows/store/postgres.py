@@ -20,6 +20,9 @@ A network that drops packets without a reset (a cable pulled, a firewall or NAT 
 gone) would leave a query waiting for ever: every connection is opened with TCP
 keepalives and ``tcp_user_timeout`` (:func:`keepalive_params`, from ``network_timeout``),
 so such a connection fails within about that many seconds and the retry above takes over.
+psycopg is the ``postgres`` extra: this module imports without it (the CLI and the
+gateway check ``isinstance(store, PostgresStore)``), and making a store without it is
+:class:`~tooldeck.errors.MissingExtra`, one line.
 """
 
 from __future__ import annotations
@@ -30,12 +33,9 @@ import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import psycopg
-from psycopg import sql
-from psycopg.types.json import Jsonb
-
+from ..._extras import LazyModule, require_extra
 from .atomic import op_accept_result_atomic, op_claim_task_atomic
 from .base import WorkflowStore
 from .migrations import op_migrate, op_version
@@ -52,6 +52,15 @@ from .protocol import (
     make_op,
 )
 from .records import Acceptance, TaskRecord
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+    from psycopg.types import json as psycopg_json
+else:  # the postgres extra, imported when a store is made (this module imports without it)
+    psycopg = LazyModule("psycopg", "postgres")
+    sql = LazyModule("psycopg.sql", "postgres")
+    psycopg_json = LazyModule("psycopg.types.json", "postgres")
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore", "keepalive_params", "redact_dsn"]
 
@@ -90,15 +99,13 @@ def keepalive_params(timeout: float, dsn: str = "") -> dict[str, int]:
     }
     if not dsn:
         return params
-    from psycopg.conninfo import conninfo_to_dict
-
-    given = conninfo_to_dict(dsn)
+    given = psycopg.conninfo.conninfo_to_dict(dsn)
     return {k: v for k, v in params.items() if k not in given}
 
 
 def _param(value: Any) -> Any:
     if isinstance(value, Json):
-        return Jsonb(value.value, dumps=dumps)
+        return psycopg_json.Jsonb(value.value, dumps=dumps)
     return value
 
 
@@ -125,6 +132,7 @@ class PostgresStore(WorkflowStore):
         retry_for: float = DEFAULT_RETRY_SECONDS,
         network_timeout: float = DEFAULT_NETWORK_TIMEOUT,
     ):
+        require_extra("postgres")  # one line now, not at the first query
         if not _SCHEMA_NAME.fullmatch(schema):
             raise StoreError(
                 f"schema name {schema!r} must be lower-case letters, digits and '_' "
