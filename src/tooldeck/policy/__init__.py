@@ -22,11 +22,9 @@ from .chain import (
     ALWAYS_DANGEROUS,
     HEADLESS_DENY,
     LEVELS,
-    Decision,
     Policy,
     PolicyContext,
     PolicyError,
-    TraceEntry,
     effective_tier,
 )
 from .grants import Grant, GrantStore
@@ -49,7 +47,6 @@ __all__ = [
     "LEVELS",
     "ApproveAlways",
     "AuditLog",
-    "Decision",
     "Grant",
     "GrantStore",
     "Level",
@@ -61,7 +58,6 @@ __all__ = [
     "Rule",
     "Selector",
     "SessionPolicy",
-    "TraceEntry",
     "approve",
     "approve_always",
     "arguments_digest",

@@ -45,7 +45,7 @@ from ..tools import Tier, Tool
 from ..transcript import ToolCall
 from ._files import session_file
 from .audit import AuditLog
-from .chain import Decision, Policy, PolicyContext, PolicyError
+from .chain import Policy, PolicyContext, PolicyError
 from .grants import GrantStore
 
 __all__ = [
@@ -181,7 +181,7 @@ class SessionPolicy:
         return self
 
     # -- the one decision function ----------------------------------------------------------
-    def decide(self, tool: Tool, args: Mapping[str, Any]) -> Decision:
+    def decide(self, tool: Tool, args: Mapping[str, Any]) -> PolicyDecision:
         """The chain's decision for ``tool`` with these (validated, JSON) arguments."""
         return self.policy.decide(tool, args, self.ctx, self.grants)
 
@@ -225,10 +225,9 @@ class SessionPolicy:
             if len(asked) > 10_000:  # asks nobody settled (no approver attached)
                 asked.clear()
             asked[id(call)] = (call, self)  # holding the call keeps its id unique
-        reason = decision.reason
         if decision.action == "ask":
-            reason = f"{tool.name} is {decision.tier}: {decision.reason}"
-        return PolicyDecision(decision.action, reason, decision.level)
+            return replace(decision, reason=f"{tool.name} is {decision.tier}: {decision.reason}")
+        return decision
 
     # -- approvals --------------------------------------------------------------------------
     def approver(self, ask: Approver | None, *, who: str = "human") -> PolicyApprover:
