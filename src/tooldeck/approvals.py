@@ -13,6 +13,7 @@ between processes (:class:`PendingStore`).
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "answering",
     "arguments_json",
     "not_answered",
+    "policy_decision",
 ]
 
 _log = logging.getLogger("tooldeck.dispatch")
@@ -102,6 +104,18 @@ class PolicyHook(Protocol):
 def allow_all(tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
     """The default policy until one is configured: every call may run."""
     return PolicyDecision("allow", "no policy configured")
+
+
+async def policy_decision(
+    policy: PolicyHook, tool: Tool, params: Any, call: ToolCall
+) -> PolicyDecision:
+    """``policy``'s decision, awaited; anything that is not a decision is a deny."""
+    decided = policy(tool, params, call)
+    if inspect.isawaitable(decided):
+        decided = await decided
+    if not isinstance(decided, PolicyDecision) or decided.action not in ("allow", "deny", "ask"):
+        return PolicyDecision("deny", f"the policy answered {decided!r}, not a decision")
+    return decided
 
 
 def arguments_json(params: Any) -> Any:

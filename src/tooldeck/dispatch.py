@@ -46,7 +46,7 @@ from .approvals import (
 )
 from .arguments import validate_arguments
 from .assembly import Toolset, TurnContext
-from .context import AbortSignal, Protection, ToolContext
+from .context import AbortSignal, LiveProtection, ToolContext
 from .errors import ArgumentError, ResultEncodingError
 from .events import (
     ApprovalRequested,
@@ -185,7 +185,7 @@ class Dispatcher:
         self.events = events or EventBus()
         self.log = logger or _log
         self.result_hooks = tuple(result_hooks)
-        self._protected: Protection | None = None
+        self._protected: LiveProtection | None = None
         # Telemetry is decided once, here: when it is off, nothing below pays for it.
         self._telemetry = telemetry_active()
         if self._telemetry is not None:
@@ -356,7 +356,9 @@ class Dispatcher:
             or protection.approver is not self.approver
             or protection.result_hooks is not self.result_hooks
         ):  # what protects these calls, for sub-sessions to inherit (made once)
-            protection = self._protected = Protection(self.policy, self.approver, self.result_hooks)
+            protection = self._protected = LiveProtection(
+                self.policy, self.approver, self.result_hooks
+            )
         return ToolContext(
             call.call_id,
             call.name,

@@ -6,8 +6,8 @@ over, all from the same decision function:
 - ``visible`` for the :class:`~tooldeck.plan.ToolPlanner`: a tool is hidden from the
   model (and from the dispatcher's toolset) when every call of it would be denied in
   this session, whatever the arguments; a tool denied only for some arguments stays;
-- the policy hook itself (``policy=``): the dispatcher asks it again about every call,
-  with its validated arguments, right before execution;
+- the policy hook itself (``Protection.policy(session_policy)``): the dispatcher asks it
+  again about every call, with its validated arguments, right before execution;
 - :meth:`SessionPolicy.approver` wraps a human interface (a programmatic async callback,
   the CLI prompt, or :func:`wait_for_human` for a run that waits): it records
   approve-always grants, re-checks edited arguments and writes the human's answers to the
@@ -268,10 +268,10 @@ class SessionPolicy:
 
         def make(agent: AgentDefinition, ctx: ToolContext) -> SessionPolicy:
             caller = ctx.protection.policy if ctx.protection is not None else None
-            parent = (
-                caller
-                if isinstance(caller, SessionPolicy) and caller._shared is self._shared
-                else self
+            judges = getattr(caller, "judges", (caller,))  # a Protection, or its one judge
+            parent = next(
+                (j for j in judges if isinstance(j, SessionPolicy) and j._shared is self._shared),
+                self,
             )
             return parent.child(agent.name, f"{ctx.session_id or parent.session_id}.{agent.name}")
 
