@@ -451,7 +451,7 @@ def test_a_step_waiting_for_approval_ends_its_approval_span_pending(otel: Record
     assert [e[0] for e in events(approval)] == ["tooldeck.approval.pending"]
     assert otel.named("execute_tool write_note") == []  # it has not run, nor been refused
     otel.exporter.clear()
-    session.approver = None
+    session.protect = Protection.policy(ask_for_writes)  # nobody to ask now: the answers
     resumed = run(session.resume({"w1": ApprovalAnswer(True)}))
     assert resumed.output == "done"
     assert otel.tree() == (
