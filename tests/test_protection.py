@@ -171,3 +171,5 @@ def test_two_approvers_are_one_too_many_and_the_console_gives_way() -> None:
     assert asked.approver is yes  # a given approver answers for both, not the console
     with pytest.raises(ValueError, match="give approver= to one of them"):
         Protection.ask("WRITE", approver=yes) & Protection.ask("DANGEROUS", approver=print)
+    with pytest.raises(ValueError, match="give 'console'"):
+        Protection.ask("WRITE", approver="consol")  # type: ignore[arg-type]

@@ -128,6 +128,11 @@ class Protection:
         if sessions:
             tier_of = sessions[0].tier_of if len(sessions) == 1 else _strictest_tier(sessions)
             judges = [j.bound(tier_of) if isinstance(j, AskBefore) else j for j in judges]
+        if isinstance(self.approver, str) and self.approver != "console":
+            raise ValueError(
+                f"approver={self.approver!r}: give 'console', a function of one request, "
+                "or an async function of the step's requests"
+            )
         if self.approver is not None and not isinstance(self.approver, str):
             as_approver(self.approver)  # not callable: one line, now
         object.__setattr__(self, "judges", tuple(judges))
