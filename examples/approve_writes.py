@@ -1,13 +1,13 @@
 """Ask before any WRITE tool runs: one argument, answered by a function.
 
-approve="WRITE" asks before WRITE tools and everything above them (DANGEROUS);
-read-only tools run without asking. The approver gets each call and answers True
-(run it), False (deny) or an ApprovalAnswer (deny with a message, or edit the
+protect=Protection.ask("WRITE") asks before WRITE tools and everything above them
+(DANGEROUS); read-only tools run without asking. The approver gets each call and answers
+True (run it), False (deny) or an ApprovalAnswer (deny with a message, or edit the
 arguments). Leave approver= out to be asked at the console instead.
 """
 
 import tooldeck
-from tooldeck import ApprovalAnswer, ApprovalRequest
+from tooldeck import ApprovalAnswer, ApprovalRequest, Protection
 from tooldeck.providers import ScriptedModel, call, model_from_env, reply
 
 notes: dict[str, str] = {}
@@ -47,8 +47,7 @@ result = tooldeck.run_sync(
     model_from_env(offline),
     [read_note, save_note],
     "Note: buy milk. Also store my wifi password hunter2.",
-    approve="WRITE",
-    approver=approver,
+    protect=Protection.ask("WRITE", approver=approver),
 )
 for output in result.tool_outputs:
     print(f"{output.name}: {output.text}")

@@ -1,15 +1,16 @@
-"""approve= next to a policy file: both judge every call, and the stricter wins.
+"""An ask rule next to a policy file (``a & b``): both judge every call, the stricter wins.
 
 The policy (TOML, as in ~/.tooldeck/policy.toml) allows writing notes under drafts/ and
-denies deleting anything; approve="WRITE" still asks before every WRITE call. So a
-delete is denied without asking anyone, and a draft is saved only when the human says yes.
+denies deleting anything; Protection.ask("WRITE") still asks before every WRITE call. So
+a delete is denied without asking anyone, and a draft is saved only when the human says
+yes.
 """
 
 import tempfile
 from pathlib import Path
 
 import tooldeck
-from tooldeck.policy import Policy, SessionPolicy
+from tooldeck.policy import Policy, Protection, SessionPolicy
 from tooldeck.providers import ScriptedModel, call, model_from_env, reply
 
 POLICY = """
@@ -60,9 +61,7 @@ with tempfile.TemporaryDirectory() as folder:
         model_from_env(offline),
         [save_note, delete_note],
         "Save hello as a draft and as final, and delete old.md.",
-        policy=policy,
-        approve="WRITE",
-        approver=human,
+        protect=Protection.policy(policy) & Protection.ask("WRITE", approver=human),
     )
     for output in result.tool_outputs:
         print(f"{output.name}: {output.text}")

@@ -34,7 +34,7 @@ print(json.dumps({"agent": [result.output, result.stop_reason.value]}))
 
 def ask_at_the_console():
     script = ScriptedModel([reply(call("save", {"text": "x"})), reply("done")])
-    asyncio.run(tooldeck.run(script, [save], "save x", approve="WRITE"))
+    asyncio.run(tooldeck.run(script, [save], "save x", protect=tooldeck.Protection.ask("WRITE")))
 
 
 def cron():

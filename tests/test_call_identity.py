@@ -21,7 +21,7 @@ from tooldeck import Dispatcher, ScriptedModel, Session, Tool, ToolContext, Tool
 from tooldeck.assembly import TurnContext
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli.approve import approve_command
-from tooldeck.policy import PendingFiles, SessionPolicy, load_answers, wait_for_human
+from tooldeck.policy import PendingFiles, Protection, SessionPolicy, load_answers, wait_for_human
 from tooldeck.providers.anthropic import AnthropicModel
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import AssistantMessage, TextPart, ToolCall, distinct_call_ids
@@ -43,8 +43,7 @@ def bash_session(home: Path, state: Path, script: list[AssistantMessage]) -> Ses
         REGISTRY.toolset(turn),
         session_id="dup",
         turn=turn,
-        policy=policy,
-        approver=policy.approver(wait_for_human),
+        protect=Protection.policy(policy, approver=policy.approver(wait_for_human)),
         pending_store=PendingFiles(state),
     )
 

@@ -38,7 +38,7 @@ from test_telemetry_support import Recorded
 from test_timeline import recorded_timeline, turn
 from tooldeck import ScriptedModel, Session, Tool, ToolResult
 from tooldeck.cli import app
-from tooldeck.policy import PendingFiles, SessionPolicy, load_answers, wait_for_human
+from tooldeck.policy import PendingFiles, Protection, SessionPolicy, load_answers, wait_for_human
 from tooldeck.providers.scripted import call, reply
 from tooldeck.telemetry.timeline import Bar, Timeline, render
 from tooldeck.transcript import ToolOutput
@@ -166,8 +166,7 @@ def pending_session(state: Path) -> Session:
         model,
         [tool],
         session_id="s1",
-        policy=policy,
-        approver=policy.approver(wait_for_human),
+        protect=Protection.policy(policy, approver=policy.approver(wait_for_human)),
         pending_store=PendingFiles(state),
     )
 
@@ -667,8 +666,7 @@ def test_a_waiting_step_after_deeply_nested_details_is_answered_and_resumed(
             model,
             tools,
             session_id="s1",
-            policy=policy,
-            approver=policy.approver(wait_for_human),
+            protect=Protection.policy(policy, approver=policy.approver(wait_for_human)),
             pending_store=PendingFiles(tmp_path),
         )
 

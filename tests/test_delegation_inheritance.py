@@ -19,10 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext, tool
-from tooldeck.agents.delegation import BothMustAllow, delegate_task_tool
+from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.builtin import load_builtin_registry
-from tooldeck.context import Protection, ToolContext
+from tooldeck.context import LiveProtection, ToolContext
 from tooldeck.dispatch import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -32,7 +32,7 @@ from tooldeck.dispatch import (
     allow_all,
     arguments_json,
 )
-from tooldeck.policy import Policy, SessionPolicy, approve, deny
+from tooldeck.policy import Policy, Protection, SessionPolicy, approve, deny
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import ToolCall, ToolOutput
 
@@ -109,7 +109,9 @@ def test_a_child_inherits_a_plain_policy_hook_and_its_human(tmp_path: Path) -> N
     human = Human(default=deny("no"))
     child = touch_script()
     delegate = delegate_task_tool({"analyst": ANALYST}, MANIFEST, model_for=lambda a: child)
-    session = parent_session(tmp_path, delegate, policy=ask_for_all_but_delegation, approver=human)
+    session = parent_session(
+        tmp_path, delegate, protect=Protection.policy(ask_for_all_but_delegation, approver=human)
+    )
     asyncio.run(session.run("go"))
     assert not (tmp_path / "PWNED").exists()
     assert human.asked == ["run_bash"]  # the child's call went to the parent's human
@@ -125,7 +127,9 @@ def test_a_child_inherits_a_session_policy_without_for_delegation(tmp_path: Path
     human = Human(default=deny("no"))
     child = touch_script()
     delegate = delegate_task_tool({"analyst": ANALYST}, MANIFEST, model_for=lambda a: child)
-    session = parent_session(tmp_path, delegate, policy=policy, approver=policy.approver(human))
+    session = parent_session(
+        tmp_path, delegate, protect=Protection.policy(policy, approver=policy.approver(human))
+    )
     asyncio.run(session.run("go"))
     assert not (tmp_path / "PWNED").exists()
     assert human.asked == ["run_bash"]
@@ -138,7 +142,9 @@ def test_a_child_inherits_a_session_policy_without_for_delegation(tmp_path: Path
 def test_a_parent_without_an_approver_gives_its_child_none(tmp_path: Path) -> None:
     child = touch_script()
     delegate = delegate_task_tool({"analyst": ANALYST}, MANIFEST, model_for=lambda a: child)
-    session = parent_session(tmp_path, delegate, policy=ask_for_all_but_delegation)
+    session = parent_session(
+        tmp_path, delegate, protect=Protection.policy(ask_for_all_but_delegation)
+    )
     asyncio.run(session.run("go"))
     assert not (tmp_path / "PWNED").exists()
     (output,) = child_outputs(child)
@@ -163,7 +169,9 @@ def test_an_explicit_child_policy_cannot_loosen_the_parents(tmp_path: Path) -> N
         model_for=lambda a: child,
         child_policy=lambda agent, ctx: allow_all,
     )
-    session = parent_session(tmp_path, delegate, policy=ask_for_all_but_delegation, approver=human)
+    session = parent_session(
+        tmp_path, delegate, protect=Protection.policy(ask_for_all_but_delegation, approver=human)
+    )
     asyncio.run(session.run("go"))
     assert not (tmp_path / "PWNED").exists()
     assert human.asked == ["run_bash"]  # allow_all AND ask: ask, and the human said no
@@ -183,7 +191,9 @@ def test_an_explicit_child_policy_adds_its_own_denies(tmp_path: Path) -> None:
         model_for=lambda a: child,
         child_policy=lambda a, c: no_shell,
     )
-    session = parent_session(tmp_path, delegate, policy=ask_for_all_but_delegation, approver=human)
+    session = parent_session(
+        tmp_path, delegate, protect=Protection.policy(ask_for_all_but_delegation, approver=human)
+    )
     asyncio.run(session.run("go"))
     assert not (tmp_path / "PWNED").exists()
     assert human.asked == []  # denied before anyone is asked
@@ -224,7 +234,9 @@ def test_an_explicit_approver_answers_the_childs_asks_and_cannot_make_it_wait(
         {"analyst": ANALYST}, MANIFEST, model_for=lambda a: child, approver=waits
     )
     session = parent_session(
-        tmp_path, delegate, policy=ask_for_all_but_delegation, approver=parent_human
+        tmp_path,
+        delegate,
+        protect=Protection.policy(ask_for_all_but_delegation, approver=parent_human),
     )
     result = asyncio.run(session.run("go"))
     assert not (tmp_path / "PWNED").exists()
@@ -286,7 +298,10 @@ def nested_run(tmp_path: Path, **delegate_options: Any) -> tuple[Human, Scripted
         **options,
     )
     session = parent_session(
-        tmp_path, delegate, agent="lead", policy=policy, approver=policy.approver(human)
+        tmp_path,
+        delegate,
+        agent="lead",
+        protect=Protection.policy(policy, approver=policy.approver(human)),
     )
     asyncio.run(session.run("go"))
     return human, worker, policy
@@ -323,7 +338,7 @@ def test_delegation_outside_a_dispatcher_refuses_to_guess(tmp_path: Path) -> Non
 
 
 def test_the_dispatcher_hands_every_call_its_protection(tmp_path: Path) -> None:
-    seen: list[Protection | None] = []
+    seen: list[LiveProtection | None] = []
 
     @tool(read_only=True)
     def peek(ctx: ToolContext) -> str:
@@ -341,9 +356,9 @@ def test_the_dispatcher_hands_every_call_its_protection(tmp_path: Path) -> None:
     )
     human.default = approve()
     asyncio.run(dispatcher.dispatch([call("peek")]))
-    assert seen == [Protection(ask_for_all_but_delegation, human, (hook,))]
+    assert seen == [LiveProtection(ask_for_all_but_delegation, human, (hook,))]
     asyncio.run(Dispatcher(Toolset([peek])).dispatch([call("peek")]))
-    assert seen[1] == Protection(allow_all, None, ())  # no policy: allow_all, said so
+    assert seen[1] == LiveProtection(allow_all, None, ())  # no policy: allow_all, said so
 
 
 # -- the combination, for every pair of answers ------------------------------------------------
@@ -371,7 +386,9 @@ def test_both_must_allow_is_never_looser_than_the_inherited_policy(
 
         return decide if is_sync else decide_async
 
-    both = BothMustAllow(hook("inherited", inherited, sync[0]), hook("explicit", explicit, sync[1]))
+    both = Protection.policy(hook("inherited", inherited, sync[0])) & Protection.policy(
+        hook("explicit", explicit, sync[1])
+    )
     decided = asyncio.run(both(REGISTRY_TOOL, {}, call("run_bash")))
     strictest = max(inherited, explicit if explicit in RANK else "deny", key=RANK.__getitem__)
     assert decided.action == strictest

@@ -1,4 +1,4 @@
-"""The short forms: a flat ``tools`` list, the default TurnContext, ``approve=``, callbacks.
+"""The short forms: a flat ``tools`` list, the default TurnContext, ``Protection.ask``, callbacks.
 
 Real parts only: ScriptedModel, a real MCP server over stdio (tests/mcp_servers/basic.py),
 the real policy chain, the console approver reading a real text stream.
@@ -19,7 +19,7 @@ from tooldeck import ApprovalAnswer, ApprovalRequest, Session, Tool, TurnContext
 from tooldeck.agents.skills import Skill, SkillCatalog
 from tooldeck.assembly import AssemblyError
 from tooldeck.mcp import McpSource
-from tooldeck.policy import Policy, SessionPolicy
+from tooldeck.policy import Policy, Protection, SessionPolicy
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 
 SERVERS = Path(__file__).parent / "mcp_servers"
@@ -173,7 +173,7 @@ def test_the_existing_forms_still_work() -> None:
         assert texts(Session(model, tools, turn=turn).run_sync("hi")) == ["A"]
 
 
-# -- approve= ---------------------------------------------------------------------------------
+# -- Protection.ask ------------------------------------------------------------------------------
 def test_approve_write_asks_before_write_and_dangerous_tools_only() -> None:
     asked: list[str] = []
 
@@ -188,7 +188,7 @@ def test_approve_write_asks_before_write_and_dangerous_tools_only() -> None:
         ]
     )
     result = tooldeck.run_sync(
-        model, [shout, save_note, wipe], "go", approve="WRITE", approver=human
+        model, [shout, save_note, wipe], "go", protect=Protection.ask("WRITE", approver=human)
     )
     assert asked == ["save_note", "wipe"]  # STANDARD is not asked about
     assert ran == ["shout", "save_note"]  # wipe was denied, never run
@@ -200,48 +200,64 @@ def test_approve_denied_by_an_answer_with_a_message() -> None:
     result = Session(
         model,
         [save_note],
-        approve=("WRITE",),
-        approver=lambda r: ApprovalAnswer(False, "not today"),
+        protect=Protection.ask(("WRITE",), approver=lambda r: ApprovalAnswer(False, "not today")),
     ).run_sync("go")
     assert ran == [] and texts(result) == ["Denied by the user: not today"]
 
 
 def test_approve_by_tool_name_and_by_function() -> None:
     model = ScriptedModel([reply(call("shout", {"text": "a"})), reply("ok")])
-    result = Session(model, [shout], approve="shout", approver=lambda r: False).run_sync("go")
+    result = Session(
+        model, [shout], protect=Protection.ask("shout", approver=lambda r: False)
+    ).run_sync("go")
     assert ran == [] and "Denied" in texts(result)[0]
     model = ScriptedModel([reply(call("shout", {"text": "a"})), reply("ok")])
     picked = Session(
-        model, [shout], approve=lambda r: r.call.arguments.count("a") > 0, approver=lambda r: True
+        model,
+        [shout],
+        protect=Protection.ask(lambda r: r.call.arguments.count("a") > 0, approver=lambda r: True),
     )
     assert texts(picked.run_sync("go")) == ["A"] and ran == ["shout"]
 
 
 def test_an_answer_that_is_not_yes_or_no_denies() -> None:
     model = ScriptedModel([reply(call("save_note", {"text": "n"})), reply("ok")])
-    result = Session(model, [save_note], approve="WRITE", approver=lambda r: "yes").run_sync("go")
+    result = Session(
+        model, [save_note], protect=Protection.ask("WRITE", approver=lambda r: "yes")
+    ).run_sync("go")
     assert ran == [] and "not True, False or an answer" in texts(result)[0]
 
 
 def test_the_console_approver_reads_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
     model = ScriptedModel([reply(call("save_note", {"text": "n"})), reply("ok")])
-    result = Session(model, [save_note], approve="WRITE").run_sync("go")
+    result = Session(model, [save_note], protect=Protection.ask("WRITE")).run_sync("go")
     assert ran == ["save_note"] and texts(result) == ["saved 'n'"]
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # the input ended: a deny
     model = ScriptedModel([reply(call("save_note", {"text": "m"})), reply("ok")])
-    result = Session(model, [save_note], approve="WRITE").run_sync("go")
+    result = Session(model, [save_note], protect=Protection.ask("WRITE")).run_sync("go")
     assert ran == ["save_note"] and "input ended" in texts(result)[0]
 
 
-def test_a_bad_approve_rule_is_one_line() -> None:
+def test_a_bad_ask_rule_is_one_line() -> None:
     for bad in ("", (), ("WRITE", 3)):
         with pytest.raises(ValueError, match="names nothing to ask about") as info:
-            Session(ScriptedModel([]), [shout], approve=bad)  # type: ignore[arg-type]
+            Protection.ask(bad)  # type: ignore[arg-type]
         assert "\n" not in str(info.value)
+    with pytest.raises(TypeError, match="is not callable") as typed:
+        Protection.ask("WRITE", approver=3)  # type: ignore[arg-type]
+    assert "\n" not in str(typed.value)
+    with pytest.raises(TypeError, match="is not a Protection") as wrong:
+        Session(ScriptedModel([]), [shout], protect="WRITE")  # type: ignore[arg-type]
+    assert "\n" not in str(wrong.value)
+    with pytest.raises(ValueError, match="give approver= to one of them") as two:
+        Protection.ask("WRITE", approver=lambda r: True) & Protection.policy(
+            SessionPolicy(), approver=lambda r: False
+        )
+    assert "\n" not in str(two.value)
 
 
-# -- approve= with policy=: the stricter wins ---------------------------------------------------
+# -- Protection.ask & Protection.policy: the stricter wins ------------------------------------
 def _policy(data: dict[str, Any]) -> SessionPolicy:
     return SessionPolicy(Policy.from_dict(data))
 
@@ -255,7 +271,8 @@ def test_approve_asks_even_where_the_policy_allows() -> None:
         return False
 
     model = ScriptedModel([reply(call("save_note", {"text": "n"})), reply("ok")])
-    Session(model, [save_note], policy=allows, approve="WRITE", approver=human).run_sync("go")
+    protect = Protection.policy(allows) & Protection.ask("WRITE", approver=human)
+    Session(model, [save_note], protect=protect).run_sync("go")
     assert asked == ["save_note"] and ran == []
 
 
@@ -266,9 +283,8 @@ def test_a_policy_deny_wins_over_approve_and_the_human_is_not_asked() -> None:
     result = Session(
         model,
         [save_note],
-        policy=denies,
-        approve="WRITE",
-        approver=lambda r: asked.append(r.call.name) or True,
+        protect=Protection.policy(denies)
+        & Protection.ask("WRITE", approver=lambda r: asked.append(r.call.name) or True),
     ).run_sync("go")
     assert asked == [] and ran == [] and texts(result)[0].startswith("Denied by policy")
 
@@ -277,7 +293,9 @@ def test_the_policy_asks_where_approve_would_allow_and_answers_are_audited() -> 
     policy = SessionPolicy(Policy())  # the default chain: WRITE asks
     model = ScriptedModel([reply(call("save_note", {"text": "n"})), reply("ok")])
     Session(
-        model, [save_note], policy=policy, approve="DANGEROUS", approver=lambda r: True
+        model,
+        [save_note],
+        protect=Protection.ask("DANGEROUS") & Protection.policy(policy, approver=lambda r: True),
     ).run_sync("go")
     assert ran == ["save_note"]
     decisions = [e["decision"] for e in policy.audit.entries]
@@ -290,7 +308,9 @@ def test_an_approver_that_raises_denies_and_nothing_runs() -> None:
         raise RuntimeError("approval service down")
 
     model = ScriptedModel([reply(call("save_note", {"text": "n"})), reply("ok")])
-    result = Session(model, [save_note], approve="WRITE", approver=broken).run_sync("go")
+    result = Session(model, [save_note], protect=Protection.ask("WRITE", approver=broken)).run_sync(
+        "go"
+    )
     assert ran == [] and "approval service down" in texts(result)[0]
     assert result.stop_reason is tooldeck.StopReason.END_TURN
 
@@ -304,7 +324,7 @@ def test_a_base_exception_from_the_approver_ends_the_turn_with_nothing_run() -> 
         raise Stop()
 
     model = ScriptedModel([reply(call("save_note", {"text": "n"})), reply("ok")])
-    session = Session(model, [save_note], approve="WRITE", approver=stops)
+    session = Session(model, [save_note], protect=Protection.ask("WRITE", approver=stops))
     with pytest.raises(Stop):
         session.run_sync("go")
     assert ran == []
@@ -317,7 +337,9 @@ def test_a_predicate_that_raises_denies() -> None:
         raise ValueError("bad rule")
 
     model = ScriptedModel([reply(call("shout", {"text": "a"})), reply("ok")])
-    result = Session(model, [shout], approve=rule, approver=lambda r: True).run_sync("go")
+    result = Session(
+        model, [shout], protect=Protection.ask(rule, approver=lambda r: True)
+    ).run_sync("go")
     assert ran == [] and "policy check failed" in texts(result)[0]
 
 
@@ -395,7 +417,9 @@ def test_an_async_predicate_is_awaited() -> None:
         [reply(call("shout", {"text": "a"}), call("save_note", {"text": "n"})), reply("ok")]
     )
     Session(
-        model, [shout, save_note], approve=rule, approver=lambda r: asked.append(r.call.name)
+        model,
+        [shout, save_note],
+        protect=Protection.ask(rule, approver=lambda r: asked.append(r.call.name)),
     ).run_sync("go")
     assert asked == ["save_note"] and ran == ["shout"]  # None from the approver: a deny
 
@@ -450,15 +474,18 @@ def test_edited_arguments_are_judged_by_the_policy_again() -> None:
 
     model = ScriptedModel([reply(call("save_note", {"text": "fine"})), reply("ok")])
     result = Session(
-        model, [save_note], policy=no_secrets, approve="WRITE", approver=edits
+        model,
+        [save_note],
+        protect=Protection.policy(no_secrets) & Protection.ask("WRITE", approver=edits),
     ).run_sync("go")
     assert ran == [] and "edited arguments are denied by policy" in texts(result)[0]
     model = ScriptedModel([reply(call("save_note", {"text": "fine"})), reply("ok")])
     fine = Session(
         model,
         [save_note],
-        policy=no_secrets,
-        approve="WRITE",
-        approver=lambda r: ApprovalAnswer(True, arguments={"text": "better"}),
+        protect=Protection.policy(no_secrets)
+        & Protection.ask(
+            "WRITE", approver=lambda r: ApprovalAnswer(True, arguments={"text": "better"})
+        ),
     ).run_sync("go")
     assert texts(fine) == ["saved 'better'"]  # an edit the policy allows runs as edited

@@ -36,7 +36,7 @@ EXPECTED: dict[str, list[str]] = {
         r"^notes kept: \{'todo': 'buy milk'\}$",
     ],
     "policy_and_approve.py": [
-        r'^asked: save_note \{"path": "drafts/a.md"',  # the policy allows it; approve= asks
+        r'^asked: save_note \{"path": "drafts/a.md"',  # the policy allows it; the ask rule asks
         r"^save_note: saved drafts/a.md$",
         r"^save_note: Denied by the user\.$",
         r"^delete_note: Denied by policy: notes are never deleted by the agent$",

@@ -35,7 +35,7 @@ from tooldeck import (
 from tooldeck.dispatch import PendingApproval
 from tooldeck.errors import ResultEncodingError
 from tooldeck.model import ModelRequest
-from tooldeck.policy import PendingFiles
+from tooldeck.policy import PendingFiles, Protection
 from tooldeck.policy.pending import decode_item, encode_item
 from tooldeck.providers.anthropic import AnthropicModel
 from tooldeck.providers.chat_completions import ChatCompletionsModel
@@ -341,8 +341,7 @@ def test_details_json_cannot_encode_are_an_error_and_a_waiting_step_can_be_saved
             schema_tool("broken", broken_details, read_only=True),
             schema_tool("needs_ok", lambda p, c: "ok"),
         ],
-        policy=ask_for,
-        approver=later,
+        protect=Protection.policy(ask_for, approver=later),
         pending_store=store,
         session_id="s1",
     )
@@ -353,7 +352,7 @@ def test_details_json_cannot_encode_are_an_error_and_a_waiting_step_can_be_saved
     approved = Session(
         model,
         session.tools,
-        policy=ask_for,
+        protect=Protection.policy(ask_for),
         pending_store=store,
         session_id="s1",
     )

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from test_workflows_support import StoreFactory, raw_query
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext
 from tooldeck._notices import NOTICE_PREFIX
+from tooldeck.approvals import allow_all
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.jobs import (
@@ -27,7 +28,7 @@ from tooldeck.jobs import (
     job_tools_source,
 )
 from tooldeck.model import ModelRequest
-from tooldeck.policy import Policy, SessionPolicy, approve
+from tooldeck.policy import Policy, Protection, SessionPolicy, approve
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import AssistantMessage, UserMessage
 from tooldeck.workflows.store import WorkflowStore
@@ -269,8 +270,9 @@ def test_a_jobs_dangerous_call_is_denied_and_never_runs(
                 tools_for(manager, job_model),
                 session_id="p",
                 turn=turn,
-                policy=policy,
-                approver=policy.approver(human) if policy is not None else human,
+                protect=Protection.policy(policy, approver=policy.approver(human))
+                if policy is not None
+                else Protection.policy(allow_all, approver=human),
             )
             started = await session.run("go")
             job_id = started.tool_outputs[0].result.details["job_id"]
@@ -401,7 +403,7 @@ def test_headless_never_allows_what_needs_a_human(tier: str, name: str, inner: s
     visibility filter is a second line, not the only one)."""
     from tooldeck import tool as make_tool
     from tooldeck.dispatch import PolicyDecision
-    from tooldeck.jobs import Headless
+    from tooldeck.policy import Protection
     from tooldeck.transcript import ToolCall
 
     @make_tool(name=name, tier=tier)  # type: ignore[arg-type]
@@ -412,7 +414,7 @@ def test_headless_never_allows_what_needs_a_human(tier: str, name: str, inner: s
     def parent(tool: Any, params: Any, c: Any) -> PolicyDecision:
         return PolicyDecision(inner, "the parent says so")  # type: ignore[arg-type]
 
-    gate = Headless(parent)
+    gate = Protection.policy(parent).headless()
     decided = asyncio.run(gate(t, {}, ToolCall("c1", name, "{}")))
     assert decided.action in ("allow", "deny")
     if tier == "DANGEROUS" or name in ("delegate_task", "run_bash") or inner != "allow":

@@ -23,7 +23,7 @@ from test_jobs_dbos import JobWorkers
 from test_policy_properties import ALL, args_strategy, config, context
 from test_workflows_support import PG_DSN, StoreFactory
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext
-from tooldeck.approvals import PolicyDecision
+from tooldeck.approvals import PolicyDecision, allow_all
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli.schedules import load_job_script
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
@@ -31,7 +31,7 @@ from tooldeck.jobs import JobManager, JobRuntime, JobTable, NewJob, job_tools_so
 from tooldeck.jobs.durable import DbosJobQueue
 from tooldeck.jobs.policy import creator_policy, job_policy, record_creator
 from tooldeck.jobs.runner import registry_tools
-from tooldeck.policy import Policy, SessionPolicy, approve
+from tooldeck.policy import Policy, Protection, SessionPolicy, approve
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import ToolCall, ToolOutput
 from tooldeck.workflows.store import PostgresStore
@@ -125,8 +125,7 @@ def test_a_job_resumed_in_another_process_keeps_its_creators_policy(
                 Toolset([*tools.tools, *creator.tools_for(turn)]),
                 session_id="chat",
                 turn=turn,
-                policy=policy,
-                approver=policy.approver(Human()),
+                protect=Protection.policy(policy, approver=policy.approver(Human())),
             )
             (started,) = (await session.run("go")).tool_outputs
             job_id = started.result.details["job_id"]
@@ -178,8 +177,10 @@ def test_a_dbos_worker_runs_each_job_under_its_creator_and_its_policy_file(
                         Toolset([*tools.tools, *creator.tools_for(turn)]),
                         session_id=session_id,
                         turn=turn,
-                        policy=rules,
-                        approver=rules.approver(Human()) if rules is not None else None,
+                        protect=Protection.policy(
+                            rules or allow_all,
+                            approver=rules.approver(Human()) if rules is not None else None,
+                        ),
                     )
                     (started,) = (await session.run("go")).tool_outputs
                     ids.append(started.result.details["job_id"])
@@ -196,10 +197,10 @@ def test_a_dbos_worker_runs_each_job_under_its_creator_and_its_policy_file(
     assert VAULT not in ops_job.summary and "the vault is closed" in ops_job.summary
 
 
-def test_a_live_job_of_a_session_with_policy_and_approve_is_headless_in_both(
+def test_a_live_job_of_a_session_with_a_policy_and_an_ask_rule_is_headless_in_both(
     tmp_path: Path,
 ) -> None:
-    """``policy=`` and ``approve=`` together (BothMustAllow): an ask of the session's rules
+    """``Protection.policy(...) & Protection.ask(...)``: an ask of the session's rules
     on a STANDARD tool is denied in its job, never auto-approved as a sub-agent's is."""
     asking = {
         "version": 1,
@@ -226,9 +227,8 @@ def test_a_live_job_of_a_session_with_policy_and_approve_is_headless_in_both(
                 Toolset([*tools.tools, *creator.tools_for(turn)]),
                 session_id="chat",
                 turn=turn,
-                policy=policy,
-                approve="WRITE",
-                approver=lambda request: True,
+                protect=Protection.policy(policy)
+                & Protection.ask("WRITE", approver=lambda request: True),
             )
             (started,) = (await session.run("go")).tool_outputs
             await asyncio.wait_for(manager.wait(started.result.details["job_id"]), 30)
@@ -290,8 +290,9 @@ def test_a_recorded_policy_reads_back_as_it_was_and_its_job_never_gets_more(
     creator = SessionPolicy(policy, session_id="s", context=ctx)
     record = json.loads(json.dumps(record_creator(creator, "s")))
     rebuilt = creator_policy(record, "s")
-    assert isinstance(rebuilt, SessionPolicy)
-    assert rebuilt.policy == policy and rebuilt.ctx == ctx
+    (judge,) = rebuilt.judges
+    assert isinstance(judge, SessionPolicy)
+    assert judge.policy == policy and judge.ctx == ctx
     tool = ALL[name]
     job = job_policy(rebuilt, "job", "s.job")
     decided = asyncio.run(job(tool, args, ToolCall("c1", name, "{}")))

@@ -37,7 +37,7 @@ from tooldeck import Session, TurnContext
 from tooldeck.cli import app
 from tooldeck.mcp import McpConfig, McpConfigError, McpSource, McpTool
 from tooldeck.mcp.naming import exposed_name, namespace_name, namespace_of
-from tooldeck.policy import Policy, SessionPolicy
+from tooldeck.policy import Policy, Protection, SessionPolicy
 from tooldeck.policy.rules import Selector, ToolFacts
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.tools import TOOL_NAME_PATTERN
@@ -90,7 +90,7 @@ def run_session(config: dict[str, Any], policy: Policy, *names: str) -> dict[str
                 [source],
                 session_id="s",
                 turn=turn,
-                policy=SessionPolicy(policy, session_id="s"),
+                protect=Protection.policy(SessionPolicy(policy, session_id="s")),
             )
             result = await session.run("go")
         by_id = {o.call_id: o.text for o in result.tool_outputs}

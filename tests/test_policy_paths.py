@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tooldeck import ScriptedModel, Session, ToolContext, TurnContext, validate_arguments
 from tooldeck.builtin import load_builtin_registry
-from tooldeck.policy import GrantStore, Policy, PolicyContext, SessionPolicy
+from tooldeck.policy import GrantStore, Policy, PolicyContext, Protection, SessionPolicy
 from tooldeck.policy.rules import ArgPredicate, path_under
 from tooldeck.providers.scripted import call, reply
 from tooldeck.tools import Tool
@@ -77,7 +77,7 @@ def run_writes(home: Path, policy: SessionPolicy, paths: list[str]) -> dict[str,
         REGISTRY.toolset(turn),
         session_id=policy.session_id,
         turn=turn,
-        policy=policy,
+        protect=Protection.policy(policy),
     )
     result = asyncio.run(session.run("go"))
     by_id = {o.call_id: o.text for o in result.tool_outputs}

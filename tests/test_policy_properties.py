@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tooldeck import ScriptedModel, Session, Tool, Toolset
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.plan import ToolPlanner
-from tooldeck.policy import GrantStore, Policy, PolicyContext, SessionPolicy
+from tooldeck.policy import GrantStore, Policy, PolicyContext, Protection, SessionPolicy
 from tooldeck.policy.rules import RANK
 from tooldeck.policy.session import ApproveAlways
 from tooldeck.providers.scripted import call, reply
@@ -376,7 +376,11 @@ def test_dangerous_calls_run_only_with_a_human_approval_and_every_call_gets_one_
     model = ScriptedModel([*turns, reply("done")])
     toolset = Toolset(ALL.values())
     source: Any = ToolPlanner(toolset, visible=session_policy.visible) if planned else toolset
-    session = Session(model, source, policy=session_policy, approver=session_policy.approver(human))
+    session = Session(
+        model,
+        source,
+        protect=Protection.policy(session_policy, approver=session_policy.approver(human)),
+    )
     result = asyncio.run(session.run("go"))
 
     # every call exactly one output, in the model's order, step by step

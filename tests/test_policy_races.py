@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from tooldeck.policy import GrantStore
+from tooldeck.policy import GrantStore, Protection
 from tooldeck.policy.grants import FORMAT
 
 ROUNDS = 20
@@ -117,8 +117,7 @@ def _waiting_session(tmp_path: Path, state: Path) -> None:
         load_builtin_registry().toolset(turn),
         session_id="s",
         turn=turn,
-        policy=policy,
-        approver=policy.approver(wait_for_human),
+        protect=Protection.policy(policy, approver=policy.approver(wait_for_human)),
         pending_store=PendingFiles(state),
     )
     assert asyncio.run(session.run("go")).waiting

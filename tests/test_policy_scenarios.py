@@ -35,6 +35,7 @@ from tooldeck.policy import (
     AuditLog,
     PendingFiles,
     Policy,
+    Protection,
     SessionPolicy,
     approve,
     approve_always,
@@ -96,8 +97,7 @@ def session(
         source,
         session_id=policy.session_id,
         turn=turn,
-        policy=policy,
-        approver=approver,
+        protect=Protection.policy(policy, approver=approver),
         pending_store=store,
     )
 
@@ -506,8 +506,7 @@ def test_switch_model_requests_show_role_and_hint_and_differ_by_role(tmp_path: P
     s = Session(
         roles.proxy("primary"),
         Toolset([switch_model_tool(roles)]),
-        policy=policy,
-        approver=policy.approver(human),
+        protect=Protection.policy(policy, approver=policy.approver(human)),
     )
     result = asyncio.run(s.run("go"))
     displays = [r.display for r in human.batches[0]]

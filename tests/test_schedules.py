@@ -21,7 +21,7 @@ from test_workflows_support import StoreFactory, raw_query
 from tooldeck import ScriptedModel, Session, Toolset, TurnContext
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.jobs import JobManager, JobNotices, JobRuntime
-from tooldeck.policy import Policy, SessionPolicy, approve
+from tooldeck.policy import Policy, Protection, SessionPolicy, approve
 from tooldeck.providers.scripted import call, reply
 from tooldeck.schedules import (
     ScheduleBook,
@@ -438,8 +438,7 @@ def test_create_schedule_is_write_and_its_approval_shows_the_next_three_runs(
                 tools,
                 session_id="s",
                 turn=turn,
-                policy=policy,
-                approver=policy.approver(human),
+                protect=Protection.policy(policy, approver=policy.approver(human)),
             )
             result = await session.run("schedule it")
             (shown,) = human.shown

@@ -23,6 +23,7 @@ from tooldeck.assembly import AssemblyError
 from tooldeck.errors import ToolDefinitionError
 from tooldeck.mcp import McpSource
 from tooldeck.plan import ToolPlanner
+from tooldeck.policy import Protection
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.registry import Handlers, ToolRegistry
 
@@ -101,7 +102,9 @@ def test_with_approval_asks_before_the_tools_it_wraps_only() -> None:
         [reply(call("search", {"query": "a"}), call("gh_close", {"number": 3})), reply("ok")]
     )
     guarded = ISSUES.filtered(lambda t: t.name == "close").prefixed("gh_").with_approval()
-    result = Session(model, [search, guarded], approve="DANGEROUS", approver=human).run_sync("go")
+    result = Session(
+        model, [search, guarded], protect=Protection.ask("DANGEROUS", approver=human)
+    ).run_sync("go")
     assert asked == ["gh_close"]  # search is STANDARD: never asked about
     found, denied = texts(result)
     assert found == "found a" and "Denied" in denied
@@ -124,7 +127,9 @@ def test_with_approval_makes_a_policy_that_allows_a_tool_ask_a_human() -> None:
         [reply(call("search", {"query": "a"}), call("x_search", {"query": "b"})), reply("ok")]
     )
     guarded = Toolset([search]).prefixed("x_").with_approval()
-    result = Session(model, [search, guarded], policy=allows, approver=human).run_sync("go")
+    result = Session(
+        model, [search, guarded], protect=Protection.policy(allows, approver=human)
+    ).run_sync("go")
     assert asked == ["x_search"]  # DANGEROUS: never allowed without a human
     assert texts(result) == ["found a", "found b"]
 
@@ -143,8 +148,7 @@ def test_a_renamed_name_is_the_one_policy_rules_match() -> None:
     Session(
         model,
         [ISSUES.prefixed("gh_")],
-        approve="gh_close",
-        approver=lambda r: asked.append(r.tool.name) or True,
+        protect=Protection.ask("gh_close", approver=lambda r: asked.append(r.tool.name) or True),
     ).run_sync("go")
     assert asked == ["gh_close"]
 

@@ -50,6 +50,7 @@ from tooldeck.events import (
     TurnStarted,
 )
 from tooldeck.model import ModelDelta, ModelRequest
+from tooldeck.policy import Protection
 from tooldeck.providers import ScriptedModel, call, reply
 
 RAN: list[str] = []
@@ -387,7 +388,7 @@ def test_an_approval_answered_by_the_stream_consumer() -> None:
         async def approver(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
             return await answer
 
-        session = Session(model, [deploy], policy=ask, approver=approver)
+        session = Session(model, [deploy], protect=Protection.policy(ask, approver=approver))
         seen: list[Event] = []
         async for event in session.stream("ship it"):
             seen.append(event)

@@ -20,6 +20,7 @@ from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.context import AbortSignal, ToolContext
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
 from tooldeck.errors import MissingExtra
+from tooldeck.policy import Protection
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.telemetry.tracing import UNTRACED
 from tooldeck.transcript import StopReason, ToolCall, Usage
@@ -271,7 +272,15 @@ def test_a_denied_call_has_a_span_with_the_policy_decision_event(otel: Recorded)
         ),
         reply("done"),
     )
-    run(tooldeck.run(model, [write_note, add], "go", session_id="s-deny", policy=deny_writes))
+    run(
+        tooldeck.run(
+            model,
+            [write_note, add],
+            "go",
+            session_id="s-deny",
+            protect=Protection.policy(deny_writes),
+        )
+    )
     assert otel.tree() == (  # the denial is recorded when it was decided: before add ran
         (
             "invoke_agent",
@@ -325,7 +334,11 @@ def test_an_approved_call_has_an_approval_span_and_answer_events(otel: Recorded)
     model = model_of(reply(call("write_note", {"text": "hi"}, call_id="w1")), reply("done"))
     run(
         tooldeck.run(
-            model, [write_note], "go", session_id="s-ask", policy=ask_for_writes, approver=approver
+            model,
+            [write_note],
+            "go",
+            session_id="s-ask",
+            protect=Protection.policy(ask_for_writes, approver=approver),
         )
     )
     assert otel.tree() == (
@@ -370,7 +383,11 @@ def test_a_call_denied_at_approval_is_counted_denied(otel: Recorded) -> None:
     model = model_of(reply(call("write_note", {"text": "hi"}, call_id="w1")), reply("done"))
     run(
         tooldeck.run(
-            model, [write_note], "go", session_id="s-no", policy=ask_for_writes, approver=approver
+            model,
+            [write_note],
+            "go",
+            session_id="s-no",
+            protect=Protection.policy(ask_for_writes, approver=approver),
         )
     )
     assert attrs(otel.one("tooldeck.approval"))["tooldeck.approval.outcome"] == "denied"
@@ -399,8 +416,7 @@ def test_the_approvers_identity_is_recorded_only_when_configured(
                 [write_note],
                 "go",
                 session_id=session_id,
-                policy=policy,
-                approver=policy.approver(ask, who="alice"),
+                protect=Protection.policy(policy, approver=policy.approver(ask, who="alice")),
             )
         )
 
@@ -428,8 +444,7 @@ def test_a_step_waiting_for_approval_ends_its_approval_span_pending(otel: Record
         model_of(reply(call("write_note", {"text": "hi"}, call_id="w1")), reply("done")),
         [write_note],
         session_id="s-wait",
-        policy=ask_for_writes,
-        approver=later,
+        protect=Protection.policy(ask_for_writes, approver=later),
     )
     result = run(session.run("go"))
     assert result.waiting
@@ -438,7 +453,7 @@ def test_a_step_waiting_for_approval_ends_its_approval_span_pending(otel: Record
     assert [e[0] for e in events(approval)] == ["tooldeck.approval.pending"]
     assert otel.named("execute_tool write_note") == []  # it has not run, nor been refused
     otel.exporter.clear()
-    session.approver = None
+    session.protect = Protection.policy(ask_for_writes)  # nobody to ask now: the answers
     resumed = run(session.resume({"w1": ApprovalAnswer(True)}))
     assert resumed.output == "done"
     assert otel.tree() == (
@@ -772,7 +787,11 @@ def test_approval_request_events_reach_the_approver_span_context(otel: Recorded)
             return [ApprovalAnswer(True) for _ in requests]
 
     model = model_of(reply(call("write_note", {"text": "hi"}, call_id="w1")), reply("done"))
-    run(tooldeck.run(model, [write_note], "go", policy=ask_for_writes, approver=approver))
+    run(
+        tooldeck.run(
+            model, [write_note], "go", protect=Protection.policy(ask_for_writes, approver=approver)
+        )
+    )
     (root,) = otel.tree()
     assert ("tooldeck.approval", (("ask the human", ()),)) in root[1]
 

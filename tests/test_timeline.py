@@ -19,6 +19,7 @@ import tooldeck
 from test_telemetry_support import Recorded
 from tooldeck.cli import app
 from tooldeck.dispatch import ApprovalAnswer, PolicyDecision
+from tooldeck.policy import Protection
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.telemetry.timeline import Bar, Timeline, TimelineError, TimelineRecorder, render
 from tooldeck.transcript import ToolCall
@@ -77,7 +78,10 @@ def turn() -> tuple[tooldeck.Session, Any]:
         ]
     )
     session = tooldeck.Session(
-        model, [read, write, fail], session_id="tl", policy=policy, approver=approve
+        model,
+        [read, write, fail],
+        session_id="tl",
+        protect=Protection.policy(policy, approver=approve),
     )
     return session, model
 

@@ -109,13 +109,14 @@ def test_mypy_accepts_the_documented_keywords(tmp_path: Path) -> None:
         tooldeck.run_sync(
             model, [], "hi",
             instructions="be brief", settings=ModelSettings(), output_type=Answer,
-            output_retries=1, max_steps=3, timeout=None, approve=("WRITE", "shout"),
-            approver=ask, policy=None, result_hooks=(), guard=False,
+            output_retries=1, max_steps=3, timeout=None, result_hooks=(), guard=False,
+            protect=tooldeck.Protection.ask(("WRITE", "shout"), approver=ask),
             signal=AbortSignal(), turn=None, events=EventBus(), session_id="s1",
             transcript=[], pending_store=None, notices=None,
             continue_on_max_tokens=None, owns_model=False,
         )
-        tooldeck.run_sync(model, [], "hi", output_type={"type": "object"}, approve=ask)
+        protect = tooldeck.Protection.ask(ask) & tooldeck.Protection.none()
+        tooldeck.run_sync(model, [], "hi", output_type={"type": "object"}, protect=protect)
         """,
     )
     assert errors == []

@@ -25,7 +25,7 @@ from tooldeck import AbortSignal, ToolContext, ToolResult, validate_arguments
 from tooldeck.assembly import Toolset, TurnContext
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.builtin.web import Fetched, fetch, markdown, worker
-from tooldeck.context import Protection
+from tooldeck.context import LiveProtection
 from tooldeck.policy import Policy, SessionPolicy
 
 sys.path.insert(0, str(Path(__file__).parent / "web_pages"))
@@ -117,7 +117,7 @@ def converter(
 
 
 def invoke(
-    turn: TurnContext, args: dict[str, Any], protection: Protection | None = None
+    turn: TurnContext, args: dict[str, Any], protection: LiveProtection | None = None
 ) -> ToolResult:
     toolset: Toolset = load_builtin_registry().toolset(turn)
     tool = toolset["web_fetch"]
@@ -252,7 +252,7 @@ reason = "no localhost pages"
 """
     )
     session = SessionPolicy(Policy.load(policy_file))
-    protection = Protection(policy=session)
+    protection = LiveProtection(policy=session)
     hop = site.replace("127.0.0.1", "localhost") + PAGES[0].path
     # The model's URL is on an allowed host; the page itself is on a denied one.
     result = invoke(turn, {"url": f"{site}/go?to={hop}"}, protection)
@@ -266,7 +266,7 @@ reason = "no localhost pages"
     followed = invoke(
         TurnContext("s", tmp_path, web_provider="x"),
         {"url": f"{site}/go?to={site}{PAGES[0].path}"},
-        Protection(policy=open_session),
+        LiveProtection(policy=open_session),
     )
     assert followed.details["url"] == site + PAGES[0].path
 
@@ -284,7 +284,7 @@ action = "ask"
 args = { url = { domain = "localhost" } }
 """
     )
-    protection = Protection(policy=SessionPolicy(Policy.load(policy_file)))
+    protection = LiveProtection(policy=SessionPolicy(Policy.load(policy_file)))
     hop = site.replace("127.0.0.1", "localhost") + "/notes.txt"
     result = invoke(turn, {"url": f"{site}/go?to={hop}"}, protection)
     assert result.is_error and "which needs approval" in result.text()
@@ -326,7 +326,7 @@ def test_a_providers_own_fetch_is_used_and_its_final_url_judged(tmp_path: Path) 
     refused = invoke(
         TurnContext("s", tmp_path, web_provider=moved),
         {"url": "https://docs.example.org/page"},
-        Protection(policy=SessionPolicy(Policy.load(policy_file))),
+        LiveProtection(policy=SessionPolicy(Policy.load(policy_file))),
     )
     assert refused.is_error and "which the policy denies" in refused.text()
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .loop import RunResult, Session
     from .model import Model, ModelRequest, ModelSettings
     from .oneshot import run, run_sync, stream
+    from .policy.protection import Protection
     from .providers.scripted import ScriptedModel
     from .registry import Handlers, ToolRegistry
     from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
@@ -70,6 +71,7 @@ _LAZY: dict[str, str] = {
     "run": "oneshot",
     "run_sync": "oneshot",
     "stream": "oneshot",
+    "Protection": "policy.protection",
     "Model": "model",
     "ModelRequest": "model",
     "ModelSettings": "model",
@@ -121,6 +123,7 @@ __all__ = [
     "OpaqueItem",
     "PolicyDecision",
     "Projection",
+    "Protection",
     "RunResult",
     "SchemaError",
     "ScriptedModel",

@@ -20,7 +20,7 @@ from typing import Any
 from ._running import Watch, resume
 from .approvals import Approver, PolicyHook
 from .assembly import Toolset, TurnContext
-from .context import AbortSignal, Protection, ToolContext
+from .context import AbortSignal, LiveProtection, ToolContext
 from .errors import ResultEncodingError
 from .events import CallFinished, CallStarted, EventBus, ToolEvent
 from .result import ToolResult
@@ -100,7 +100,7 @@ class CallRunner:
     events: EventBus
     log: logging.Logger
     result_hooks: tuple[ResultHook, ...]
-    _protected: Protection | None
+    _protected: LiveProtection | None
 
     async def _run(self, slot: Slot, turn_signal: AbortSignal, trace: StepTracing) -> None:
         """Run one call in the current task and record its one output on ``slot``.
@@ -258,7 +258,9 @@ class CallRunner:
             or protection.approver is not self.approver
             or protection.result_hooks is not self.result_hooks
         ):  # what protects these calls, for sub-sessions to inherit (made once)
-            protection = self._protected = Protection(self.policy, self.approver, self.result_hooks)
+            protection = self._protected = LiveProtection(
+                self.policy, self.approver, self.result_hooks
+            )
         return ToolContext(
             call.call_id,
             call.name,

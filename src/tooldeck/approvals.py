@@ -1,7 +1,9 @@
 """What the policy hook answers, and how a human's approval of a call is asked and given.
 
 The vocabulary the dispatcher and the policy package share: :class:`PolicyDecision`
-(allow / deny / ask), the :class:`PolicyHook` protocol and its default
+(allow / deny / ask; the one decision type, of a policy hook and of the policy chain,
+which adds its tier and the :class:`TraceEntry` of every level consulted), the
+:class:`PolicyHook` protocol and its default
 :func:`allow_all`; an :class:`ApprovalRequest` shown to an :data:`Approver`, its
 :class:`ApprovalAnswer`, :class:`PendingApproval` for an approver that cannot answer
 now, and :func:`answering` to finish a waiting step with answers given later; a
@@ -11,16 +13,17 @@ between processes (:class:`PendingStore`).
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeAlias
 
 from pydantic import BaseModel
 
 from .errors import TooldeckError
-from .tools import Tool
+from .tools import Tier, Tool
 from .transcript import AssistantMessage, Item, ToolCall, ToolOutput, Usage
 
 __all__ = [
@@ -34,20 +37,60 @@ __all__ = [
     "PendingStore",
     "PolicyDecision",
     "PolicyHook",
+    "TraceEntry",
+    "Verdict",
     "allow_all",
     "answering",
     "arguments_json",
     "not_answered",
+    "policy_decision",
 ]
 
 _log = logging.getLogger("tooldeck.dispatch")
 
 
+Verdict: TypeAlias = Literal["allow", "deny", "ask", "pass"]
+"""What one level of the policy chain says about a call (``pass``: nothing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """What one level of the policy chain said about one call."""
+
+    level: str
+    verdict: Verdict
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"level": self.level, "verdict": self.verdict, "reason": self.reason}
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyDecision:
+    """The decision about one call: allow, deny or ask, why, and who decided.
+
+    The one decision type: what a policy hook answers the dispatcher, and what the
+    policy chain (:meth:`tooldeck.policy.Policy.decide`) answers, with the call's
+    effective ``tier``, the ``trace`` of every level it consulted and the approve-always
+    ``grant`` that allowed it, if one did. ``level`` is the deciding level.
+    """
+
     action: Literal["allow", "deny", "ask"]
     reason: str = ""
     level: str = ""
+    tier: Tier | None = None
+    trace: tuple[TraceEntry, ...] = ()
+    grant: str | None = None  # the approve-always grant that allowed it
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "level": self.level,
+            "reason": self.reason,
+            "tier": self.tier,
+            "grant": self.grant,
+            "trace": [t.as_dict() for t in self.trace],
+        }
 
 
 class PolicyHook(Protocol):
@@ -61,6 +104,18 @@ class PolicyHook(Protocol):
 def allow_all(tool: Tool, params: Any, call: ToolCall) -> PolicyDecision:
     """The default policy until one is configured: every call may run."""
     return PolicyDecision("allow", "no policy configured")
+
+
+async def policy_decision(
+    policy: PolicyHook, tool: Tool, params: Any, call: ToolCall
+) -> PolicyDecision:
+    """``policy``'s decision, awaited; anything that is not a decision is a deny."""
+    decided = policy(tool, params, call)
+    if inspect.isawaitable(decided):
+        decided = await decided
+    if not isinstance(decided, PolicyDecision) or decided.action not in ("allow", "deny", "ask"):
+        return PolicyDecision("deny", f"the policy answered {decided!r}, not a decision")
+    return decided
 
 
 def arguments_json(params: Any) -> Any:

@@ -1,5 +1,5 @@
 """What a running tool can see: :class:`ToolContext`, the :class:`AbortSignal`, and the
-:class:`Protection` of its session (so that a tool starting a sub-session, such as
+:class:`LiveProtection` of its session (so that a tool starting a sub-session, such as
 ``delegate_task``, can give the child no less protection than its parent has)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import TooldeckError
 
-__all__ = ["AbortSignal", "Aborted", "Protection", "ToolContext"]
+__all__ = ["AbortSignal", "Aborted", "LiveProtection", "ToolContext"]
 
 _log = logging.getLogger("tooldeck.tool")
 
@@ -143,16 +143,17 @@ class AbortSignal:
 
 
 @dataclass(frozen=True, slots=True)
-class Protection:
+class LiveProtection:
     """What protects the session a call runs in, as its dispatcher applies it.
 
     The dispatcher sets it on every :class:`ToolContext`: ``policy`` is its policy hook
-    (``tooldeck.dispatch.allow_all`` when none was configured), ``approver`` who answers
-    the policy's asks (``None``: every ask is denied), ``result_hooks`` what every result
-    goes through (offload, the size guard). A tool that starts a sub-session reads it
-    here, so that the child inherits it; it is frozen so that no tool can loosen the
-    dispatcher's own settings through it. Typed loosely here because the types live in
-    ``tooldeck.dispatch``, above this module.
+    (``tooldeck.dispatch.allow_all`` when none was configured; the session's
+    ``tooldeck.Protection``, or its one judge: ``Protection.of(policy)`` reads it back),
+    ``approver`` who answers the policy's asks (``None``: every ask is denied),
+    ``result_hooks`` what every result goes through (offload, the size guard). A tool
+    that starts a sub-session reads it here, so that the child inherits it; it is frozen
+    so that no tool can loosen the dispatcher's own settings through it. Typed loosely
+    here because the types live in ``tooldeck.dispatch``, above this module.
     """
 
     policy: Callable[..., Any]
@@ -180,7 +181,7 @@ class ToolContext:
     sink: Callable[[Any], None] = _drop_event
     turn: Any = None  # the TurnContext of the turn this call belongs to (tooldeck.assembly)
     toolset: Any = None  # the Toolset the call was dispatched from
-    protection: Protection | None = None  # the session's policy, approver, result hooks
+    protection: LiveProtection | None = None  # the session's policy, approver, result hooks
 
     def emit(self, event: Any) -> None:
         """Send a presentation event (progress, a partial result, a UI hint) to listeners."""

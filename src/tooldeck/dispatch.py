@@ -43,7 +43,7 @@ from .approvals import (
 )
 from .arguments import validate_arguments
 from .assembly import Toolset, TurnContext
-from .context import AbortSignal, Protection
+from .context import AbortSignal, LiveProtection
 from .errors import ArgumentError
 from .events import EventBus, OutputRecorded
 from .telemetry.settings import active as telemetry_active
@@ -175,7 +175,7 @@ class Dispatcher(CallRunner):
         self.events = events or EventBus()
         self.log = logger or _log
         self.result_hooks = tuple(result_hooks)
-        self._protected: Protection | None = None
+        self._protected: LiveProtection | None = None
         self._tracing: Tracing = tracing(telemetry_active())
 
     def _prepare(self, call: ToolCall) -> Slot:

@@ -34,15 +34,15 @@ from ._notices import NoticeSource, notice_messages
 from ._streaming import LiveTurn, TurnStream
 from ._sync import block_on
 from ._turn import Turn
-from .approvals import ApprovalCallback, PendingCall, PendingStep, PendingStore
+from .approvals import PendingCall, PendingStep, PendingStore
 from .assembly import TurnContext
 from .context import AbortSignal
-from .dispatch import ApprovalAnswer, Approver, Dispatcher, PolicyHook, ResultHook
+from .dispatch import ApprovalAnswer, Dispatcher, ResultHook
 from .events import EventBus
 from .model import Model, ModelSettings
 from .offload.defaults import session_guard
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
-from .policy.ask import ApproveRule, protection
+from .policy.protection import Protection
 from .providers import model_from_string
 from .sources.listed import ToolList, Tools
 from .structured import OutputType
@@ -112,7 +112,7 @@ class RunResult:
 class Session:
     """A conversation: keeps the transcript across turns and runs each turn through the loop.
 
-    ``Session(model, tools, approve="WRITE", ...)``: everything after ``model`` and
+    ``Session(model, tools, protect=Protection.ask("WRITE"), ...)``: everything after ``model`` and
     ``tools`` is given by name (a misspelt name is a mypy error and a ``TypeError``).
     ``tools`` is a tool, a tool source (:class:`~tooldeck.assembly.ToolSource`: a
     :class:`~tooldeck.assembly.Toolset`, an MCP source, a skill catalog, a registry, a
@@ -125,11 +125,10 @@ class Session:
     each turn's
     :class:`TurnContext` itself: its session id and signal, and *no* home (file tools
     refuse, large results are guarded, never written), no web, no jobs.
-    ``approve`` asks before some calls run (``"WRITE"``: WRITE and DANGEROUS tools; a
-    tuple of tiers or tool names; a function of the request), answered by ``approver``
-    (an async batch :data:`~tooldeck.dispatch.Approver`, or a plain function of one
-    request returning ``True`` / ``False`` / an ``ApprovalAnswer``), else at the
-    console. With ``policy`` too, the stricter verdict wins (:mod:`tooldeck.policy.ask`).
+    ``protect`` (a :class:`~tooldeck.policy.protection.Protection`) judges every call and says who
+    answers its asks: ``Protection.ask("WRITE")`` asks at the console before WRITE and
+    DANGEROUS tools, ``Protection.policy(session_policy, approver=...)`` runs a policy
+    file's rules, ``a & b`` both (the stricter wins); none: every call runs.
     ``result_hooks`` transform each executed call's result before it is recorded. When
     none of them is an offload store's ``hook``, the default size guard is added (offload
     under the turn's home, else guard only; see :mod:`tooldeck.offload.defaults`);
@@ -149,14 +148,12 @@ class Session:
 
     model: Model | str  # a str is a model_from_string spec ("openai:gpt-5.4"): owned
     tools: Tools = ()
-    _: KW_ONLY  # the rest by name only: Session(model, tools, approve="WRITE")
+    _: KW_ONLY  # the rest by name only: Session(model, tools, protect=...)
     session_id: str = field(default_factory=new_session_id)
     instructions: str | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
     max_steps: int = MAX_STEPS
-    policy: PolicyHook | None = None
-    approver: Approver | ApprovalCallback | None = None
-    approve: ApproveRule | None = None  # ask before these run: "WRITE", ("WRITE", "x"), fn
+    protect: Protection | None = None  # who judges each call and answers asks; None: none
     timeout: float | None = TIMEOUT
     result_hooks: Sequence[ResultHook] = ()
     events: EventBus = field(default_factory=EventBus)
@@ -179,7 +176,11 @@ class Session:
         if isinstance(self.model, str):  # a bad spec or a missing key: one line, now
             self.model = model_from_string(self.model)
             self.owns_model = True  # made here, so closed here
-        protection(self.policy, self.approve, self.approver)  # a bad approve=: one line, now
+        if self.protect is not None and not isinstance(self.protect, Protection):
+            raise TypeError(
+                f"protect={self.protect!r} is not a Protection: make one with "
+                "Protection.ask(...), Protection.policy(...) or Protection.none()"
+            )
         self._tool_source()  # a bad tools list: one line, now
 
     def _tool_source(self) -> ToolList | ToolPlanner:
@@ -330,7 +331,7 @@ class Session:
         plan = guard.offer_recall(self._plan(ctx))
         source = self._tool_source()
         per_step = isinstance(source, ToolPlanner) or source.fixed is None or guard.adds_tools
-        policy, approver = protection(self.policy, self.approve, self.approver)
+        policy, approver = (self.protect or Protection.none()).dispatch()
         dispatcher = Dispatcher(
             plan.executable,
             session_id=self.session_id,

@@ -1,9 +1,9 @@
 """One turn in a fresh :class:`~tooldeck.loop.Session`: run, stream, run_sync.
 
-``await tooldeck.run(model, tools, "prompt", approve="WRITE")`` is a session made for one
-prompt and closed after it. Every keyword is spelt out and typed (no ``**options``), so a
-misspelt one (``aprove=``) is an error mypy and an editor show, and at run time a
-``TypeError`` naming it, before anything starts.
+``await tooldeck.run(model, tools, "prompt", protect=Protection.ask("WRITE"))`` is a
+session made for one prompt and closed after it. Every keyword is spelt out and typed
+(no ``**options``), so a misspelt one (``protekt=``) is an error mypy and an editor
+show, and at run time a ``TypeError`` naming it, before anything starts.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from ._continuation import ContinuePolicy
 from ._notices import NoticeSource
 from ._streaming import TurnStream
 from ._sync import block_on
-from .approvals import ApprovalCallback, Approver, PendingStore, PolicyHook
+from .approvals import PendingStore
 from .assembly import TurnContext
 from .context import AbortSignal
 from .dispatch import ResultHook
 from .events import EventBus
 from .loop import MAX_STEPS, TIMEOUT, RunResult, Session, new_session_id
 from .model import Model, ModelSettings
-from .policy.ask import ApproveRule
+from .policy.protection import Protection
 from .sources.listed import Tools
 from .structured import OutputTypeSpec
 from .transcript import Item
@@ -40,9 +40,7 @@ async def run(
     output_retries: int | None = None,
     max_steps: int = MAX_STEPS,
     timeout: float | None = TIMEOUT,  # noqa: ASYNC109 - each tool call's, not this call's
-    approve: ApproveRule | None = None,
-    approver: Approver | ApprovalCallback | None = None,
-    policy: PolicyHook | None = None,
+    protect: Protection | None = None,
     result_hooks: Sequence[ResultHook] = (),
     guard: bool = True,
     signal: AbortSignal | None = None,
@@ -70,13 +68,10 @@ async def run(
       are sent back before the turn ends with ``error``. Not given: the settings' own.
     - ``max_steps``: model steps before the turn stops (20).
     - ``timeout``: seconds one tool call may run (300; ``None``: no limit).
-    - ``approve``: ask before some calls run (``"WRITE"``: WRITE and DANGEROUS tools; a
-      tuple of tiers or tool names; a function of the request, ``False`` for "do not ask").
-    - ``approver``: who answers: an async batch :data:`~tooldeck.approvals.Approver`, or a
-      plain function of one request (:data:`~tooldeck.approvals.ApprovalCallback`);
-      without one, ``approve=`` asks at the console.
-    - ``policy``: the policy hook (a :class:`~tooldeck.policy.SessionPolicy`...); with
-      ``approve`` too, the stricter verdict wins.
+    - ``protect``: a :class:`~tooldeck.policy.protection.Protection`: who judges each call and who
+      answers asks (``Protection.ask("WRITE")``: ask at the console before WRITE and
+      DANGEROUS tools; ``Protection.policy(session_policy, approver=...)``; ``a & b``:
+      the stricter wins). None: every call runs.
     - ``result_hooks``: transform each executed call's result before it is recorded.
     - ``guard``: add the default large-result guard when no result hook is an offload
       store's (``True``).
@@ -103,9 +98,7 @@ async def run(
         output_retries=output_retries,
         max_steps=max_steps,
         timeout=timeout,
-        approve=approve,
-        approver=approver,
-        policy=policy,
+        protect=protect,
         result_hooks=result_hooks,
         guard=guard,
         turn=turn,
@@ -132,9 +125,7 @@ def stream(
     output_retries: int | None = None,
     max_steps: int = MAX_STEPS,
     timeout: float | None = TIMEOUT,
-    approve: ApproveRule | None = None,
-    approver: Approver | ApprovalCallback | None = None,
-    policy: PolicyHook | None = None,
+    protect: Protection | None = None,
     result_hooks: Sequence[ResultHook] = (),
     guard: bool = True,
     signal: AbortSignal | None = None,
@@ -160,9 +151,7 @@ def stream(
         output_retries=output_retries,
         max_steps=max_steps,
         timeout=timeout,
-        approve=approve,
-        approver=approver,
-        policy=policy,
+        protect=protect,
         result_hooks=result_hooks,
         guard=guard,
         turn=turn,
@@ -188,9 +177,7 @@ def run_sync(
     output_retries: int | None = None,
     max_steps: int = MAX_STEPS,
     timeout: float | None = TIMEOUT,
-    approve: ApproveRule | None = None,
-    approver: Approver | ApprovalCallback | None = None,
-    policy: PolicyHook | None = None,
+    protect: Protection | None = None,
     result_hooks: Sequence[ResultHook] = (),
     guard: bool = True,
     signal: AbortSignal | None = None,
@@ -219,9 +206,7 @@ def run_sync(
         output_retries=output_retries,
         max_steps=max_steps,
         timeout=timeout,
-        approve=approve,
-        approver=approver,
-        policy=policy,
+        protect=protect,
         result_hooks=result_hooks,
         guard=guard,
         signal=signal,
@@ -247,9 +232,7 @@ def _session(
     output_retries: int | None,
     max_steps: int,
     timeout: float | None,
-    approve: ApproveRule | None,
-    approver: Approver | ApprovalCallback | None,
-    policy: PolicyHook | None,
+    protect: Protection | None,
     result_hooks: Sequence[ResultHook],
     guard: bool,
     turn: TurnContext | None,
@@ -274,9 +257,7 @@ def _session(
         instructions=instructions,
         settings=settings,
         max_steps=max_steps,
-        policy=policy,
-        approver=approver,
-        approve=approve,
+        protect=protect,
         timeout=timeout,
         result_hooks=result_hooks,
         events=EventBus() if events is None else events,

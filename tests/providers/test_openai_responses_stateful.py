@@ -44,7 +44,7 @@ from tooldeck import (
 from tooldeck.dispatch import PendingApproval, PolicyDecision
 from tooldeck.errors import ProviderError
 from tooldeck.model import ModelRequest, ModelSettings
-from tooldeck.policy import PendingFiles
+from tooldeck.policy import PendingFiles, Protection
 from tooldeck.providers._responses_chain import STORED_CONTEXT, rejected_previous
 from tooldeck.providers.openai_responses import OpenAIResponsesModel
 
@@ -661,7 +661,8 @@ logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 url, state = sys.argv[1], sys.argv[2]
 model = OpenAIResponsesModel("gpt-5.4", api_key="test", base_url=url, max_retries=0,
                              stateful=True)
-session = tooldeck.Session(model, [write_note], policy=ask, session_id="s1",
+session = tooldeck.Session(model, [write_note], protect=tooldeck.Protection.policy(ask),
+                           session_id="s1",
                            pending_store=PendingFiles(state))
 result = asyncio.run(session.resume([tooldeck.ApprovalAnswer(True)]))
 print(json.dumps({"output": result.output, "stop": result.stop_reason.value,
@@ -691,8 +692,7 @@ def test_a_step_resumed_in_another_process(
         tooldeck.Session(
             make(fake, stateful=True),
             [write_note],
-            policy=ask_for_writes,
-            approver=later,
+            protect=Protection.policy(ask_for_writes, approver=later),
             session_id="s1",
             pending_store=PendingFiles(tmp_path),
         ).run("Note: buy milk")

@@ -8,13 +8,13 @@ it explicitly. The spawn event carries every resolution warning.
 
 A child never has less protection than the session that called ``delegate_task``, at
 every level of nesting. The dispatcher hands each call the
-:class:`~tooldeck.context.Protection` of its session (policy, approver, result hooks),
-and the child inherits it:
+:class:`~tooldeck.context.LiveProtection` of its session (policy, approver, result
+hooks), and the child inherits it:
 
-- **policy**: the caller's own (a :class:`~tooldeck.policy.SessionPolicy` derives the
-  child's with :meth:`~tooldeck.policy.SessionPolicy.child`: the caller's rules plus the
-  agent's restrictions). An explicit ``child_policy`` can only make it stricter: it is
-  combined with the inherited one and *both* must allow (deny > ask > allow);
+- **policy**: the caller's own :class:`~tooldeck.policy.protection.Protection`, derived with
+  :meth:`~tooldeck.policy.protection.Protection.child` (a session policy's rules plus the agent's
+  restrictions). An explicit ``child_policy`` can only make it stricter: it is combined
+  with the inherited one and *both* must allow (deny > ask > allow);
 - **approver**: the caller's, unless one is given explicitly; either way a child's call
   cannot wait for a later answer (it is denied with a message instead);
 - **result hooks**: the caller's, each offload store replaced by one with the same home
@@ -31,7 +31,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -49,8 +49,7 @@ from ..events import Event
 from ..loop import Session
 from ..model import Model
 from ..offload.defaults import child_hooks
-from ..policy import PolicyApprover, SessionPolicy
-from ..policy.both import BothMustAllow, inherit_policy
+from ..policy import PolicyApprover, Protection
 from ..result import ToolResult
 from ..telemetry.names import AGENT_NAME
 from ..telemetry.turns import turn_attributes
@@ -59,7 +58,6 @@ from .toolkits import AgentDefinition, ToolkitManifest, resolve_agent_tools
 
 __all__ = [
     "CONTROL_TOOLS",
-    "BothMustAllow",
     "SubAgentFinished",
     "SubAgentSpawned",
     "delegate_task_tool",
@@ -101,19 +99,17 @@ _CANNOT_WAIT = "no human could answer now, and a sub-agent's call cannot wait fo
 
 
 def _child_policy(
-    parent: PolicyHook, explicit: PolicyHook | None, agent: str, session_id: str
-) -> PolicyHook:
-    """The inherited policy, made stricter (never looser) by an explicit one."""
-    inherited = inherit_policy(parent, agent, session_id)
-    if explicit is None or explicit is parent or explicit is inherited:
+    parent: PolicyHook | Protection,
+    explicit: PolicyHook | Protection | None,
+    agent: str,
+    session_id: str,
+) -> Protection:
+    """The inherited protection's judges, made stricter (never looser) by an explicit one
+    (a judge that decides as an inherited one does is not added twice)."""
+    inherited = Protection.of(parent).child(agent, session_id)
+    if explicit is None or explicit is parent:
         return inherited
-    if (
-        isinstance(explicit, SessionPolicy)
-        and isinstance(inherited, SessionPolicy)
-        and inherited.judges_like(explicit)
-    ):
-        return inherited  # e.g. SessionPolicy.child_policy: the same policy, derived alike
-    return BothMustAllow(inherited, explicit)
+    return inherited & Protection(Protection.of(explicit).judges)
 
 
 def _cannot_wait(approver: Approver | None) -> Approver | None:
@@ -150,7 +146,8 @@ def delegate_task_tool(
     model_for: Callable[[AgentDefinition], Model],
     max_steps: int = 10,
     time_budget: float = 300.0,
-    child_policy: Callable[[AgentDefinition, ToolContext], PolicyHook | None] | None = None,
+    child_policy: Callable[[AgentDefinition, ToolContext], PolicyHook | Protection | None]
+    | None = None,
     approver: Approver | None = None,
 ) -> Tool:
     """Build the ``delegate_task`` tool for these agents.
@@ -183,18 +180,15 @@ def delegate_task_tool(
         if dropped:
             warnings.append(f"agent {agent.name!r}: control tools {dropped} not granted")
         child_id = f"{ctx.session_id or 'session'}.{agent.name}.{uuid.uuid4().hex[:8]}"
-        parent_policy = cast(PolicyHook, protection.policy)
         explicit = child_policy(agent, ctx) if child_policy else None
-        policy = _child_policy(parent_policy, explicit, agent.name, child_id)
-        child_approver = _cannot_wait(
-            approver if approver is not None else cast(Approver | None, protection.approver)
-        )
-        visible = getattr(policy, "visible", None)
-        if callable(visible):  # the child is never shown a tool its policy denies outright
-            hidden = [n for n in names if n in parent and not visible(parent[n])]
-            if hidden:
-                warnings.append(f"agent {agent.name!r}: tools {hidden} denied by policy")
-                names = [n for n in names if n not in hidden]
+        inherited = _child_policy(protection.policy, explicit, agent.name, child_id)
+        child_approver = _cannot_wait(approver if approver is not None else protection.approver)
+        protect = dataclasses.replace(inherited, approver=child_approver)
+        # the child is never shown a tool its policy denies outright
+        hidden = [n for n in names if n in parent and not protect.visible(parent[n])]
+        if hidden:
+            warnings.append(f"agent {agent.name!r}: tools {hidden} denied by policy")
+            names = [n for n in names if n not in hidden]
         child_tools = parent.only(names)
         turn = ctx.turn
         if turn is not None:
@@ -210,8 +204,7 @@ def delegate_task_tool(
             session_id=child_id,
             instructions=agent.instructions or None,
             max_steps=params.max_steps or max_steps,
-            policy=policy,
-            approver=child_approver,
+            protect=protect,
             result_hooks=child_hooks(protection.result_hooks, child_id),
             turn=turn,
         )

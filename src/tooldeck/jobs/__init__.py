@@ -11,7 +11,6 @@ notice (:class:`JobNotices`). See ``docs/jobs-and-schedules.md``.
 from .notices import JobNotices, job_notice
 from .policy import (
     CreatorPolicyError,
-    Headless,
     creator_policy,
     deny_all,
     job_policy,
@@ -28,7 +27,6 @@ __all__ = [
     "NOT_FOR_JOBS",
     "TERMINAL_JOB_STATES",
     "CreatorPolicyError",
-    "Headless",
     "JobManager",
     "JobNotices",
     "JobRecord",

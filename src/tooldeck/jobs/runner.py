@@ -23,7 +23,7 @@ heartbeat stopped. A manager that closes normally hands its running jobs back as
 ``retry_for``); a job's end is written for as long as its lease, so a job that answered
 across a database blip is recorded as it ended and never run again.
 
-A job is headless (:mod:`tooldeck.jobs.policy`): its policy is its parent's, as for
+A job is headless (:mod:`tooldeck.jobs.policy`): its protection is its parent's, as for
 ``delegate_task``, with the headless denylist first and every ask denied; its approver
 denies everything. A job run away from its session (a schedule's, a DBOS job, one resumed
 elsewhere) rebuilds its parent's policy from the row (``spec['creator']``) and gets no
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..approvals import PolicyHook
+from ..approvals import PolicyHook, policy_decision
 from ..assembly import Toolset, TurnContext
 from ..context import AbortSignal
 from ..dispatch import ResultHook
@@ -58,13 +58,12 @@ from ..loop import RunResult, Session
 from ..model import Model
 from ..offload import OffloadStore
 from ..offload.defaults import child_hooks, store_of
-from ..policy import SessionPolicy
-from ..policy.both import BothMustAllow, policy_decision
+from ..policy import Protection, SessionPolicy
 from ..registry import ToolRegistry
 from ..result import ToolResult
 from ..transcript import StopReason, ToolCall
 from ..workflows.store.base import WorkflowStore
-from .policy import CreatorPolicyError, creator_policy, creator_tools, deny_all, job_policy
+from .policy import CreatorPolicyError, creator_policy, creator_tools, job_policy
 from .store import JobRecord, JobState, JobTable, NewJob, by_id_or_prefix
 
 if TYPE_CHECKING:
@@ -102,7 +101,7 @@ class LiveJob:
 
     model: Model
     tools: Toolset
-    policy: PolicyHook
+    policy: PolicyHook | Protection  # the starting session's (its dispatcher's hook)
     result_hooks: tuple[ResultHook, ...] = ()
     parent_hooks: tuple[ResultHook, ...] = ()
     home: Path | None = None
@@ -126,7 +125,7 @@ class JobRuntime:
 
     model_for: Callable[[JobRecord], Model]
     tools_for: Callable[[JobRecord], Toolset] | None = None
-    policy: PolicyHook | None = None
+    policy: PolicyHook | Protection | None = None
     home: Path | None = None
     result_hooks: Sequence[ResultHook] = ()
     engine: WorkflowEngine | None = None
@@ -557,7 +556,8 @@ class JobManager:
         child_id = f"{job.session_id}.job.{job.id}"
         agent = job.agent or "job"
         if live is not None:
-            model, tools, parent_policy = live.model, live.tools, live.policy
+            model, tools = live.model, live.tools
+            parent_policy = Protection.of(live.policy)
             hooks, parent_hooks, home = live.result_hooks, live.parent_hooks, live.home
             instructions, web = live.instructions or JOB_INSTRUCTIONS, live.web_provider
         elif self.runtime is not None:
@@ -572,9 +572,9 @@ class JobManager:
                 parent_policy = creator_policy(creator, child_id, home)
                 names = creator_tools(creator)
                 if rt.policy is not None:
-                    parent_policy = BothMustAllow(parent_policy, rt.policy)
+                    parent_policy = parent_policy & Protection.of(rt.policy)
             else:  # a job made through the Python API: this process's policy
-                parent_policy = rt.policy if rt.policy is not None else SessionPolicy()
+                parent_policy = Protection.of(rt.policy or SessionPolicy())
             model = rt.model_for(job)
             tools = rt.tools_for(job) if rt.tools_for is not None else Toolset()
             if names is not None:  # never more tools than its creator had
@@ -598,8 +598,7 @@ class JobManager:
             session_id=child_id,
             instructions=instructions,
             max_steps=int(job.spec.get("max_steps", self.max_steps)),
-            policy=policy,
-            approver=deny_all,
+            protect=policy,
             timeout=self.tool_timeout,
             result_hooks=child_hooks(hooks, child_id),
             turn=turn if home is not None else None,
@@ -698,7 +697,7 @@ class JobManager:
         except CreatorPolicyError as exc:
             return str(exc)
         if rt is not None and rt.policy is not None:
-            policy = BothMustAllow(policy, rt.policy)
+            policy = policy & Protection.of(rt.policy)
         params = {"name": name, "inputs": job.spec.get("inputs") or {}}
         start = next((t for t in workflow_tools(engine) if t.name == "workflow"), None)
         if start is None:

@@ -6,6 +6,10 @@
   reads it (:mod:`._shell`);
 - :mod:`.chain`: :class:`Policy` (loaded from TOML or JSON), the six levels and
   :meth:`Policy.decide`, the one decision function, with its trace;
+- :mod:`.protection`: :class:`Protection`, what protects a session (``protect=``): its
+  judges (the stricter wins) and who answers their asks, made by name
+  (``Protection.ask("WRITE")``, ``Protection.policy(session_policy)``, ``a & b``), and
+  what a sub-agent, a job or a schedule's run inherits of it;
 - :mod:`.session`: :class:`SessionPolicy` (the plan's ``visible``, the dispatcher's
   policy hook, sub-agent policies) and :class:`PolicyApprover` (answers: approve,
   approve-always, deny, edit);
@@ -22,15 +26,14 @@ from .chain import (
     ALWAYS_DANGEROUS,
     HEADLESS_DENY,
     LEVELS,
-    Decision,
     Policy,
     PolicyContext,
     PolicyError,
-    TraceEntry,
     effective_tier,
 )
 from .grants import Grant, GrantStore
 from .pending import PendingFiles, load_answers, read_pending, save_answers
+from .protection import Protection
 from .rules import Level, Rule, Selector, shell_programs
 from .session import (
     ApproveAlways,
@@ -49,7 +52,6 @@ __all__ = [
     "LEVELS",
     "ApproveAlways",
     "AuditLog",
-    "Decision",
     "Grant",
     "GrantStore",
     "Level",
@@ -58,10 +60,10 @@ __all__ = [
     "PolicyApprover",
     "PolicyContext",
     "PolicyError",
+    "Protection",
     "Rule",
     "Selector",
     "SessionPolicy",
-    "TraceEntry",
     "approve",
     "approve_always",
     "arguments_digest",

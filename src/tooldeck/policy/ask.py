@@ -1,34 +1,26 @@
-"""``approve=``: ask before some tools run, answered at the console or by a function.
+"""An ``ask`` rule, and approvers made from plain functions, for a ``Protection``.
 
-The common case of the policy chain in one argument of a :class:`~tooldeck.Session`
-(or of ``run`` / ``run_sync`` / ``stream``):
+:meth:`~tooldeck.policy.protection.Protection.ask` asks before some calls:
 
-- ``approve="WRITE"``: ask before every call of a WRITE tool *or anything above it*
-  (tiers are ordered STANDARD < WRITE < DANGEROUS, so DANGEROUS asks too);
-  ``approve="DANGEROUS"`` asks only before DANGEROUS tools, ``approve="STANDARD"``
-  before every call. A tuple is the union: ``("WRITE", "send_*")``; a word that is not a
-  tier is a policy selector (a tool name, a glob, ``ns:NAME``, ``tier:TIER``);
-- ``approve=lambda request: ...``: ask when the function returns anything but
-  ``False`` (it gets the :class:`~tooldeck.approvals.ApprovalRequest`; if it raises,
-  the call is denied);
+- ``"WRITE"``: ask before every call of a WRITE tool *or anything above it* (tiers are
+  ordered STANDARD < WRITE < DANGEROUS, so DANGEROUS asks too); ``"DANGEROUS"`` asks
+  only before DANGEROUS tools, ``"STANDARD"`` before every call. A tuple is the union:
+  ``("WRITE", "send_*")``; a word that is not a tier is a policy selector (a tool name,
+  a glob, ``ns:NAME``, ``tier:TIER``);
+- ``lambda request: ...``: ask when the function returns anything but ``False`` (it
+  gets the :class:`~tooldeck.approvals.ApprovalRequest`; if it raises, the call is
+  denied).
 
-The tier judged is the effective one (:meth:`tooldeck.policy.Policy.tier_of`: MCP
-annotations and ``run_bash`` raise it, never lower it).
+:class:`AskBefore` is that rule as a policy hook. The tier judged is the effective one
+(:meth:`tooldeck.policy.Policy.tier_of`: MCP annotations and ``run_bash`` raise it, never
+lower it; with session policies in the same protection, the highest tier they give).
 
-``approver=`` answers: any :data:`~tooldeck.approvals.Approver` (an async function of
-the step's batch, as before), or a plain function of one request returning ``True`` /
-``False`` or an :class:`~tooldeck.approvals.ApprovalAnswer` (:class:`CallbackApprover`;
-anything else is a deny; if it raises an ``Exception`` the step's asked calls are
-denied; a ``BaseException`` ends the turn with nothing run). Without ``approver=``,
-``approve=`` asks at the console (:class:`~tooldeck.policy.prompt.PromptApprover` on
-stdin; the end of the input denies).
-
-With ``policy=`` as well, both judge every call and the stricter wins (deny > ask >
-allow: :class:`~tooldeck.policy.both.BothMustAllow`); the console or callback approver
-is then wrapped by a :class:`~tooldeck.policy.SessionPolicy`'s
-:meth:`~tooldeck.policy.SessionPolicy.approver`, so answers are audited and
-approve-always is kept. A grant answers the policy's asks, not ``approve=``'s: those ask
-every time.
+An approver given as a plain function of one request returning ``True`` / ``False`` or
+an :class:`~tooldeck.approvals.ApprovalAnswer` becomes a :class:`CallbackApprover`
+(anything else is a deny; if it raises an ``Exception`` the step's asked calls are
+denied; a ``BaseException`` ends the turn with nothing run). :class:`EditsRechecked`
+judges an answer's edited arguments again. How a protection combines them:
+:mod:`tooldeck.policy.protection`.
 """
 
 from __future__ import annotations
@@ -47,15 +39,14 @@ from ..approvals import (
     PolicyHook,
     answering,
     not_answered,
+    policy_decision,
 )
 from ..arguments import validate_arguments
 from ..errors import ArgumentError
 from ..tools import TIERS, Tier, Tool
 from ..transcript import ToolCall
-from .both import BothMustAllow, policy_decision
 from .chain import Policy
 from .rules import Selector, ToolFacts, parse_selectors
-from .session import SessionPolicy
 
 __all__ = [
     "ApproveRule",
@@ -63,20 +54,21 @@ __all__ = [
     "CallbackApprover",
     "EditsRechecked",
     "as_approver",
-    "protection",
 ]
 
 ApproveRule: TypeAlias = str | Sequence[str] | Callable[[ApprovalRequest], bool | Awaitable[bool]]
-"""What ``approve=`` takes: a tier (and those above it), selectors, or a predicate (sync
-or async; ``False`` lets the call run, anything else asks)."""
+"""What :meth:`~tooldeck.policy.protection.Protection.ask` takes: a tier (and those
+above it), selectors, or a predicate (sync or async; ``False`` lets the call run,
+anything else asks)."""
 
 _HINT = "give 'WRITE', ('WRITE', 'DANGEROUS'), tool names, or a function of the request"
 
 
 class AskBefore:
-    """A policy hook for ``approve=``: ask before the calls the rule names, allow the rest."""
+    """An ``ask`` rule as a policy hook: ask before the calls the rule names, allow the rest."""
 
     def __init__(self, rule: ApproveRule, tier_of: Callable[[Tool], Tier] | None = None) -> None:
+        self.rule = rule
         self.tier_of = tier_of or Policy().tier_of
         self.test: Callable[[ApprovalRequest], Any] | None = None
         self.tiers: frozenset[str] = frozenset()
@@ -87,7 +79,7 @@ class AskBefore:
             return
         words = [rule] if isinstance(rule, str) else list(rule)
         if not words or not all(isinstance(w, str) and w.strip() for w in words):
-            raise ValueError(f"approve={rule!r} names nothing to ask about: {_HINT}")
+            raise ValueError(f"Protection.ask({rule!r}) names nothing to ask about: {_HINT}")
         tiers: set[str] = set()
         others: list[str] = []
         for word in words:
@@ -97,12 +89,18 @@ class AskBefore:
             else:
                 others.append(word.strip())
         problems: list[str] = []
-        self.selectors = parse_selectors(others, "approve=", problems, empty=True)
+        self.selectors = parse_selectors(others, "Protection.ask", problems, empty=True)
         if problems:
             raise ValueError(f"{problems[0]}; {_HINT}")
         self.tiers = frozenset(tiers)
         named = [t for t in TIERS if t in self.tiers] + [str(s) for s in self.selectors]
         self.describe = " and ".join(named) + (" tools" if self.tiers else "")
+
+    def bound(self, tier_of: Callable[[Tool], Tier]) -> AskBefore:
+        """The same rule, judging the tier ``tier_of`` gives (a session policy's)."""
+        if tier_of == self.tier_of:
+            return self
+        return AskBefore(self.rule, tier_of)
 
     def __call__(
         self, tool: Tool, params: Any, call: ToolCall
@@ -120,9 +118,9 @@ class AskBefore:
         )
         if tier in self.tiers or any(s.matches(facts) for s in self.selectors):
             return PolicyDecision(
-                "ask", f"{tool.name} is {tier}: approve= asks before {self.describe}", "approve"
+                "ask", f"{tool.name} is {tier}: the ask rule names {self.describe}", "ask"
             )
-        return PolicyDecision("allow", f"approve= asks before {self.describe} only", "approve")
+        return PolicyDecision("allow", f"the ask rule names {self.describe} only", "ask")
 
     async def _later(self, verdict: Awaitable[Any], tool: Tool, tier: str) -> PolicyDecision:
         return self._judged(await verdict, tool, tier)
@@ -130,8 +128,8 @@ class AskBefore:
     def _judged(self, verdict: Any, tool: Tool, tier: str) -> PolicyDecision:
         """Anything but ``False`` asks: a rule that cannot say no never lets a call through."""
         if verdict is False:
-            return PolicyDecision("allow", "approve= does not ask about this call", "approve")
-        return PolicyDecision("ask", f"{tool.name} is {tier}: approve= asks before it", "approve")
+            return PolicyDecision("allow", "the ask rule does not ask about this call", "ask")
+        return PolicyDecision("ask", f"{tool.name} is {tier}: the ask rule asks about it", "ask")
 
 
 def _answer(value: Any) -> ApprovalAnswer:
@@ -191,7 +189,7 @@ class EditsRechecked:
     The decision is made on what will execute: an answer that edits a call's arguments
     is checked by ``policy`` with the edited (validated) arguments, and a deny there
     turns the answer into a deny. (A :class:`~tooldeck.policy.PolicyApprover` does this
-    itself; this wraps the other approvers of ``approve=`` and plain functions.)
+    itself; this wraps the other approvers of an ``ask`` rule and plain functions.)
     """
 
     def __init__(self, ask: Approver, policy: PolicyHook) -> None:
@@ -219,26 +217,3 @@ class EditsRechecked:
                     )
             checked.append(answer)
         return checked + given[len(checked) :]
-
-
-def protection(
-    policy: PolicyHook | None, approve: ApproveRule | None, approver: Any
-) -> tuple[PolicyHook | None, Approver | None]:
-    """The policy hook and approver a session runs with (see the module docstring)."""
-    made = as_approver(approver)
-    session = policy if isinstance(policy, SessionPolicy) else None
-    hook = policy
-    ours = isinstance(made, CallbackApprover)  # made here from a plain function
-    if approve is not None:
-        rule = AskBefore(approve, session.tier_of if session is not None else None)
-        hook = rule if policy is None else BothMustAllow(policy, rule)
-        if made is None:
-            from .prompt import PromptApprover  # rich loads only when a console is needed
-
-            made = PromptApprover(policy=session, offer_always=session is not None)
-            ours = True
-    if session is not None and made is not None and ours:
-        made = session.approver(made)  # audited, approve-always kept, edits checked again
-    elif hook is not None and made is not None and (ours or approve is not None):
-        made = EditsRechecked(made, hook)  # the decision is made on what will run
-    return hook, made

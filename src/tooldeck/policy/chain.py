@@ -17,8 +17,9 @@ allow, deny, ask or pass for a call. How they combine:
    (never for DANGEROUS);
 6. in a headless session an ask becomes deny: nobody can answer it.
 
-A deny anywhere wins over everything. The :class:`Decision` carries the trace of every
-level consulted. :meth:`Policy.decide` is pure; ``tooldeck.policy.SessionPolicy`` binds
+A deny anywhere wins over everything. The decision (a
+:class:`~tooldeck.approvals.PolicyDecision`) carries the trace of every level
+consulted. :meth:`Policy.decide` is pure; ``tooldeck.policy.SessionPolicy`` binds
 it to a session (mode, agent, node, grants, audit log) for the plan and the dispatcher.
 """
 
@@ -31,6 +32,7 @@ from typing import Any, Literal, Protocol
 
 from .._config_files import ConfigFileError, load_json, load_toml
 from .._paths import resolve_home
+from ..approvals import PolicyDecision, TraceEntry
 from ..errors import TooldeckError
 from ..tools import TIERS, Tier, Tool
 from .rules import (
@@ -49,11 +51,9 @@ __all__ = [
     "ALWAYS_DANGEROUS",
     "HEADLESS_DENY",
     "LEVELS",
-    "Decision",
     "Policy",
     "PolicyContext",
     "PolicyError",
-    "TraceEntry",
     "effective_tier",
 ]
 
@@ -110,40 +110,6 @@ def effective_tier(
     if hints.get("destructiveHint") is True and hints.get("readOnlyHint") is not True:
         floor = destructive if _rank_tier(destructive) > _rank_tier(floor) else floor
     return floor if _rank_tier(floor) > _rank_tier(tier) else tier
-
-
-@dataclass(frozen=True, slots=True)
-class TraceEntry:
-    """What one level said about one call."""
-
-    level: str
-    verdict: Verdict
-    reason: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"level": self.level, "verdict": self.verdict, "reason": self.reason}
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The chain's answer for one call: an action, the deciding level and the trace."""
-
-    action: Literal["allow", "deny", "ask"]
-    level: str
-    reason: str
-    tier: Tier
-    trace: tuple[TraceEntry, ...]
-    grant: str | None = None  # the approve-always grant that allowed it
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "level": self.level,
-            "reason": self.reason,
-            "tier": self.tier,
-            "grant": self.grant,
-            "trace": [t.as_dict() for t in self.trace],
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +366,7 @@ class Policy:
         args: Mapping[str, Any],
         ctx: PolicyContext | None = None,
         grants: GrantLookup | None = None,
-    ) -> Decision:
+    ) -> PolicyDecision:
         """The decision for calling ``tool`` with (validated, JSON) ``args`` in ``ctx``."""
         ctx = ctx or PolicyContext()
         facts = tool if isinstance(tool, ToolFacts) else self.facts(tool)
@@ -435,7 +401,7 @@ class Policy:
             weigh(TraceEntry(name, judged.verdict, judged.reason))
         if winner is None:
             verdict = TIER_DEFAULT[facts.tier]
-            # the tier is the decision's (Decision.tier): said once, by whoever shows it
+            # the tier is the decision's (PolicyDecision.tier): said once, by whoever shows it
             winner = TraceEntry(
                 "tier",
                 verdict,
@@ -445,7 +411,7 @@ class Policy:
         decided: TraceEntry = winner
         if decided.verdict == "deny":
             trace.append(TraceEntry("delegation", "pass", "denied before delegation"))
-            return Decision("deny", decided.level, decided.reason, facts.tier, tuple(trace))
+            return PolicyDecision("deny", decided.reason, decided.level, facts.tier, tuple(trace))
 
         # 3. delegation: a sub-agent's STANDARD asks may be auto-approved by its parent
         if not ctx.subagent:
@@ -492,7 +458,9 @@ class Policy:
             )
             trace.append(decided)
         action: Literal["allow", "deny", "ask"] = decided.verdict  # type: ignore[assignment]
-        return Decision(action, decided.level, decided.reason, facts.tier, tuple(trace), grant_id)
+        return PolicyDecision(
+            action, decided.reason, decided.level, facts.tier, tuple(trace), grant_id
+        )
 
     def denied_for_all(
         self,

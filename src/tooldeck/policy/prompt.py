@@ -162,7 +162,7 @@ class PromptApprover:
     recorded and the answers are audited. With ``policy`` the tier shown is the
     effective one (raised by the policy's marks); otherwise the tool's own.
     ``offer_always=False`` does not offer approve-always (the console approver of
-    ``Session(approve=...)`` without a policy: nothing would keep the grant).
+    ``Protection.ask(...)`` without a session policy: nothing would keep the grant).
     """
 
     def __init__(

@@ -45,6 +45,7 @@ from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
 from .._paths import PathRefused, home_path, home_text, resolve_home, resolve_in_home
+from ..approvals import Verdict
 from ..tools import TIERS, Tier
 from ._shell import LAUNCHERS, runs_only, shell_programs
 
@@ -69,7 +70,6 @@ __all__ = [
 ]
 
 Action: TypeAlias = Literal["allow", "deny", "ask"]
-Verdict: TypeAlias = Literal["allow", "deny", "ask", "pass"]
 ACTIONS: tuple[Verdict, ...] = ("allow", "deny", "ask", "pass")
 RANK: dict[str, int] = {"pass": 0, "allow": 1, "ask": 2, "deny": 3}
 """Strictness: when several verdicts meet, the highest rank wins (deny > ask > allow)."""

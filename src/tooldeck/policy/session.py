@@ -6,8 +6,8 @@ over, all from the same decision function:
 - ``visible`` for the :class:`~tooldeck.plan.ToolPlanner`: a tool is hidden from the
   model (and from the dispatcher's toolset) when every call of it would be denied in
   this session, whatever the arguments; a tool denied only for some arguments stays;
-- the policy hook itself (``policy=``): the dispatcher asks it again about every call,
-  with its validated arguments, right before execution;
+- the policy hook itself (``Protection.policy(session_policy)``): the dispatcher asks it
+  again about every call, with its validated arguments, right before execution;
 - :meth:`SessionPolicy.approver` wraps a human interface (a programmatic async callback,
   the CLI prompt, or :func:`wait_for_human` for a run that waits): it records
   approve-always grants, re-checks edited arguments and writes the human's answers to the
@@ -45,7 +45,7 @@ from ..tools import Tier, Tool
 from ..transcript import ToolCall
 from ._files import session_file
 from .audit import AuditLog
-from .chain import Decision, Policy, PolicyContext, PolicyError
+from .chain import Policy, PolicyContext, PolicyError
 from .grants import GrantStore
 
 __all__ = [
@@ -181,7 +181,7 @@ class SessionPolicy:
         return self
 
     # -- the one decision function ----------------------------------------------------------
-    def decide(self, tool: Tool, args: Mapping[str, Any]) -> Decision:
+    def decide(self, tool: Tool, args: Mapping[str, Any]) -> PolicyDecision:
         """The chain's decision for ``tool`` with these (validated, JSON) arguments."""
         return self.policy.decide(tool, args, self.ctx, self.grants)
 
@@ -225,10 +225,9 @@ class SessionPolicy:
             if len(asked) > 10_000:  # asks nobody settled (no approver attached)
                 asked.clear()
             asked[id(call)] = (call, self)  # holding the call keeps its id unique
-        reason = decision.reason
         if decision.action == "ask":
-            reason = f"{tool.name} is {decision.tier}: {decision.reason}"
-        return PolicyDecision(decision.action, reason, decision.level)
+            return replace(decision, reason=f"{tool.name} is {decision.tier}: {decision.reason}")
+        return decision
 
     # -- approvals --------------------------------------------------------------------------
     def approver(self, ask: Approver | None, *, who: str = "human") -> PolicyApprover:
@@ -269,10 +268,10 @@ class SessionPolicy:
 
         def make(agent: AgentDefinition, ctx: ToolContext) -> SessionPolicy:
             caller = ctx.protection.policy if ctx.protection is not None else None
-            parent = (
-                caller
-                if isinstance(caller, SessionPolicy) and caller._shared is self._shared
-                else self
+            judges = getattr(caller, "judges", (caller,))  # a Protection, or its one judge
+            parent = next(
+                (j for j in judges if isinstance(j, SessionPolicy) and j._shared is self._shared),
+                self,
             )
             return parent.child(agent.name, f"{ctx.session_id or parent.session_id}.{agent.name}")
 
