@@ -384,7 +384,7 @@ class Gateway:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         async with self._client(ctx) as session:
-            before = session.listed_names()
+            before = session.listing_state()
             if stateless(ctx) and params.request_state is not None:
                 # the retry of a call that asked: the client's answer, taken once
                 if self.shared_asks is not None:  # asked here, or by another process
@@ -415,7 +415,7 @@ class Gateway:
                     if self.shared_asks is not None:
                         return await self.shared_asks.ask(session, params, pending, client_name)
                     return self.asks.ask(session, params, pending, client_name)
-            if session.listed_names() != before:
+            if session.listing_state() != before:
                 self._remember(session, ctx)
                 try:
                     await self._peers[session][0]()

@@ -172,6 +172,7 @@ class GatewaySession:
     def close(self) -> None:
         """The session ended: its stored results go (audit log and evidence record stay)."""
         self.evidence.close()
+        self.policy.audit.close()
         if self.keep_results:
             return
         try:
@@ -234,8 +235,12 @@ class GatewaySession:
         entries = self._entries(view or self.catalog.view())
         return [listed_tool(n, tool, own=own, protocol=protocol) for n, tool, own in entries]
 
-    def listed_names(self) -> tuple[str, ...]:
-        return tuple(name for name, _, _ in self._entries(self.catalog.view()))
+    def listing_state(self) -> tuple[object, ...]:
+        """Cheap to take (once before and once after each call); equal while what
+        :meth:`listed` answers stays the same: the catalog's view, whether servers are
+        still starting (the search tools are listed meanwhile), the tools found."""
+        searching = self.catalog.starting() and "*" not in self.catalog.core
+        return (self.catalog.view(), searching, tuple(self.loaded))
 
     def listing_key(self) -> tuple[tuple[str, int], ...]:
         """Changes whenever the listing may have: a tool added or gone, or re-listed by its

@@ -3,21 +3,30 @@
 Each line holds the time, the session and call ids, the tool, a SHA-256 digest of the
 arguments (canonical JSON: sorted keys, no spaces, UTF-8), the decision, the deciding
 level, the reason and who approved. Lines are appended with a single ``write`` on a file
-opened with ``O_APPEND``, so concurrent writers never interleave inside a line.
+opened with ``O_APPEND`` (:class:`AppendFile`), so concurrent writers never interleave
+inside a line. The file is opened at the first line and kept open (:meth:`AuditLog.close`,
+or when the log is dropped); a file removed meanwhile is made again, as are its folders.
+The last :data:`KEPT_ENTRIES` entries are kept in memory as well (:attr:`AuditLog.entries`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import threading
+import weakref
+from collections import deque
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AuditLog", "arguments_digest", "canonical_json"]
+__all__ = ["KEPT_ENTRIES", "AppendFile", "AuditLog", "arguments_digest", "canonical_json"]
+
+KEPT_ENTRIES = 10_000
+"""How many of the latest entries an :class:`AuditLog` keeps in memory (the file has all)."""
 
 
 def canonical_json(value: Any) -> str:
@@ -30,13 +39,70 @@ def arguments_digest(args: Any) -> str:
     return hashlib.sha256(canonical_json(args).encode("utf-8")).hexdigest()
 
 
+class AppendFile:
+    """A JSON Lines file appended to with one ``write`` per line (``O_APPEND``), kept open
+    from the first line until :meth:`close` (or until the object is dropped).
+
+    One ``fstat`` per line notices a file removed meanwhile: it is made again (and its
+    folders). A write that fails raises ``OSError``; the next line opens the file again.
+    The audit log and the gateway's evidence record write this way.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._closer: weakref.finalize[Any, Any] | None = None
+
+    def append(self, line: bytes) -> None:
+        """Write ``line`` (ending with a newline) at the end of the file."""
+        with self._lock:
+            try:
+                fd = self._open()
+                written = os.write(fd, line)
+                while written < len(line):  # a short write (rare): finish the line
+                    written += os.write(fd, line[written:])
+            except OSError:
+                self._drop()  # opened again for the next line
+                raise
+
+    def close(self) -> None:
+        """Close the file (a later line opens it again)."""
+        with self._lock:
+            self._drop()
+
+    def _open(self) -> int:
+        fd = self._fd
+        if fd is not None and os.fstat(fd).st_nlink == 0:  # removed: made again
+            self._drop()
+            fd = None
+        if fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+            fd = self._fd = os.open(self.path, flags, 0o600)
+            self._closer = weakref.finalize(self, _close, fd)  # never closed: closed when dropped
+        return fd
+
+    def _drop(self) -> None:
+        self._fd = None
+        if self._closer is not None:
+            self._closer()
+            self._closer = None
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
 class AuditLog:
-    """Append-only JSON Lines (kept in memory as well; no file when ``path`` is None)."""
+    """Append-only JSON Lines (no file when ``path`` is None); the latest
+    :data:`KEPT_ENTRIES` entries are kept in :attr:`entries` too."""
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else None
-        self.entries: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
+        self.entries: deque[dict[str, Any]] = deque(maxlen=KEPT_ENTRIES)
+        self._file = AppendFile(self.path) if self.path is not None else None
 
     def record(
         self,
@@ -64,19 +130,15 @@ class AuditLog:
             "approved_by": approved_by,
         }
         entry.update({k: v for k, v in extra.items() if v is not None})
-        line = (canonical_json(entry) + "\n").encode("utf-8")
-        with self._lock:
-            self.entries.append(entry)
-            if self.path is not None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                try:
-                    written = os.write(fd, line)
-                    while written < len(line):  # a short write (rare): finish the line
-                        written += os.write(fd, line[written:])
-                finally:
-                    os.close(fd)
+        self.entries.append(entry)
+        if self._file is not None:
+            self._file.append((canonical_json(entry) + "\n").encode("utf-8"))
         return entry
+
+    def close(self) -> None:
+        """Close the file (the session ended; a later line opens it again)."""
+        if self._file is not None:
+            self._file.close()
 
     @staticmethod
     def read(path: str | Path) -> list[dict[str, Any]]:
