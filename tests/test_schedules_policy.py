@@ -162,7 +162,9 @@ def test_the_scheduler_process_runs_each_schedule_under_its_creator_and_its_poli
     runner_file = tmp_path / "org.toml"
     runner_file.write_text(RUNNER_RULES)
     store = make_store()
-    soon = (datetime.now(UTC) + timedelta(seconds=2)).replace(tzinfo=None)
+    # far enough ahead that a loaded machine still creates both schedules before it (an `at`
+    # already past is refused, and the session then lists nothing)
+    soon = (datetime.now(UTC) + timedelta(seconds=6)).replace(tzinfo=None)
     at = soon.isoformat(timespec="seconds")
 
     async def create() -> list[str]:
