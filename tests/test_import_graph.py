@@ -112,6 +112,12 @@ CORE = (
     "tooldeck._turn",
     "tooldeck._streaming",
     "tooldeck.dispatch",
+    "tooldeck._call",
+    # the packages every session runs through
+    "tooldeck.offload",
+    "tooldeck.policy",
+    "tooldeck.telemetry",
+    "tooldeck.providers",
 )
 FEATURES = (
     "tooldeck.registry",
@@ -138,6 +144,7 @@ TYPE_ONLY = {
     ("tooldeck.assembly", "tooldeck.web"): "TurnContext.web_provider's type",
     ("tooldeck.assembly", "tooldeck.web.netguard"): "TurnContext.web_access's type",
     ("tooldeck.plan", "tooldeck.search.embedding"): "ToolPlanner.semantic's type",
+    ("tooldeck.policy.session", "tooldeck.agents.toolkits"): "child_policy's agent type",
 }
 
 
@@ -153,9 +160,11 @@ def _runtime_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
             for n in node.body
         ]
-        base = module.rsplit(".", 1)[0]
+        package = module.rsplit(".", 1)[0].split(".")
         names = {
-            f"{base}.{n.module}" for n in guarded if isinstance(n, ast.ImportFrom) and n.module
+            ".".join([*package[: len(package) - (n.level - 1)], n.module])
+            for n in guarded
+            if isinstance(n, ast.ImportFrom) and n.module and n.level
         }
         if target in names:
             graph[module].discard(target)

@@ -24,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agents.toolkits import AgentDefinition
 from ..approvals import not_answered
 from ..arguments import validate_arguments
 from ..context import ToolContext
@@ -47,6 +46,9 @@ from ._files import session_file
 from .audit import AuditLog
 from .chain import Policy, PolicyContext, PolicyError
 from .grants import GrantStore
+
+if TYPE_CHECKING:  # the agent type child_policy names; the policy imports no feature
+    from ..agents.toolkits import AgentDefinition
 
 __all__ = [
     "ApproveAlways",
