@@ -3,7 +3,7 @@
 tooldeck declares the ``roots`` capability (with ``listChanged``) to every server and
 answers ``roots/list`` with:
 
-- the home of the latest turn (:attr:`TurnContext.home <tooldeck.assembly.TurnContext>`),
+- the home of the latest turn (``TurnContext.home``, :class:`~tooldeck.assembly.TurnContext`),
   when it has one, first;
 - then the roots the :class:`~tooldeck.mcp.McpSource` was given (``roots=[Path, ...]``).
 
