@@ -50,7 +50,8 @@ COMMANDS: dict[str, LazyCommand] = {
         "search:search_command", "Search a catalog of tool definitions for a need, ranked."
     ),
     "mcp": LazyCommand(
-        "mcp:app", "List MCP servers from a config file, call their tools, log in to them."
+        "mcp:app",
+        "List MCP servers from a config file, call their tools, fetch their prompts, log in.",
     ),
     "workflows": LazyCommand(
         "workflows:workflows_app",

@@ -1,4 +1,5 @@
-"""``tooldeck mcp ...``: list the servers of an MCP config, call their tools, log in to them."""
+"""``tooldeck mcp ...``: list the servers of an MCP config, call their tools, fetch their
+prompts, log in to them."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # imported where used, so that ``--help`` loads no MCP client
     from ..result import ToolResult
 
 app = typer.Typer(
-    help="List MCP servers from a config file, call their tools, log in to them.",
+    help="List MCP servers from a config file, call their tools, fetch their prompts, log in.",
     no_args_is_help=True,
 )
 
@@ -327,3 +328,126 @@ def logout_command(config: ConfigArg, server: ServerArg) -> None:
         typer.echo(f"Logged out of {chosen.name!r}: the token file was removed; {note}.")
     else:
         typer.echo(f"Not logged in to {chosen.name!r}; nothing to do.")
+
+
+def _prompt_arguments(pairs: list[str]) -> dict[str, str]:
+    """``key=value`` words as a prompt's arguments; a word without ``=`` is a user error."""
+    arguments: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise user_error(f"{pair!r} is not key=value; give each prompt argument as key=value")
+        arguments[key] = value
+    return arguments
+
+
+def _message_row(message: Any) -> dict[str, Any]:
+    from ..result import ImagePart, TextPart
+
+    part = message.content
+    if isinstance(part, TextPart):
+        return {"role": message.role, "type": "text", "text": part.text}
+    if isinstance(part, ImagePart):
+        return {"role": message.role, "type": "image", "mime_type": part.mime_type}
+    return {"role": message.role, "type": part.type}
+
+
+@app.command("prompts")
+def prompts_command(
+    ctx: typer.Context,
+    config: ConfigArg,
+    server: Annotated[
+        str | None, typer.Option("--server", "-s", help="Only this server's prompts.")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Connect to the servers of CONFIG and print the prompts they offer, with their arguments."""
+    from ..mcp import McpConfig, McpPrompt, McpSource, PromptError
+
+    cfg = _load(Console(), config)
+    chosen = [_server(cfg, server)] if server is not None else list(cfg.servers)
+    wanted = McpConfig(tuple(dataclasses.replace(s, autostart=True) for s in chosen), cfg.source)
+
+    async def collect() -> tuple[list[ServerStatus], list[McpPrompt]]:
+        async with McpSource(wanted) as source:
+            prompts: list[McpPrompt] = []
+            for status in source.status():
+                if status.state == "connected":
+                    with contextlib.suppress(PromptError):  # said by its status row
+                        prompts.extend(await source.list_prompts(status.name))
+            return source.status(), prompts
+
+    with _server_failures_in_the_output(ctx):
+        statuses, prompts = asyncio.run(collect())
+    if json_output:
+        rows = [
+            {
+                "server": p.server,
+                "name": p.name,
+                "title": p.title,
+                "description": p.description,
+                "arguments": [dataclasses.asdict(a) for a in p.arguments],
+            }
+            for p in prompts
+        ]
+        typer.echo(json.dumps({"prompts": rows}, indent=2))
+    else:
+        console = Console()
+        table = Table(title=f"{config}: {len(prompts)} prompts")
+        for column in ("server", "prompt", "arguments", "description"):
+            table.add_column(column)
+        for p in prompts:
+            args = ", ".join(a.name + ("" if a.required else "?") for a in p.arguments)
+            table.add_row(p.server, p.name, args, _first_line(p.description or p.title or ""))
+        console.print(table)
+        for s in statuses:
+            if s.state != "connected":
+                console.print(f"  {s.name}: {s.state}: {s.error}", markup=False, highlight=False)
+    if any(s.state != "connected" for s in statuses):
+        raise typer.Exit(1)
+
+
+@app.command("prompt")
+def prompt_command(
+    ctx: typer.Context,
+    config: ConfigArg,
+    server: ServerArg,
+    name: Annotated[str, typer.Argument(help="The prompt's name (see tooldeck mcp prompts).")],
+    arguments: Annotated[
+        list[str] | None, typer.Argument(help="The prompt's arguments, each key=value.")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Fetch the prompt NAME of SERVER with key=value arguments and print its messages."""
+    from ..mcp import McpConfig, McpSource, PromptError, PromptResult
+
+    cfg = _load(Console(), config)
+    chosen = dataclasses.replace(_server(cfg, server), autostart=True)
+    values = _prompt_arguments(arguments or [])
+
+    async def run() -> PromptResult:
+        async with McpSource(McpConfig((chosen,), cfg.source)) as source:
+            status = source.server_status(chosen.name)
+            if status.needs_login:
+                raise user_error(status.error or "log in first", code=1)
+            if status.state != "connected":
+                how = "failed to start" if status.state == "failed" else f"is {status.state}"
+                raise user_error(f"MCP server {chosen.name!r} {how}: {status.error}", code=1)
+            try:
+                return await source.get_prompt(chosen.name, name, values)
+            except PromptError as exc:
+                refused = "refused" in str(exc) or "timed out" in str(exc)
+                raise user_error(str(exc), code=1 if refused else 2) from exc
+
+    with _server_failures_in_the_output(ctx):
+        result = asyncio.run(run())
+    if json_output:
+        out = {
+            "server": result.server,
+            "name": result.name,
+            "description": result.description,
+            "messages": [_message_row(m) for m in result.messages],
+        }
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        typer.echo(result.text())

@@ -6,6 +6,8 @@ Built on the official ``mcp`` SDK (imported absolutely; this package never shado
 - :mod:`tooldeck.mcp.naming`: ``mcp__<server>__<tool>`` names in the provider charset;
 - :mod:`tooldeck.mcp.connection`: one supervised connection (reconnect, re-list, calls);
 - :mod:`tooldeck.mcp.source`: :class:`McpSource`, the per-turn category creator;
+- :mod:`tooldeck.mcp.prompts`: servers' prompts, listed and fetched with arguments;
+- :mod:`tooldeck.mcp.roots`: the client's roots (the turn's home, configured ones);
 - :mod:`tooldeck.mcp.oauth_store`, :mod:`tooldeck.mcp.oauth`,
   :mod:`tooldeck.mcp.oauth_login`: OAuth for HTTP servers (the token files, the SDK's
   provider on them, ``tooldeck mcp login``).
@@ -22,6 +24,13 @@ require_extra("mcp")  # before any module of the package imports the SDK
 
 from .config import McpConfig, McpConfigError, OAuthSettings, ServerConfig, expand_vars  # noqa: E402
 from .naming import Collision, exposed_name, map_names  # noqa: E402
+from .prompts import (  # noqa: E402
+    McpPrompt,
+    PromptArgument,
+    PromptError,
+    PromptMessage,
+    PromptResult,
+)
 from .source import (  # noqa: E402
     McpProgress,
     McpServerStatusChanged,
@@ -37,11 +46,16 @@ __all__ = [
     "McpConfig",
     "McpConfigError",
     "McpProgress",
+    "McpPrompt",
     "McpServerStatusChanged",
     "McpSource",
     "McpTool",
     "McpToolInfo",
     "OAuthSettings",
+    "PromptArgument",
+    "PromptError",
+    "PromptMessage",
+    "PromptResult",
     "ServerConfig",
     "ServerStatus",
     "expand_vars",

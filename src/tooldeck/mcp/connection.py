@@ -19,6 +19,7 @@ import math
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -41,6 +43,7 @@ from ..telemetry.propagation import inject_headers, restored
 from .config import ServerConfig
 from .oauth import LoginRequired, OAuthUnavailable, check_login, login_command, oauth_provider
 from .oauth_store import OAuthStoreError
+from .roots import Roots
 
 __all__ = [
     "BACKOFF",
@@ -246,11 +249,13 @@ class Connection:
     closing: bool = False
     ever_connected: bool = False
     needs_login: bool = False  # the last attempt failed for want of an (OAuth) login
+    roots: Roots | None = None  # the client's roots (roots.py), answered on roots/list
     _client: Client | None = None
     _changed: anyio.Event | None = None
     _wake: anyio.Event | None = None
     _broken: anyio.Event | None = None
     _dirty_event: anyio.Event | None = None
+    _roots_event: anyio.Event | None = None
     done: anyio.Event | None = None
     _attempt: anyio.CancelScope | None = None
 
@@ -293,6 +298,11 @@ class Connection:
         if self._dirty_event is not None:
             self._dirty_event.set()
         self._notify()
+
+    def mark_roots_changed(self) -> None:
+        """The client's roots changed: tell the server (``notifications/roots/list_changed``)."""
+        if self._roots_event is not None:
+            self._roots_event.set()
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, tg: anyio.abc.TaskGroup) -> None:
@@ -381,6 +391,7 @@ class Connection:
         self._set("connecting", self.error, keep=True)  # the last error stays until connected
         broken = self._broken = anyio.Event()
         self._dirty_event = anyio.Event()
+        self._roots_event = anyio.Event()
         self.dirty = False
 
         def lost() -> None:
@@ -404,6 +415,7 @@ class Connection:
                         client_info=self.client_info,
                         cache=None,
                         mode=cfg.protocol,
+                        list_roots_callback=None if self.roots is None else self._list_roots,
                     )
                     await stack.enter_async_context(client)
                     session = client.session
@@ -428,6 +440,10 @@ class Connection:
                     )
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._relister, client)
+                        if self.roots is not None and self.protocol_version not in (
+                            MODERN_PROTOCOL_VERSIONS
+                        ):  # the 2026 era has no client notifications: servers ask per request
+                            tg.start_soon(self._roots_notifier, client)
                         caps = session.server_capabilities
                         if (
                             self.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -477,6 +493,29 @@ class Connection:
             self.mark_dirty()
         elif isinstance(message, Exception):
             _log.debug("MCP server %r: transport message %r", self.config.name, message)
+
+    async def _list_roots(self, context: Any) -> types.ListRootsResult:
+        assert self.roots is not None
+        return self.roots.result()
+
+    async def _roots_notifier(self, client: Client) -> None:
+        while True:
+            assert self._roots_event is not None
+            await self._roots_event.wait()
+            self._roots_event = anyio.Event()
+            try:
+                with warnings.catch_warnings():  # deprecated in the 2026 era only
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.send_roots_list_changed()
+            except Exception as exc:
+                if _connection_error(exc):
+                    self.mark_broken(f"sending roots/list_changed failed: {describe_error(exc)}")
+                    return
+                _log.warning(
+                    "MCP server %r: roots/list_changed failed: %s",
+                    self.config.name,
+                    describe_error(exc),
+                )
 
     async def _listen(self, client: Client) -> None:
         """Keep a 2026-era ``subscriptions/listen`` stream open (list_changed arrives on it)."""
@@ -660,6 +699,11 @@ class Connection:
                 )
             return _to_result(result, cfg.name, tool)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def ready_client(self) -> Client | None:
+        """The session's client once connected and listed (waiting up to the startup
+        timeout), or None when the server is not connected."""
+        return await self._ready_client()
 
     async def _ready_client(self) -> Client | None:
         if not self.wanted or self.closing:

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
 
-__all__ = ["call_tool_result_to_tool_result", "representation_of"]
+__all__ = ["call_tool_result_to_tool_result", "content_part", "representation_of"]
 
 
 def _get(obj: Any, *names: str) -> Any:
@@ -109,6 +109,11 @@ def _block_part(block: Any) -> ContentPart | None:
         if resource is not None:
             return _resource_part(resource)
     return TextPart(_line("unsupported MCP content block", [("type", kind)]))
+
+
+def content_part(block: Any) -> ContentPart:
+    """One MCP content block (a tool result's, a prompt message's) as a content part."""
+    return _block_part(block) or TextPart(_line("empty MCP content block", []))
 
 
 def representation_of(result: Any) -> str:

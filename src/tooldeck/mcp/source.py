@@ -53,6 +53,9 @@ from ..tools import Tier, Tool
 from .config import McpConfig, ServerConfig
 from .connection import Connection, ConnectionState
 from .naming import Collision, map_names, namespace_name
+from .prompts import McpPrompt, PromptError, PromptResult, check_arguments, fetch_prompt
+from .prompts import list_server_prompts as _list_server_prompts
+from .roots import Roots
 
 __all__ = [
     "McpProgress",
@@ -287,7 +290,9 @@ class McpSource(Source):
       (:mod:`.naming`), used everywhere the source names a tool (``lookup``, status,
       collisions);
     - ``in_loop``: the connections run on the event loop :meth:`start` is called on,
-      not on a thread of their own (see the module docstring).
+      not on a thread of their own (see the module docstring);
+    - ``roots``: directories every server is told as the client's MCP roots, after the
+      home of the latest turn (:mod:`.roots`).
 
     Use it as an async (or plain) context manager so every server process is stopped
     when you are done; :meth:`close` does the same.
@@ -304,6 +309,7 @@ class McpSource(Source):
         client_name: str = "tooldeck",
         prefixed: bool = True,
         in_loop: bool = False,
+        roots: Iterable[str | Path] = (),
     ) -> None:
         from .. import __version__
 
@@ -319,6 +325,7 @@ class McpSource(Source):
         self._caller_loop: asyncio.AbstractEventLoop | None = None
         self._activations: dict[str, set[str | None]] = {}
         self._servers: dict[str, _Server] = {}
+        self._roots = Roots(roots)
         for cfg in self.config.servers:
             conn = Connection(
                 config=cfg,
@@ -327,6 +334,7 @@ class McpSource(Source):
                 client_info=self._client_info,
                 config_source=self.config.source,
                 wanted=cfg.autostart,
+                roots=self._roots,
             )
             # McpConfig refused names that could share a tool name (naming.py)
             self._servers[cfg.name] = _Server(cfg, conn, namespace_name(cfg.name))
@@ -529,6 +537,7 @@ class McpSource(Source):
         names = self._active_names(ctx.session_id)
         if not self._closed:
             self.start()
+            self.set_home(ctx.home)
             if not self._io.current:
                 self._wait(self._settle(names), self.assembly_wait)
         return self._collect(names)
@@ -730,6 +739,59 @@ class McpSource(Source):
         self.start()
         ctx = ToolContext(tool_name=tool, sink=on_progress or (lambda _e: None))
         return await self._call_from_caller(conn, tool, dict(arguments or {}), ctx)
+
+    # -- roots and prompts -------------------------------------------------------------------------
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        """The client's roots right now: the latest turn's home, then the configured ones."""
+        return self._roots.paths()
+
+    def set_home(self, home: str | Path | None) -> None:
+        """Make ``home`` the first root (``tools_for`` does, with the turn's home); when the
+        roots change, every connected server is sent ``notifications/roots/list_changed``."""
+        if self._roots.set_home(home) and self._started and not self._closed:
+            conns = [server.conn for server in self._servers.values()]
+
+            def tell() -> None:
+                for conn in conns:
+                    conn.mark_roots_changed()
+
+            self._io.call_soon(tell)
+
+    async def _on_io(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        self.start()
+        if self._io.current:  # in_loop: already where the connections run
+            return await coro
+        return await asyncio.wrap_future(self._io.submit(coro))
+
+    async def list_prompts(self, server: str | None = None) -> list[McpPrompt]:
+        """The prompts of ``server``, or of every active server (a server that is not
+        connected is skipped); :class:`~tooldeck.mcp.prompts.PromptError` for one server
+        that is not connected."""
+        if server is not None:
+            return await self._on_io(_list_server_prompts(self._server(server).conn))
+        out: list[McpPrompt] = []
+        for name in self._active_names(None):
+            try:
+                out.extend(await self._on_io(_list_server_prompts(self._servers[name].conn)))
+            except PromptError as exc:
+                _log.warning("%s", exc)
+        return out
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> PromptResult:
+        """The prompt ``name`` of ``server`` rendered with ``arguments`` (checked against the
+        prompt's declared ones first); :class:`~tooldeck.mcp.prompts.PromptError` (one
+        line) for an unknown prompt, a missing or unknown argument, or a refusal."""
+        conn = self._server(server).conn
+        listed = await self._on_io(_list_server_prompts(conn))
+        found = next((p for p in listed if p.name == name), None)
+        if found is None:
+            names = ", ".join(p.name for p in listed) or "none"
+            raise PromptError(f"no prompt {name!r} on {server!r}; its prompts: {names}")
+        checked = check_arguments(found, arguments or {})
+        return await self._on_io(fetch_prompt(conn, found, checked))
 
     # -- status -----------------------------------------------------------------------------------
     def lookup(self, exposed: str) -> tuple[str, str] | None:
