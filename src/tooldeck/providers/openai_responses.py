@@ -35,9 +35,9 @@ import copy
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from openai import NOT_GIVEN, APIError, APIStatusError, AsyncOpenAI, AsyncStream
 
@@ -56,6 +56,7 @@ from ..transcript import (
     UserMessage,
 )
 from ._clients import LoopClient
+from ._clouds import AZURE, CloudSpec, azure_client, cloud_of
 from ._common import (
     StructuredOutput,
     classify_refusal,
@@ -104,6 +105,11 @@ class OpenAIResponsesModel:
     ``hosted_tools`` are extra tools-array entries sent as given (``{"type":
     "web_search"}``...); their items come back as opaque parts. When the request defers
     tools, the hosted ``{"type": "tool_search"}`` tool is added so they can be loaded.
+
+    Azure OpenAI: ``client=AsyncAzureOpenAI(...)``, or ``cloud="azure"`` to make one from
+    ``AZURE_OPENAI_ENDPOINT`` (or ``base_url``), ``AZURE_OPENAI_API_KEY`` (or ``api_key``)
+    and ``OPENAI_API_VERSION``; ``model`` is then the deployment name
+    (``/openai/responses?api-version=...``).
     """
 
     provider = PROVIDER
@@ -124,6 +130,7 @@ class OpenAIResponsesModel:
         reasoning_summary: str | None = None,
         hosted_tools: Sequence[Mapping[str, Any]] = (),
         client: AsyncOpenAI | None = None,
+        cloud: Literal["azure"] | None = None,
     ) -> None:
         if stateful and store is False:
             raise ValueError(
@@ -143,9 +150,14 @@ class OpenAIResponsesModel:
             "timeout": NOT_GIVEN if timeout is None else timeout,
         }
         self._custom_url = base_url is not None or bool(os.environ.get("OPENAI_BASE_URL"))
-        if client is None and not (api_key or os.environ.get("OPENAI_API_KEY")):
+        self._cloud: CloudSpec | None = cloud_of(client) if client is not None else None
+        make: Callable[[], AsyncOpenAI] = lambda: AsyncOpenAI(**self._client_options)  # noqa: E731
+        if client is None and cloud == "azure":
+            self._cloud = AZURE
+            make = azure_client(model, self._client_options)
+        elif client is None and not (api_key or os.environ.get("OPENAI_API_KEY")):
             raise missing_credentials(Target(PROVIDER, model, key_env=self.key_env))
-        self._clients = LoopClient(lambda: AsyncOpenAI(**self._client_options), client)
+        self._clients = LoopClient(make, client)
 
     @property
     def name(self) -> str:
@@ -189,11 +201,12 @@ class OpenAIResponsesModel:
 
     def _error_target(self) -> Target:
         client = self._clients.current
+        cloud = self._cloud
         return Target(
-            PROVIDER,
+            cloud.name if cloud is not None else PROVIDER,
             self.model,
             str(client.base_url),
-            self.key_env,
+            cloud.key_env if cloud is not None else self.key_env,
             timeout_seconds(client.timeout),
             self._custom_url,
         )
