@@ -70,6 +70,7 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
+from ._caching import ToolOrder, anthropic_breakpoints
 from ._clients import LoopClient
 from ._clouds import CLOUDS, anthropic_cloud_client, cloud_of
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
@@ -317,6 +318,7 @@ class AnthropicModel:
         self.max_tokens = max_tokens
         self.thinking = dict(thinking) if thinking is not None else None
         self.server_tools = [dict(t) for t in server_tools]
+        self._tool_order = ToolOrder()
         options: dict[str, Any] = {"max_retries": max_retries}
         if api_key is not None:
             options["api_key"] = api_key
@@ -487,7 +489,7 @@ class AnthropicModel:
             if not any(str(t.get("type", "")).startswith("tool_search_tool") for t in all_tools):
                 all_tools.append(dict(TOOL_SEARCH_TOOL))
         if all_tools:
-            body["tools"] = all_tools
+            body["tools"] = self._tool_order.apply(all_tools) if settings.cache else all_tools
             body["tool_choice"] = _tool_choice(settings)
         if self.thinking is not None:
             body["thinking"] = copy.deepcopy(self.thinking)
@@ -516,6 +518,8 @@ class AnthropicModel:
                 ],
                 provider=PROVIDER,
             )
+        if settings.cache:
+            anthropic_breakpoints(body)
         return body, structured
 
     def build_messages(self, transcript: Sequence[Item]) -> list[dict[str, Any]]:

@@ -68,6 +68,7 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
+from ._caching import ToolOrder, prompt_cache_key
 from ._clients import LoopClient
 from ._clouds import AZURE, CloudSpec, azure_client, cloud_of
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
@@ -177,6 +178,7 @@ class ChatCompletionsModel:
         self._flavour: Flavour = flavour
         self._spec = spec
         self._extra_body = dict(extra_body or {})
+        self._tool_order = ToolOrder()
         self._replay_reasoning = (
             spec.replay_reasoning if replay_reasoning is None else replay_reasoning
         )
@@ -293,6 +295,8 @@ class ChatCompletionsModel:
         body: dict[str, Any] = {"model": self._model, "messages": self.build_messages(request)}
         if request.tools:
             body["tools"] = self._tools(request)
+            if settings.cache:
+                body["tools"] = self._tool_order.apply(body["tools"])
             body["tool_choice"] = self._tool_choice(
                 settings.tool_choice, {t.name for t in request.tools}, notes
             )
@@ -311,6 +315,11 @@ class ChatCompletionsModel:
             body["stream"] = True
             if not glm:
                 body["stream_options"] = {"include_usage": True}
+        if self._flavour == "openai":  # OpenAI's own field (also Azure's)
+            instructions = request.instructions
+            key = prompt_cache_key(settings.cache, self._model, instructions)
+            if key is not None:
+                body["prompt_cache_key"] = key
         body.update(self._extra_body)
         body.update(settings.extra)
         return body, structured, notes

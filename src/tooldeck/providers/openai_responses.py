@@ -55,6 +55,7 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
+from ._caching import ToolOrder, prompt_cache_key
 from ._clients import LoopClient
 from ._clouds import AZURE, CloudSpec, azure_client, cloud_of
 from ._common import (
@@ -143,6 +144,7 @@ class OpenAIResponsesModel:
         self.reasoning_effort = reasoning_effort
         self.reasoning_summary = reasoning_summary
         self.hosted_tools = [dict(t) for t in hosted_tools]
+        self._tool_order = ToolOrder()
         self._client_options: dict[str, Any] = {
             "api_key": api_key,  # None: the SDK reads OPENAI_API_KEY
             "base_url": base_url,
@@ -258,6 +260,10 @@ class OpenAIResponsesModel:
             tools.append({"type": "tool_search"})
         tools.extend(self.hosted_tools)
         tools.extend(copy.deepcopy(dict(t)) for t in request.hosted)
+        key = prompt_cache_key(settings.cache, self.model, request.instructions)
+        if key is not None:
+            body["prompt_cache_key"] = key
+            tools = self._tool_order.apply(tools)
         if tools:
             body["tools"] = tools
             body["tool_choice"] = _tool_choice(settings.tool_choice, names)
