@@ -156,6 +156,10 @@ def test_tools_found_later_are_appended_not_inserted() -> None:
     assert names([alpha, gamma], CACHE) == ["alpha", "gamma"]
     assert names([alpha, beta, gamma], CACHE) == ["alpha", "gamma", "beta"]
     assert names([alpha, beta, gamma], ModelSettings()) == ["alpha", "beta", "gamma"]
+    chat = ChatCompletionsModel("gpt-4.1", api_key="k")
+    for tools, expected in (([gamma], ["gamma"]), ([alpha, gamma], ["gamma", "alpha"])):
+        body, _, _ = chat.build_request(ModelRequest([UserMessage("hi")], tools, CACHE))
+        assert [t["function"]["name"] for t in body["tools"]] == expected
 
 
 def test_no_cache_setting_sends_no_cache_fields() -> None:

@@ -34,6 +34,9 @@ _NOT_CACHEABLE = frozenset({"thinking", "redacted_thinking"})
 
 
 def _key(tool: Mapping[str, Any]) -> str:
+    function = tool.get("function")  # Chat Completions nests the name
+    if isinstance(function, Mapping) and function.get("name"):
+        return str(function["name"])
     return str(tool.get("name") or tool.get("type") or "")
 
 
