@@ -429,3 +429,16 @@ def test_missing_region_is_one_line_when_the_model_is_made(
         model_from_string(f"vertex:{VERTEX_MODEL}")
     for caught in (bedrock, vertex):
         assert "\n" not in str(caught.value)
+
+
+def test_the_cli_says_what_is_missing_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from tooldeck.cli import app
+
+    monkeypatch.delenv("CLOUD_ML_REGION", raising=False)
+    result = CliRunner().invoke(app, ["demo", "--model", f"vertex:{VERTEX_MODEL}"])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: Claude on Google Vertex AI model")
+    assert "CLOUD_ML_REGION" in lines[0]

@@ -117,8 +117,8 @@ def _built(spec: CloudSpec, model: str, make: Callable[[], Any]) -> Callable[[],
     except ValueError as exc:  # the SDKs' own "no region" / "no endpoint" messages
         said = str(exc).split(". ")[0].rstrip(".")
         raise ModelConfigError(
-            f"{spec.label} model {model!r}: {said}; set "
-            f"{' / '.join(spec.settings_env[:2])} (or pass them in a client=)",
+            f"{spec.label} model {model!r}: {said}; set {spec.settings_env[0]} "
+            "(or pass a configured SDK client as client=)",
             provider=spec.name,
             model=model,
         ) from exc
