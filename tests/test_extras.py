@@ -205,6 +205,7 @@ def _expand(requirements: list[str]) -> set[str]:
     """The distribution names ``requirements`` bring (installed ones, with their own
     requirements), ``tooldeck[x]`` expanded to the extra ``x``."""
     seen: set[str] = set()
+    visited: set[tuple[str, frozenset[str]]] = set()  # a package with other extras is new
     todo = [Requirement(r) for r in requirements]
     while todo:
         req = todo.pop()
@@ -213,8 +214,9 @@ def _expand(requirements: list[str]) -> set[str]:
             for extra in req.extras:
                 todo.extend(Requirement(r) for r in OPTIONAL[extra])
             continue
-        if name in seen:
+        if (name, frozenset(req.extras)) in visited:
             continue
+        visited.add((name, frozenset(req.extras)))
         seen.add(name)
         for raw in importlib.metadata.requires(name) or []:
             sub = Requirement(raw)

@@ -44,6 +44,8 @@ class Extra:
 EXTRAS: dict[str, Extra] = {
     "openai": Extra(("openai",), "OpenAI, OpenRouter, GLM and compatible models need"),
     "anthropic": Extra(("anthropic",), "Anthropic models need"),
+    "bedrock": Extra(("anthropic", "botocore", "boto3"), "Claude on Amazon Bedrock needs"),
+    "vertex": Extra(("anthropic", "google.auth"), "Claude on Google Vertex AI needs"),
     "mcp": Extra(
         ("mcp", "mcp_types", "httpx2", "starlette", "uvicorn"), "MCP servers and the gateway need"
     ),

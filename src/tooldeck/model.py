@@ -38,6 +38,11 @@ class ModelSettings:
     (``RunResult.structured``), and an answer that does not validate is sent back to the
     model with the validation message up to ``output_retries`` times. ``output_spec`` is
     the resolved :class:`~tooldeck.structured.OutputType` (``None`` when none is asked).
+
+    ``cache=True`` turns on prompt caching: Anthropic cache breakpoints on the tool list,
+    the system prompt and the growing transcript, OpenAI's ``prompt_cache_key`` (a string
+    given as ``cache`` is that key, e.g. a session id), and tools kept in the order they
+    were first sent (docs/providers.md, "Prompt caching").
     """
 
     tool_choice: ToolChoice = "auto"
@@ -49,6 +54,7 @@ class ModelSettings:
     extra: Mapping[str, Any] = field(default_factory=dict)  # provider-specific passthrough
     output_type: Any = None  # Pydantic model class, dataclass, TypedDict or JSON Schema dict
     output_retries: int = 2  # answers sent back for a retry before the turn gives up
+    cache: bool | str = False  # prompt caching; a str is OpenAI's prompt_cache_key
     output_spec: OutputType | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -61,6 +67,10 @@ class ModelSettings:
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise ValueError(
                 f"ModelSettings: output_retries must be a whole number >= 0, got {retries!r}"
+            )
+        if not isinstance(self.cache, (bool, str)) or self.cache == "":
+            raise ValueError(
+                f"ModelSettings: cache must be True, False or a cache key, got {self.cache!r}"
             )
         source = kind if kind is not None else legacy
         if source is not None:

@@ -7,9 +7,12 @@ requests it received (method, path, headers, JSON body) to compare with golden f
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import struct
 import threading
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +46,58 @@ class SSE:
 
 
 @dataclass
+class EventStream:
+    """A streamed reply in AWS's binary event-stream encoding (Bedrock's
+    ``invoke-with-response-stream``): each event is one ``chunk`` frame whose payload is
+    ``{"bytes": base64(json)}``; ``exception`` frames carry an error instead."""
+
+    events: Iterable[Any]
+    status: int = 200
+    exception: tuple[str, str] | None = None  # (exception type, message) after the events
+
+
+def _aws_frame(headers: dict[str, str], payload: bytes) -> bytes:
+    """One event-stream message: prelude, CRC, string headers, payload, CRC."""
+    packed = b"".join(
+        bytes([len(k)]) + k.encode() + b"\x07" + struct.pack(">H", len(v.encode())) + v.encode()
+        for k, v in headers.items()
+    )
+    prelude = struct.pack(">II", 16 + len(packed) + len(payload), len(packed))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + packed + payload
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def aws_event_stream(reply: EventStream) -> bytes:
+    frames = []
+    for event in reply.events:
+        data = event if isinstance(event, bytes) else json.dumps(event).encode()
+        payload = json.dumps({"bytes": base64.b64encode(data).decode()}).encode()
+        frames.append(
+            _aws_frame(
+                {
+                    ":event-type": "chunk",
+                    ":content-type": "application/json",
+                    ":message-type": "event",
+                },
+                payload,
+            )
+        )
+    if reply.exception is not None:
+        kind, message = reply.exception
+        frames.append(
+            _aws_frame(
+                {
+                    ":exception-type": kind,
+                    ":content-type": "application/json",
+                    ":message-type": "exception",
+                },
+                json.dumps({"message": message}).encode(),
+            )
+        )
+    return b"".join(frames)
+
+
+@dataclass
 class Recorded:
     method: str
     path: str
@@ -66,7 +121,7 @@ class _QuietServer(ThreadingHTTPServer):
 class FakeProvider:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
-        self._replies: list[Reply | SSE] = []
+        self._replies: list[Reply | SSE | EventStream] = []
         self._lock = threading.Lock()
         fake = self
 
@@ -96,6 +151,14 @@ class FakeProvider:
                             {"error": {"message": "no reply queued", "type": "test_error"}}, 500
                         )
                     )
+                if isinstance(reply, EventStream):
+                    payload = aws_event_stream(reply)
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/vnd.amazon.eventstream")
+                    self.send_header("content-length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
                 if isinstance(reply, SSE):
                     self.send_response(reply.status)
                     self.send_header("content-type", "text/event-stream")
@@ -144,7 +207,7 @@ class FakeProvider:
         host, port = self.server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def queue(self, *replies: Reply | SSE) -> None:
+    def queue(self, *replies: Reply | SSE | EventStream) -> None:
         with self._lock:
             self._replies.extend(replies)
 

@@ -9,6 +9,12 @@
 ``glm:M``            Z.ai / Zhipu GLM Chat Completions (``ZAI_API_KEY``)
 ``compatible:M``     any OpenAI-compatible server (vLLM, Ollama...); needs ``base_url``
 ``anthropic:M``      Anthropic Messages (``ANTHROPIC_API_KEY``)
+``bedrock:M``        Claude on Amazon Bedrock (AWS credentials, ``AWS_REGION``)
+``vertex:M``         Claude on Google Vertex AI (Google credentials, ``CLOUD_ML_REGION``,
+                     ``ANTHROPIC_VERTEX_PROJECT_ID``)
+``azure:M``          Azure OpenAI Responses, M the deployment (``AZURE_OPENAI_ENDPOINT``,
+                     ``AZURE_OPENAI_API_KEY``, ``OPENAI_API_VERSION``)
+``azure-chat:M``     Azure OpenAI Chat Completions, M the deployment (the same variables)
 ``scripted``         not a model: the offline demo's script
 ===================  ===========================================================
 
@@ -68,7 +74,18 @@ __all__ = [
     "reply",
 ]
 
-KINDS = ("openai", "openai-chat", "openrouter", "glm", "compatible", "anthropic")
+KINDS = (
+    "openai",
+    "openai-chat",
+    "openrouter",
+    "glm",
+    "compatible",
+    "anthropic",
+    "bedrock",
+    "vertex",
+    "azure",
+    "azure-chat",
+)
 
 
 def model_from_string(
@@ -116,8 +133,18 @@ def model_from_string(
         from .anthropic import AnthropicModel
 
         return AnthropicModel(name, base_url=base_url, **options)
+    if kind in ("bedrock", "vertex"):
+        from .anthropic import AnthropicModel
+
+        return AnthropicModel(name, base_url=base_url, cloud=kind, **options)  # type: ignore[arg-type]
+    if kind == "azure":
+        from .openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(name, base_url=base_url, cloud="azure", **options)
     from .chat_completions import ChatCompletionsModel
 
+    if kind == "azure-chat":
+        return ChatCompletionsModel(name, base_url=base_url, cloud="azure", **options)
     return ChatCompletionsModel(name, flavour, base_url=base_url, **options)  # type: ignore[arg-type]
 
 

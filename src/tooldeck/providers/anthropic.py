@@ -50,7 +50,7 @@ import inspect
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from .._extras import needs_extra
 from ..errors import SchemaError
@@ -68,15 +68,25 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
+from ._caching import ToolOrder, anthropic_breakpoints
 from ._clients import LoopClient
+from ._clouds import CLOUDS, anthropic_cloud_client, cloud_of
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
 from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
 
 with needs_extra("anthropic"):
-    from anthropic import APIStatusError, AsyncAnthropic, AsyncStream
+    from anthropic import (
+        APIStatusError,
+        AsyncAnthropic,
+        AsyncAnthropicBedrock,
+        AsyncAnthropicVertex,
+    )
     from anthropic.resources.messages import AsyncMessages
 
-__all__ = ["ADAPTER", "DEFAULT_MAX_TOKENS", "PROVIDER", "AnthropicModel"]
+__all__ = ["ADAPTER", "DEFAULT_MAX_TOKENS", "PROVIDER", "AnthropicClient", "AnthropicModel"]
+
+# The SDK clients the adapter speaks through: Anthropic API, Bedrock, Vertex AI.
+AnthropicClient: TypeAlias = AsyncAnthropic | AsyncAnthropicBedrock | AsyncAnthropicVertex
 
 # Anthropic's hosted tool search (BM25 over names, descriptions and argument text),
 # added when the request defers tools (providers.md 6.6).
@@ -283,7 +293,10 @@ class AnthropicModel:
     request); ``thinking`` is sent as is on every request (e.g. ``{"type": "adaptive"}``
     or ``{"type": "enabled", "budget_tokens": 2048}``); ``server_tools`` (e.g. web search
     or a tool-search tool) are appended after the projected tools. Pass ``client`` to
-    reuse a configured :class:`anthropic.AsyncAnthropic` (left open by :meth:`aclose`).
+    reuse a configured :class:`anthropic.AsyncAnthropic`, ``AsyncAnthropicBedrock`` or
+    ``AsyncAnthropicVertex`` (left open by :meth:`aclose`); ``cloud="bedrock"`` or
+    ``"vertex"`` makes that client from the environment the SDK reads (region, project,
+    credentials; docs/providers.md, "Clouds"), and ``model`` is then the cloud's model id.
     ``max_retries`` is the SDK's retry budget; ``timeout`` is seconds per attempt
     (``None``: the SDK's default, 600 s). Without any credential the SDK would find (a
     key, ``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, a profile) it raises
@@ -292,7 +305,7 @@ class AnthropicModel:
 
     provider = PROVIDER
     adapter = ADAPTER
-    key_env = ("ANTHROPIC_API_KEY",)
+    key_env: tuple[str, ...] = ("ANTHROPIC_API_KEY",)
 
     def __init__(
         self,
@@ -305,12 +318,14 @@ class AnthropicModel:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         thinking: Mapping[str, Any] | None = None,
         server_tools: Sequence[Mapping[str, Any]] = (),
-        client: AsyncAnthropic | None = None,
+        client: AnthropicClient | None = None,
+        cloud: Literal["bedrock", "vertex"] | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
         self.thinking = dict(thinking) if thinking is not None else None
         self.server_tools = [dict(t) for t in server_tools]
+        self._tool_order = ToolOrder()
         options: dict[str, Any] = {"max_retries": max_retries}
         if api_key is not None:
             options["api_key"] = api_key
@@ -319,11 +334,22 @@ class AnthropicModel:
         if timeout is not None:
             options["timeout"] = timeout
         self._custom_url = base_url is not None
-        self._clients = LoopClient(lambda: AsyncAnthropic(**options), client)
-        made = self._clients.current
-        found = (made.api_key, made.auth_token, getattr(made, "credentials", None))
-        if client is None and found == (None, None, None):
-            raise missing_credentials(Target(PROVIDER, model, key_env=self.key_env))
+        if cloud is not None and cloud not in ("bedrock", "vertex"):
+            raise ValueError(f"cloud must be 'bedrock' or 'vertex', got {cloud!r}")
+        self._cloud = cloud_of(client) if client is not None else CLOUDS.get(cloud or "")
+        if self._cloud is not None:
+            self.key_env = self._cloud.key_env  # what an auth error points at
+        if client is not None:
+            self._clients: LoopClient[AnthropicClient] = LoopClient(None, client)
+        elif cloud is not None:
+            self._clients = LoopClient(anthropic_cloud_client(cloud, model, options))
+        else:
+            self._clients = LoopClient(lambda: AsyncAnthropic(**options))
+            made = self._clients.current
+            assert isinstance(made, AsyncAnthropic)
+            found = (made.api_key, made.auth_token, getattr(made, "credentials", None))
+            if found == (None, None, None):
+                raise missing_credentials(Target(PROVIDER, model, key_env=self.key_env))
 
     @property
     def name(self) -> str:
@@ -353,7 +379,7 @@ class AnthropicModel:
         return f"AnthropicModel({self.model!r})"
 
     @property
-    def client(self) -> AsyncAnthropic:
+    def client(self) -> AnthropicClient:
         """The SDK client (the one of the loop last used)."""
         return self._clients.current
 
@@ -369,7 +395,7 @@ class AnthropicModel:
     def _error_target(self) -> Target:
         client = self._clients.current
         return Target(
-            PROVIDER,
+            self._cloud.name if self._cloud is not None else PROVIDER,
             self.model,
             str(client.base_url),
             self.key_env,
@@ -407,11 +433,14 @@ class AnthropicModel:
         body, structured = self.build_request(request)
         kwargs, extra = self._split(body)
         assembler = _StreamAssembler()
-        async with self._clients.get().messages.with_streaming_response.create(
+        client = self._clients.get()
+        # The client's own decoder: SSE, or Bedrock's binary event stream.
+        decoder = client._make_sse_decoder()
+        async with client.messages.with_streaming_response.create(
             **kwargs, stream=True, extra_body=extra or None
         ) as response:
             http = response.http_response
-            async for sse in AsyncStream.raw_events(http):
+            async for sse in decoder.aiter_bytes(http.aiter_bytes()):
                 if sse.event == "ping" or not sse.data:
                     continue
                 try:
@@ -467,7 +496,7 @@ class AnthropicModel:
             if not any(str(t.get("type", "")).startswith("tool_search_tool") for t in all_tools):
                 all_tools.append(dict(TOOL_SEARCH_TOOL))
         if all_tools:
-            body["tools"] = all_tools
+            body["tools"] = self._tool_order.apply(all_tools) if settings.cache else all_tools
             body["tool_choice"] = _tool_choice(settings)
         if self.thinking is not None:
             body["thinking"] = copy.deepcopy(self.thinking)
@@ -496,6 +525,8 @@ class AnthropicModel:
                 ],
                 provider=PROVIDER,
             )
+        if settings.cache:
+            anthropic_breakpoints(body)
         return body, structured
 
     def build_messages(self, transcript: Sequence[Item]) -> list[dict[str, Any]]:

@@ -67,7 +67,9 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
+from ._caching import ToolOrder, prompt_cache_key
 from ._clients import LoopClient
+from ._clouds import AZURE, CloudSpec, azure_client, cloud_of
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
 from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
 
@@ -146,6 +148,11 @@ class ChatCompletionsModel:
     leaves it open). ``max_retries`` is the SDK's retry budget; ``timeout`` is seconds per
     attempt (``None``: the SDK's default, 600 s). A missing key raises
     :class:`~tooldeck.errors.MissingCredentials` here, before any request.
+
+    Azure OpenAI: ``client=AsyncAzureOpenAI(...)``, or ``cloud="azure"`` to make one from
+    ``AZURE_OPENAI_ENDPOINT`` (or ``base_url``), ``AZURE_OPENAI_API_KEY`` (or ``api_key``)
+    and ``OPENAI_API_VERSION``; ``model`` is then the deployment name, sent on the
+    deployments path (``/openai/deployments/{model}/chat/completions``).
     """
 
     def __init__(
@@ -162,6 +169,7 @@ class ChatCompletionsModel:
         referer: str | None = None,
         title: str | None = None,
         replay_reasoning: bool | None = None,
+        cloud: Literal["azure"] | None = None,
     ) -> None:
         if flavour not in _FLAVOURS:
             raise ValueError(
@@ -172,6 +180,7 @@ class ChatCompletionsModel:
         self._flavour: Flavour = flavour
         self._spec = spec
         self._extra_body = dict(extra_body or {})
+        self._tool_order = ToolOrder()
         self._replay_reasoning = (
             spec.replay_reasoning if replay_reasoning is None else replay_reasoning
         )
@@ -181,8 +190,16 @@ class ChatCompletionsModel:
         if title:
             headers["X-OpenRouter-Title"] = title
         self._custom_url = base_url is not None
+        self._cloud: CloudSpec | None = AZURE if cloud == "azure" else None
+        if client is not None:
+            self._cloud = cloud_of(client)
         make = None
-        if client is None:
+        if client is None and cloud == "azure":
+            if flavour != "openai":
+                raise ValueError("cloud='azure' serves OpenAI models: use flavour='openai'")
+            azure: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
+            make = azure_client(model, {**azure, "max_retries": max_retries, "timeout": timeout})
+        elif client is None:
             key = api_key
             for name in spec.key_env:
                 key = key or os.environ.get(name) or None
@@ -248,11 +265,12 @@ class ChatCompletionsModel:
 
     def _error_target(self) -> Target:
         client = self._clients.current
+        cloud = self._cloud
         return Target(
-            self._flavour,
+            cloud.name if cloud is not None else self._flavour,
             self._model,
             str(client.base_url),
-            self._spec.key_env,
+            cloud.key_env if cloud is not None else self._spec.key_env,
             timeout_seconds(client.timeout),
             self._custom_url,
         )
@@ -279,6 +297,8 @@ class ChatCompletionsModel:
         body: dict[str, Any] = {"model": self._model, "messages": self.build_messages(request)}
         if request.tools:
             body["tools"] = self._tools(request)
+            if settings.cache:
+                body["tools"] = self._tool_order.apply(body["tools"])
             body["tool_choice"] = self._tool_choice(
                 settings.tool_choice, {t.name for t in request.tools}, notes
             )
@@ -297,6 +317,11 @@ class ChatCompletionsModel:
             body["stream"] = True
             if not glm:
                 body["stream_options"] = {"include_usage": True}
+        if self._flavour == "openai":  # OpenAI's own field (also Azure's)
+            instructions = request.instructions
+            key = prompt_cache_key(settings.cache, self._model, instructions)
+            if key is not None:
+                body["prompt_cache_key"] = key
         body.update(self._extra_body)
         body.update(settings.extra)
         return body, structured, notes

@@ -44,6 +44,7 @@ from ..errors import (
     RequestRejected,
     TLSFailure,
 )
+from ._clouds import CLOUDS, credential_error
 
 __all__ = [
     "Target",
@@ -60,6 +61,9 @@ _LABELS = {
     "openrouter": "OpenRouter",
     "glm": "GLM (Z.ai)",
     "compatible": "compatible server",
+    "bedrock": "Claude on Amazon Bedrock",
+    "vertex": "Claude on Google Vertex AI",
+    "azure": "Azure OpenAI",
 }
 _DETAIL_LIMIT = 200
 
@@ -150,6 +154,10 @@ def provider_error(exc: BaseException, target: Target) -> ProviderError | None:
     """The tooldeck error for an SDK / HTTP exception, or ``None`` for any other one."""
     if isinstance(exc, ProviderError):
         return None
+    if target.provider in CLOUDS:  # a credential the cloud SDK could not find
+        missing = credential_error(exc, CLOUDS[target.provider], target.model)
+        if missing is not None:
+            return missing
     for sdk in _loaded("openai", "anthropic"):
         if isinstance(exc, sdk.APIStatusError):
             return _from_answer(exc, target, getattr(exc, "status_code", None), exc.body)

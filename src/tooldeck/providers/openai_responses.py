@@ -35,9 +35,9 @@ import copy
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from .._extras import needs_extra
 from ..model import ModelDelta, ModelRequest
@@ -54,7 +54,9 @@ from ..transcript import (
     Usage,
     UserMessage,
 )
+from ._caching import ToolOrder, prompt_cache_key
 from ._clients import LoopClient
+from ._clouds import AZURE, CloudSpec, azure_client, cloud_of
 from ._common import (
     StructuredOutput,
     classify_refusal,
@@ -106,6 +108,11 @@ class OpenAIResponsesModel:
     ``hosted_tools`` are extra tools-array entries sent as given (``{"type":
     "web_search"}``...); their items come back as opaque parts. When the request defers
     tools, the hosted ``{"type": "tool_search"}`` tool is added so they can be loaded.
+
+    Azure OpenAI: ``client=AsyncAzureOpenAI(...)``, or ``cloud="azure"`` to make one from
+    ``AZURE_OPENAI_ENDPOINT`` (or ``base_url``), ``AZURE_OPENAI_API_KEY`` (or ``api_key``)
+    and ``OPENAI_API_VERSION``; ``model`` is then the deployment name
+    (``/openai/responses?api-version=...``).
     """
 
     provider = PROVIDER
@@ -126,6 +133,7 @@ class OpenAIResponsesModel:
         reasoning_summary: str | None = None,
         hosted_tools: Sequence[Mapping[str, Any]] = (),
         client: AsyncOpenAI | None = None,
+        cloud: Literal["azure"] | None = None,
     ) -> None:
         if stateful and store is False:
             raise ValueError(
@@ -138,6 +146,7 @@ class OpenAIResponsesModel:
         self.reasoning_effort = reasoning_effort
         self.reasoning_summary = reasoning_summary
         self.hosted_tools = [dict(t) for t in hosted_tools]
+        self._tool_order = ToolOrder()
         self._client_options: dict[str, Any] = {
             "api_key": api_key,  # None: the SDK reads OPENAI_API_KEY
             "base_url": base_url,
@@ -145,9 +154,14 @@ class OpenAIResponsesModel:
             "timeout": NOT_GIVEN if timeout is None else timeout,
         }
         self._custom_url = base_url is not None or bool(os.environ.get("OPENAI_BASE_URL"))
-        if client is None and not (api_key or os.environ.get("OPENAI_API_KEY")):
+        self._cloud: CloudSpec | None = cloud_of(client) if client is not None else None
+        make: Callable[[], AsyncOpenAI] = lambda: AsyncOpenAI(**self._client_options)  # noqa: E731
+        if client is None and cloud == "azure":
+            self._cloud = AZURE
+            make = azure_client(model, self._client_options)
+        elif client is None and not (api_key or os.environ.get("OPENAI_API_KEY")):
             raise missing_credentials(Target(PROVIDER, model, key_env=self.key_env))
-        self._clients = LoopClient(lambda: AsyncOpenAI(**self._client_options), client)
+        self._clients = LoopClient(make, client)
 
     @property
     def name(self) -> str:
@@ -191,11 +205,12 @@ class OpenAIResponsesModel:
 
     def _error_target(self) -> Target:
         client = self._clients.current
+        cloud = self._cloud
         return Target(
-            PROVIDER,
+            cloud.name if cloud is not None else PROVIDER,
             self.model,
             str(client.base_url),
-            self.key_env,
+            cloud.key_env if cloud is not None else self.key_env,
             timeout_seconds(client.timeout),
             self._custom_url,
         )
@@ -247,6 +262,10 @@ class OpenAIResponsesModel:
             tools.append({"type": "tool_search"})
         tools.extend(self.hosted_tools)
         tools.extend(copy.deepcopy(dict(t)) for t in request.hosted)
+        key = prompt_cache_key(settings.cache, self.model, request.instructions)
+        if key is not None:
+            body["prompt_cache_key"] = key
+            tools = self._tool_order.apply(tools)
         if tools:
             body["tools"] = tools
             body["tool_choice"] = _tool_choice(settings.tool_choice, names)
