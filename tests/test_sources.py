@@ -322,3 +322,13 @@ def test_a_function_source_is_named_by_its_label_in_a_collision() -> None:
         r"tools\[1\] \(my search tools\)",
     ):
         session.run_sync("go")
+
+
+def test_a_rename_onto_another_tool_of_the_source_names_both_tools() -> None:
+    session = Session(ScriptedModel([reply("x")]), [ISSUES.renamed({"search": "close"})])
+    with pytest.raises(
+        AssemblyError,
+        match=r"tools\[0\] \(a Toolset, renamed\).*'search' and 'close' would both be named "
+        r"'close'",
+    ):
+        session.run_sync("go")

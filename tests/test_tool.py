@@ -21,6 +21,7 @@ from tooldeck import (
     TextPart,
     Tool,
     ToolContext,
+    TooldeckError,
     ToolDefinitionError,
     ToolResult,
     tool,
@@ -312,8 +313,75 @@ def test_each_constructor_takes_its_own_source_and_names_the_other() -> None:
 
     with pytest.raises(ToolDefinitionError, match=r"Tool\.from_schema"):
         Tool.from_model({"type": "object"}, lambda p, c: None, name="x", description="d")  # type: ignore[type-var]
-    with pytest.raises(SchemaError, match=r"Tool\.from_model"):
+    with pytest.raises(ToolDefinitionError, match=r"Tool\.from_model"):
         Tool.from_schema(P, lambda p, c: None, name="x", description="d")  # type: ignore[arg-type]
+
+
+def test_every_constructor_names_the_one_for_what_it_was_given() -> None:
+    class P(BaseModel):
+        a: int
+
+    def add(a: int) -> int:
+        """Add."""
+        return a
+
+    schema = {"type": "object"}
+    wrong = [
+        (lambda: Tool.from_function(P), r"a Pydantic model class: use Tool\.from_model"),
+        (
+            lambda: Tool.from_function(schema, name="x", description="d"),  # type: ignore[arg-type]
+            r"a JSON Schema: use Tool\.from_schema",
+        ),
+        (
+            lambda: Tool.from_model(add, name="x", description="d"),  # type: ignore[type-var]
+            r"a function: use Tool\.from_function",
+        ),
+        (
+            lambda: Tool.from_schema(add, name="x", description="d"),  # type: ignore[arg-type]
+            r"a function: use Tool\.from_function",
+        ),
+    ]
+    for make, says in wrong:
+        with pytest.raises(TooldeckError, match=says) as info:
+            make()
+        assert "\n" not in str(info.value)
+
+
+def test_the_keywords_of_the_old_constructor_name_the_new_ones() -> None:
+    schema = {"type": "object"}
+
+    def run(params: Any, ctx: ToolContext) -> str:
+        return "ok"
+
+    old = [
+        (
+            lambda: Tool(name="x", description="d", json_schema=schema, execute=run),  # type: ignore[call-arg]
+            r"Tool\(json_schema=\.\.\.\) is Tool\.from_schema\(json_schema, execute, name=, ",
+        ),
+        (
+            lambda: Tool(name="x", description="d", params=BaseModel, execute=run),  # type: ignore[call-arg]
+            r"Tool\(params=\.\.\.\) is Tool\.from_model\(model, execute, name=, ",
+        ),
+        (
+            lambda: Tool(name="x", description="d", execute=run),  # type: ignore[call-arg]
+            r"build a Tool with Tool\.from_function, Tool\.from_model or Tool\.from_schema",
+        ),
+        (
+            lambda: tool(json_schema=schema)(lambda: 1),  # type: ignore[call-overload]
+            r"Tool\.from_function\(\) has no option 'json_schema'.*Tool\.from_schema",
+        ),
+        (
+            lambda: Tool.from_schema(schema, run, name="x", description="d", params=1),  # type: ignore[call-arg]
+            r"Tool\.from_schema\(\) has no option 'params'",
+        ),
+    ]
+    for make, says in old:
+        with pytest.raises(ToolDefinitionError, match=says) as info:
+            make()
+        assert "\n" not in str(info.value)
+    # copies (the source combinators make them) and subclasses still build as before
+    made = Tool.from_schema(schema, run, name="x", description="d")
+    assert made.replace(name="y").name == "y"
 
 
 def test_a_subclass_is_built_by_the_same_constructors() -> None:

@@ -69,7 +69,11 @@ def schema_of(model: type[BaseModel]) -> JsonSchemaValue:
 def model_parameters(tool: str, model: type[BaseModel]) -> Parameters:
     """The parameters of tool ``tool`` from a Pydantic model class."""
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
-        hint = "; for a JSON Schema use Tool.from_schema" if isinstance(model, Mapping) else ""
+        hint = ""
+        if isinstance(model, Mapping):
+            hint = "; for a JSON Schema use Tool.from_schema"
+        elif callable(model) and not isinstance(model, type):
+            hint = "; it is a function: use Tool.from_function"
         raise ToolDefinitionError(
             f"tool {tool!r}: the parameters must be a Pydantic model class, got {model!r}{hint}"
         )
@@ -108,7 +112,13 @@ def schema_parameters(tool: str, json_schema: Mapping[str, Any]) -> Parameters:
 
 def _check_object_root(tool: str, schema: Any) -> None:
     if isinstance(schema, type) and issubclass(schema, BaseModel):
-        raise SchemaError(tool, ["$: a Pydantic model, not a JSON Schema: use Tool.from_model"])
+        raise ToolDefinitionError(
+            f"tool {tool!r}: a Pydantic model, not a JSON Schema: use Tool.from_model"
+        )
+    if callable(schema) and not isinstance(schema, Mapping):
+        raise ToolDefinitionError(
+            f"tool {tool!r}: the schema is a function: use Tool.from_function"
+        )
     if not isinstance(schema, Mapping):
         raise SchemaError(
             tool, [f"$: the schema must be a JSON object, got {type(schema).__name__}"]

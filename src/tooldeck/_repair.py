@@ -297,6 +297,25 @@ def _python_number(token: str) -> str | None:
     return json.dumps(value)
 
 
+def _string_as_json(token: str, python_only: bool) -> str | None:
+    """One string literal of :func:`_python_literals` as JSON text, or ``None`` to refuse.
+
+    A valid JSON ``"..."`` keeps JSON's meaning; otherwise the JSON string of its Python
+    value. A Python-only literal (``'...'``, a prefix) that Python cannot read is refused;
+    a ``"..."`` neither reads stays as it is (and fails to parse later).
+    """
+    if not python_only and not token.startswith('"' * 3):
+        try:
+            json.loads(token)
+            return token
+        except ValueError:
+            pass
+    value = _python_string(token)
+    if value is not None:
+        return json.dumps(value, ensure_ascii=False)
+    return None if python_only else token
+
+
 def _python_literals(text: str) -> str | None:
     """Python literal syntax, alone or mixed with JSON's, as JSON text; None if absent.
 
@@ -345,21 +364,9 @@ def _python_literals(text: str) -> str | None:
                 out.append(text[start:])  # cut inside a JSON string: later rungs judge it
                 break
             token = text[start:end]
-            piece = None
-            if ch == '"' and not prefix and not token.startswith('"' * 3):
-                try:
-                    json.loads(token)
-                    piece = token  # valid JSON keeps JSON's meaning
-                except ValueError:
-                    pass
+            piece = _string_as_json(token, python_only=ch == "'" or bool(prefix))
             if piece is None:
-                value = _python_string(token)
-                if value is not None:
-                    piece = json.dumps(value, ensure_ascii=False)
-                elif ch == "'" or prefix:
-                    return None
-            if piece is None:
-                piece = token  # a string neither JSON nor Python reads: stays, and fails
+                return None
             changed |= piece != token
             out.append(piece)
             last = '"'

@@ -371,6 +371,23 @@ class _Walker:
             result["type"] = kind
             if isinstance(kind, list) and not openai:
                 out.union_params += 1
+        self.values(schema, result, path)
+        self.unions(schema, result, path, depth)
+        if _is_object(schema):
+            self.object(schema, result, path, depth)
+        if "items" in schema:
+            items = schema["items"]
+            if isinstance(items, list):
+                out.incompatible.append(f"{path}: tuple 'items' is not supported")
+            else:
+                result["items"] = self.node(items, f"{path}[]", depth + 1)
+        elif kind == "array":
+            out.incompatible.append(f"{path}: an array without 'items' cannot be strict")
+        return result
+
+    def values(self, schema: Mapping[str, Any], result: dict[str, Any], path: str) -> None:
+        """``enum`` and ``const`` of one node, counted against the provider's limits."""
+        out, openai = self.out, self.dialect == "openai"
         for key in ("enum", "const"):
             if key in schema:
                 values = schema[key] if key == "enum" else [schema[key]]
@@ -389,6 +406,11 @@ class _Walker:
                     )
                 result[key] = schema[key]
 
+    def unions(
+        self, schema: Mapping[str, Any], result: dict[str, Any], path: str, depth: int
+    ) -> None:
+        """``anyOf`` and ``oneOf`` of one node, each branch converted (sent as ``anyOf``)."""
+        out, openai = self.out, self.dialect == "openai"
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 branches = schema[key]
@@ -402,18 +424,6 @@ class _Walker:
                 result["anyOf"] = [
                     self.node(b, f"{path}.{key}[{i}]", depth) for i, b in enumerate(branches)
                 ]
-
-        if _is_object(schema):
-            self.object(schema, result, path, depth)
-        if "items" in schema:
-            items = schema["items"]
-            if isinstance(items, list):
-                out.incompatible.append(f"{path}: tuple 'items' is not supported")
-            else:
-                result["items"] = self.node(items, f"{path}[]", depth + 1)
-        elif kind == "array":
-            out.incompatible.append(f"{path}: an array without 'items' cannot be strict")
-        return result
 
     def object(
         self, schema: Mapping[str, Any], result: dict[str, Any], path: str, depth: int

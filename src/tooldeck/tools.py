@@ -99,6 +99,42 @@ def _check_name(kind: str, name: str) -> None:
         )
 
 
+_OPTIONS = ToolOptions.__optional_keys__
+_USE = {
+    "json_schema": "Tool.from_schema(json_schema, execute, name=, description=, ...)",
+    "params": "Tool.from_model(model, execute, name=, description=, ...)",
+}
+
+
+def _check_options_given(constructor: str, options: Mapping[str, Any]) -> None:
+    """A keyword no constructor takes (``json_schema=``, ``params=``...): one line saying
+    which constructor takes it."""
+    if not options or _OPTIONS.issuperset(options):
+        return
+    key = min(k for k in options if k not in _OPTIONS)
+    if key in _USE:
+        instead = f"; for {key}= use {_USE[key]}"
+    elif key == "execute":
+        instead = ": the function itself runs"
+    else:
+        instead = f"; its options are {', '.join(sorted(_OPTIONS))}"
+    raise ToolDefinitionError(f"Tool.{constructor}() has no option {key!r}{instead}")
+
+
+def _not_a_function(fn: Any) -> None:
+    """A model class or a schema given to :meth:`Tool.from_function`: the one to use."""
+    if isinstance(fn, type) and issubclass(fn, BaseModel):
+        raise ToolDefinitionError(
+            f"Tool.from_function: {fn.__name__} is a Pydantic model class: use "
+            "Tool.from_model(model, execute, name=, description=, ...)"
+        )
+    if isinstance(fn, Mapping):
+        raise ToolDefinitionError(
+            "Tool.from_function: the first argument is a JSON Schema: use "
+            "Tool.from_schema(json_schema, execute, name=, description=, ...)"
+        )
+
+
 class Tool:
     """A tool the model can call.
 
@@ -143,6 +179,19 @@ class Tool:
         "strict",
         "tier",
     )
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # Tool(...) takes parameters a constructor prepared; the keywords of the old
+        # constructor (json_schema=, params=) are told which constructor takes them.
+        if kwargs and "parameters" not in kwargs and cls.__init__ is Tool.__init__:
+            given = next((k for k in _USE if k in kwargs), None)
+            raise ToolDefinitionError(
+                f"Tool({given}=...) is {_USE[given]}"
+                if given
+                else "build a Tool with Tool.from_function, Tool.from_model or "
+                "Tool.from_schema (Tool(...) takes the parameters they prepare)"
+            )
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -212,6 +261,8 @@ class Tool:
         shown to the model. ``describe_activity`` and ``describe_completed_activity``
         receive the validated parameters model.
         """
+        _not_a_function(fn)
+        _check_options_given("from_function", options)
         name = name or getattr(fn, "__name__", None)
         if not isinstance(name, str):
             raise ToolDefinitionError(f"cannot name a tool for {fn!r}; pass name=")
@@ -247,6 +298,7 @@ class Tool:
         Its JSON Schema is generated once, here. ``execute(params, ctx)`` receives the
         model instance.
         """
+        _check_options_given("from_model", options)
         _check_name("tool name", name)
         return cls(
             name=name,
@@ -272,6 +324,7 @@ class Tool:
         anything: an unusable one raises :class:`~tooldeck.errors.SchemaError` now.
         ``execute(params, ctx)`` receives the validated arguments as a ``dict``.
         """
+        _check_options_given("from_schema", options)
         _check_name("tool name", name)
         return cls(
             name=name,

@@ -1,7 +1,7 @@
 """The background job tools of text turns: ``start_job``, ``job_status``, ``list_jobs``,
-``cancel_job``, and their category creator.
+``cancel_job``, and their tool source.
 
-The creator (:func:`job_tools_source`) yields the tools only on a turn that can create
+The source (:func:`job_tools_source`) yields the tools only on a turn that can create
 jobs (``TurnContext.can_create_jobs``) and is a text turn; a workflow task turn never
 gets them (its tool list is fixed, and the dispatcher answers "unknown tool"), nor does a
 job's own turn (``can_create_jobs=False``): a job cannot start jobs.

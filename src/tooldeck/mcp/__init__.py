@@ -5,7 +5,7 @@ Built on the official ``mcp`` SDK (imported absolutely; this package never shado
 - :mod:`tooldeck.mcp.config`: the ``mcpServers`` JSON config (stdio and streamable HTTP);
 - :mod:`tooldeck.mcp.naming`: ``mcp__<server>__<tool>`` names in the provider charset;
 - :mod:`tooldeck.mcp.connection`: one supervised connection (reconnect, re-list, calls);
-- :mod:`tooldeck.mcp.source`: :class:`McpSource`, the per-turn category creator;
+- :mod:`tooldeck.mcp.source`: :class:`McpSource`, the servers' tools as a tool source;
 - :mod:`tooldeck.mcp.prompts`: servers' prompts, listed and fetched with arguments;
 - :mod:`tooldeck.mcp.roots`: the client's roots (the turn's home, configured ones);
 - :mod:`tooldeck.mcp.oauth_store`, :mod:`tooldeck.mcp.oauth`,

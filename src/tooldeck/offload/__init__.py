@@ -61,9 +61,9 @@ most ``limit`` characters (default ``page_tokens * 4``) and at most ``page_token
 break when it was cut for size, and its header gives the offset of the next page;
 concatenating the pages gives the original text exactly, and every page advances, so
 following ``next_offset`` always ends. Recall results carry
-``details["no_offload"] = True`` and are never offloaded again. The store's ``creator``
-offers the recall tool whenever this session has stored results, so with a per-step
-tools factory it is callable from the step after the first offload.
+``details["no_offload"] = True`` and are never offloaded again. The store is a tool
+source: it offers the recall tool whenever this session has stored results, so among a
+session's tools it is callable from the step after the first offload.
 
 The package, one concern per module: :mod:`~tooldeck.offload.view` (the measured view of
 a frozen result), :mod:`~tooldeck.offload.summary` (what the model is shown instead),

@@ -62,8 +62,8 @@ class ResultGuard:
     def offer_recall(self, plan: ToolPlan) -> ToolPlan:
         """``plan`` with the store's recall tool, once the store holds this session's results.
 
-        Nothing changes when the plan already has a tool of that name (a tools factory
-        with ``store.creator``), when offloading is off, or when nothing is stored.
+        Nothing changes when the plan already has a tool of that name (the store itself
+        among the session's tools, as a source), when offloading is off, or when nothing is stored.
         """
         store = self.store
         if (

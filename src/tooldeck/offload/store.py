@@ -460,7 +460,7 @@ class OffloadStore(Source):
             except (ValueError, KeyError, IndexError) as exc:
                 raise RecallError(f"The stored result {ref_id} is damaged: {exc}.") from exc
 
-    # -- listing, the creator, status -------------------------------------------------
+    # -- listing, the tool source, status -------------------------------------------------
     def _entries(self) -> list[tuple[str, os.stat_result]]:
         try:
             directory = self._safe_directory(create=False)

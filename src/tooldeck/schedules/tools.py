@@ -1,7 +1,7 @@
 """The schedule tools of text turns: ``create_schedule``, ``list_schedules``,
-``cancel_schedule``, and their category creator.
+``cancel_schedule``, and their tool source.
 
-The creator exists only when a scheduler is configured (it is made from a
+The source exists only when a scheduler is configured (it is made from a
 :class:`~tooldeck.schedules.ScheduleBook`), and yields the tools only on text turns: a
 workflow task turn never gets them (the dispatcher answers "unknown tool"). A scheduled
 run is a headless job, so it cannot create schedules either (its tools never include

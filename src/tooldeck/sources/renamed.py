@@ -31,10 +31,27 @@ class Renamed(Source):
             self.new_name = lambda name: table.get(name, name)
         self.label = f"{label_of(inner)}, renamed"
         self._variants = Variants(self._rename)
+        self._checked: Sequence[Tool] = ()  # the last tools found free of a collision
 
     def _rename(self, tool: Tool) -> Tool:
         name = self.new_name(tool.name)
         return tool if name == tool.name else tool.replace(name=name)
 
     def tools_for(self, ctx: TurnContext, /) -> Sequence[Tool]:
-        return self._variants.of(self.inner.tools_for(ctx))
+        given = tuple(self.inner.tools_for(ctx))
+        tools = self._variants.of(given)
+        if tools is not self._checked:
+            _check_collisions(given, tools)
+            self._checked = tools
+        return tools
+
+
+def _check_collisions(given: Sequence[Tool], renamed: Sequence[Tool]) -> None:
+    """Two tools of the source renamed onto one name: an error naming both."""
+    first: dict[str, str] = {}
+    for old, new in zip(given, renamed, strict=True):
+        before = first.setdefault(new.name, old.name)
+        if before != old.name:
+            raise ToolDefinitionError(
+                f"renamed: {before!r} and {old.name!r} would both be named {new.name!r}"
+            )

@@ -1,7 +1,7 @@
 """The workflow tools of text turns (the tools of task turns are in ``task_tools``).
 
 Text turns get ``workflow``, ``show_workflow``, ``list_workflows`` and
-``cancel_workflow`` from :func:`workflow_tools_source`, a creator that yields them only
+``cancel_workflow`` from :func:`workflow_tools_source`, a tool source that yields them only
 when ``TurnContext.turn_kind == 'text'``. These tools drive a
 :class:`~tooldeck.workflows.engine.WorkflowEngine`, so this module imports the engine;
 the engine imports only :mod:`tooldeck.workflows.task_tools` (no circle). The task-turn
