@@ -23,6 +23,7 @@ from tooldeck import (
     AssistantMessage,
     OpaqueItem,
     PolicyDecision,
+    ScriptedModel,
     Session,
     StopReason,
     ToolCall,
@@ -50,7 +51,7 @@ from tooldeck.events import (
     TurnStarted,
 )
 from tooldeck.model import ModelDelta, ModelRequest
-from tooldeck.providers import ScriptedModel, call, reply
+from tooldeck.providers import call, reply
 
 RAN: list[str] = []
 

@@ -30,16 +30,7 @@ if TYPE_CHECKING:
     from .web import WebProvider
     from .web.netguard import NetPolicy
 
-__all__ = [
-    "AssemblyError",
-    "Source",
-    "ToolSource",
-    "Toolset",
-    "TurnContext",
-    "TurnKind",
-    "assemble",
-    "label_of",
-]
+__all__ = ["AssemblyError", "Source", "TurnKind", "label_of"]
 
 TurnKind: TypeAlias = Literal["text", "workflow_task"]
 

@@ -70,14 +70,7 @@ from .store import JobRecord, JobState, JobTable, NewJob, by_id_or_prefix
 if TYPE_CHECKING:
     from ..workflows.engine import WorkflowEngine
 
-__all__ = [
-    "JOB_INSTRUCTIONS",
-    "JobManager",
-    "JobRuntime",
-    "LiveJob",
-    "registry_tools",
-    "summarise_output",
-]
+__all__ = ["registry_tools"]
 
 _log = logging.getLogger("tooldeck.jobs")
 

@@ -52,14 +52,13 @@ from pydantic import AnyUrl, BaseModel, ValidationError
 
 from ..errors import TooldeckError
 from .config import OAuthSettings, ServerConfig
-from .oauth_store import OAuthStoreError, TokenFile, token_file
+from .oauth_store import TokenFile, token_file
 
 __all__ = [
     "DEFAULT_REDIRECT",
     "FileTokenStorage",
     "LoginRequired",
     "OAuthProvider",
-    "OAuthStoreError",
     "OAuthUnavailable",
     "check_login",
     "login_command",

@@ -54,16 +54,6 @@ from .config import McpConfig, ServerConfig
 from .connection import Connection, ConnectionState
 from .naming import Collision, map_names, namespace_name
 
-__all__ = [
-    "McpProgress",
-    "McpServerStatusChanged",
-    "McpSource",
-    "McpTool",
-    "McpToolInfo",
-    "ServerStatus",
-    "tier_for",
-]
-
 _log = logging.getLogger("tooldeck.mcp")
 _T = TypeVar("_T")
 

@@ -74,7 +74,7 @@ from ._clients import LoopClient
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
 from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
 
-__all__ = ["ADAPTER", "DEFAULT_MAX_TOKENS", "PROVIDER", "AnthropicModel"]
+__all__ = ["DEFAULT_MAX_TOKENS"]
 
 # Anthropic's hosted tool search (BM25 over names, descriptions and argument text),
 # added when the request defers tools (providers.md 6.6).

@@ -72,7 +72,7 @@ from ._clients import LoopClient
 from ._common import StructuredOutput, classify_refusal, prepare_output_schema, replay_parts
 from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
 
-__all__ = ["ADAPTER", "ChatCompletionsModel", "Flavour"]
+__all__ = ["Flavour"]
 
 _log = logging.getLogger("tooldeck.providers.chat_completions")
 

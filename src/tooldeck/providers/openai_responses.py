@@ -66,8 +66,6 @@ from ._common import (
 from ._responses_chain import STORED_CONTEXT, Context, find_chain, rejected_previous
 from .errors import Target, missing_credentials, timeout_seconds, translated, translated_stream
 
-__all__ = ["ADAPTER", "PROVIDER", "OpenAIResponsesModel"]
-
 PROVIDER = "openai"
 ADAPTER = "openai-responses"
 

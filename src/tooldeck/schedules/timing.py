@@ -30,7 +30,7 @@ from cronsim import CronSim, CronSimError
 
 from ..errors import TooldeckError
 
-__all__ = ["WALK_LIMIT", "Timing", "TimingError", "zone"]
+__all__ = ["WALK_LIMIT", "zone"]
 
 WALK_LIMIT = 200_000
 """Slots walked one by one at most when looking for the due ones (a long downtime of a

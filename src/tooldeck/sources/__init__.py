@@ -10,23 +10,11 @@ that belong to no feature, and the combinators every source has.
 
 from __future__ import annotations
 
-from ..assembly import Source, ToolSource
 from .approval import WithApproval
 from .filtered import Filtered
-from .function import FunctionSource, source
+from .function import FunctionSource
 from .listed import ToolList, Tools
 from .prefixed import Prefixed
 from .renamed import Renamed
 
-__all__ = [
-    "Filtered",
-    "FunctionSource",
-    "Prefixed",
-    "Renamed",
-    "Source",
-    "ToolList",
-    "ToolSource",
-    "Tools",
-    "WithApproval",
-    "source",
-]
+__all__ = ["Filtered", "FunctionSource", "Prefixed", "Renamed", "ToolList", "Tools", "WithApproval"]

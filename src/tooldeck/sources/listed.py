@@ -18,8 +18,6 @@ from ..assembly import AssemblyError, Source, Toolset, ToolSource, TurnContext, 
 from ..assembly import label_of as _label_of
 from ..tools import Tool
 
-__all__ = ["ToolList", "Tools"]
-
 Tools: TypeAlias = "ToolSource | Tool | Sequence[Tools]"
 """What ``tools=`` takes: a tool, a source, or a (nested) list of them."""
 

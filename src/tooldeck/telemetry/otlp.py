@@ -18,8 +18,6 @@ from opentelemetry import metrics, trace
 from ..errors import TooldeckError
 from .settings import _tracing, configure
 
-__all__ = ["OtelUnavailable", "setup_from_env", "setup_otlp"]
-
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 

@@ -61,15 +61,7 @@ from ..events import (
 )
 from ..transcript import StopReason
 
-__all__ = [
-    "FORMAT",
-    "MAX_INDENT",
-    "Bar",
-    "Timeline",
-    "TimelineError",
-    "TimelineRecorder",
-    "render",
-]
+__all__ = ["MAX_INDENT", "Bar", "Timeline", "TimelineError", "TimelineRecorder", "render"]
 
 FORMAT = "tooldeck.timeline/1"
 MAX_INDENT = 12

@@ -15,7 +15,7 @@ from rich.text import Text
 from .._live import LiveView
 from ..events import Event
 from .events import TaskActivity, TaskNote, TaskStateChanged, WorkflowStateChanged
-from .store import WorkflowRecord
+from .store.records import WorkflowRecord
 
 __all__ = ["STATE_STYLES", "WorkflowProgress", "runs_table", "workflow_table"]
 

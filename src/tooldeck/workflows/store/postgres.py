@@ -53,7 +53,7 @@ from .protocol import (
 )
 from .records import Acceptance, TaskRecord
 
-__all__ = ["DEFAULT_SCHEMA", "PostgresStore", "keepalive_params", "redact_dsn"]
+__all__ = ["keepalive_params"]
 
 T = TypeVar("T")
 DEFAULT_SCHEMA = "tooldeck"
