@@ -114,6 +114,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "tokenize": ("tooldeck.search", "tooldeck.search.text"),
     "tool_search_tool": ("tooldeck.search", "tooldeck.search.tool"),
     "wait_for_human": ("tooldeck.policy", "tooldeck.policy.session"),
+    # Kept in tooldeck.sources as well while loop.py's docstring names
+    # tooldeck.sources.source (the reference build resolves it); then drop it there.
+    "source": ("tooldeck", "tooldeck.sources"),
     # Kept in tooldeck.workflows.store as well because gateway/ imports them from there;
     # once gateway/ imports them from tooldeck.workflows, drop them from the store's list.
     "PostgresStore": ("tooldeck.workflows", "tooldeck.workflows.store"),

@@ -1,9 +1,10 @@
 """``tooldeck approve FILE``: answer a waiting run's calls at the terminal; ``--watch
 STATE``: a gateway's waiting calls, as they come.
 
-The prompt itself (:class:`~tooldeck.policy.prompt.PromptApprover`, :func:`ask_calls`)
-is library code in :mod:`tooldeck.policy.prompt`, imported from there (loaded on first
-use, so that ``tooldeck approve --help`` loads none of the policy engine).
+The prompt itself (:class:`~tooldeck.policy.prompt.PromptApprover`,
+:func:`~tooldeck.policy.prompt.ask_calls`) is library code in
+:mod:`tooldeck.policy.prompt`, imported from there (loaded on first use, so that
+``tooldeck approve --help`` loads none of the policy engine).
 """
 
 from __future__ import annotations

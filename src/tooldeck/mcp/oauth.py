@@ -109,7 +109,8 @@ def check_login(server: ServerConfig, hint: str, directory: Path | None = None) 
     """Raise :class:`LoginRequired` unless tokens are stored for ``server`` (reads one file).
 
     A stored refresh token counts even if the access token expired: it is refreshed when
-    the server is reached. :class:`OAuthStoreError` if the file cannot be trusted.
+    the server is reached. :class:`~tooldeck.mcp.oauth_store.OAuthStoreError` if the file
+    cannot be trusted.
     """
     assert server.url is not None
     data = token_file(server.url, directory).read()

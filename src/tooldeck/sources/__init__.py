@@ -12,9 +12,18 @@ from __future__ import annotations
 
 from .approval import WithApproval
 from .filtered import Filtered
-from .function import FunctionSource
+from .function import FunctionSource, source
 from .listed import ToolList, Tools
 from .prefixed import Prefixed
 from .renamed import Renamed
 
-__all__ = ["Filtered", "FunctionSource", "Prefixed", "Renamed", "ToolList", "Tools", "WithApproval"]
+__all__ = [
+    "Filtered",
+    "FunctionSource",
+    "Prefixed",
+    "Renamed",
+    "ToolList",
+    "Tools",
+    "WithApproval",
+    "source",  # tooldeck.source; here too while loop.py's docstring names it here
+]
