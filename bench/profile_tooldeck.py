@@ -122,8 +122,8 @@ def profile_build(top: int) -> None:
 
     from _toolgen import functions
     from tooldeck._function_schema import inspect_function
+    from tooldeck._parameters import schema_of as _model_schema
     from tooldeck._strict import convert
-    from tooldeck.tools import schema_of as _model_schema
 
     tooldeck.tool(functions(1, seed=1)[0])  # lazy first-use costs out of the way
     clock = time.perf_counter

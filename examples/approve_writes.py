@@ -7,8 +7,8 @@ arguments). Leave approver= out to be asked at the console instead.
 """
 
 import tooldeck
-from tooldeck import ApprovalAnswer, ApprovalRequest, Protection
-from tooldeck.providers import ScriptedModel, call, model_from_env, reply
+from tooldeck import ApprovalAnswer, ApprovalRequest, Protection, ScriptedModel
+from tooldeck.providers import call, model_from_env, reply
 
 notes: dict[str, str] = {}
 

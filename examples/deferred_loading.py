@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import tooldeck
-from tooldeck import Tool, Toolset
+from tooldeck import ScriptedModel, Tool, Toolset
 from tooldeck.plan import ToolPlanner
-from tooldeck.providers import ScriptedModel, call, model_from_env, reply
+from tooldeck.providers import call, model_from_env, reply
 
 CATALOG = Path(tooldeck.__file__).parent / "data" / "demo_catalog.json"
 

@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 import tooldeck
-from tooldeck import TurnContext
-from tooldeck.providers import ScriptedModel, call, model_from_env, reply
+from tooldeck import ScriptedModel, TurnContext
+from tooldeck.providers import call, model_from_env, reply
 
 
 @tooldeck.tool(read_only=True)

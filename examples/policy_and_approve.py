@@ -10,8 +10,9 @@ import tempfile
 from pathlib import Path
 
 import tooldeck
-from tooldeck.policy import Policy, Protection, SessionPolicy
-from tooldeck.providers import ScriptedModel, call, model_from_env, reply
+from tooldeck import Protection, ScriptedModel
+from tooldeck.policy import Policy, SessionPolicy
+from tooldeck.providers import call, model_from_env, reply
 
 POLICY = """
 [profile]

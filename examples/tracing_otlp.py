@@ -15,8 +15,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 import tooldeck
-from tooldeck import telemetry
-from tooldeck.providers import ScriptedModel, call, model_from_env, reply
+from tooldeck import ScriptedModel, telemetry
+from tooldeck.providers import call, model_from_env, reply
 
 received: list[str] = []
 

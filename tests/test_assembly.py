@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tooldeck import Tool
+from tooldeck import Tool, source
 from tooldeck.assembly import AssemblyError, Toolset, TurnContext, assemble
-from tooldeck.sources import source
 
 
 def make(name: str) -> Tool:

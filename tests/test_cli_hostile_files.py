@@ -36,9 +36,9 @@ from typer.testing import CliRunner, Result
 
 from test_telemetry_support import Recorded
 from test_timeline import recorded_timeline, turn
-from tooldeck import ScriptedModel, Session, Tool, ToolResult
+from tooldeck import Protection, ScriptedModel, Session, Tool, ToolResult
 from tooldeck.cli import app
-from tooldeck.policy import PendingFiles, Protection, SessionPolicy, load_answers, wait_for_human
+from tooldeck.policy import PendingFiles, SessionPolicy, load_answers, wait_for_human
 from tooldeck.providers.scripted import call, reply
 from tooldeck.telemetry.timeline import Bar, Timeline, render
 from tooldeck.transcript import ToolOutput

@@ -13,6 +13,7 @@ from tooldeck import (
     AssistantMessage,
     ContinuePolicy,
     ModelSettings,
+    ScriptedModel,
     Session,
     StopReason,
     ToolOutput,
@@ -27,7 +28,7 @@ from tooldeck.events import (
     TurnContinued,
     TurnFinished,
 )
-from tooldeck.providers import ScriptedModel, call, reply
+from tooldeck.providers import call, reply
 
 RAN: list[tuple[int, int]] = []
 

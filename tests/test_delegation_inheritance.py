@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tooldeck import ScriptedModel, Session, Toolset, TurnContext, tool
+from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.builtin import load_builtin_registry
@@ -32,7 +32,7 @@ from tooldeck.dispatch import (
     allow_all,
     arguments_json,
 )
-from tooldeck.policy import Policy, Protection, SessionPolicy, approve, deny
+from tooldeck.policy import Policy, SessionPolicy, approve, deny
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import ToolCall, ToolOutput
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 import tooldeck
-from tooldeck import ApprovalAnswer, ApprovalRequest, Session, Tool, TurnContext, tool
+from tooldeck import ApprovalAnswer, ApprovalRequest, Protection, Session, Tool, TurnContext, tool
 from tooldeck.agents.skills import Skill, SkillCatalog
 from tooldeck.assembly import AssemblyError
 from tooldeck.mcp import McpSource
-from tooldeck.policy import Policy, Protection, SessionPolicy
+from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 
 SERVERS = Path(__file__).parent / "mcp_servers"

@@ -24,6 +24,7 @@ import tooldeck
 from tooldeck import (
     Dispatcher,
     JsonPart,
+    Protection,
     ScriptedModel,
     Session,
     Tool,
@@ -35,7 +36,7 @@ from tooldeck import (
 from tooldeck.dispatch import PendingApproval
 from tooldeck.errors import ResultEncodingError
 from tooldeck.model import ModelRequest
-from tooldeck.policy import PendingFiles, Protection
+from tooldeck.policy import PendingFiles
 from tooldeck.policy.pending import decode_item, encode_item
 from tooldeck.providers.anthropic import AnthropicModel
 from tooldeck.providers.chat_completions import ChatCompletionsModel

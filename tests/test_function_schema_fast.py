@@ -46,8 +46,8 @@ from typing_extensions import TypedDict
 
 from tooldeck import ToolContext, tool, validate_arguments
 from tooldeck._function_schema import inspect_function
+from tooldeck._parameters import schema_of
 from tooldeck.errors import ArgumentError, ToolDefinitionError
-from tooldeck.tools import schema_of
 
 
 class _PlainNoTitles(GenerateJsonSchema):

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from test_workflows_support import StoreFactory, raw_query
-from tooldeck import ScriptedModel, Session, Toolset, TurnContext
+from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext
 from tooldeck._notices import NOTICE_PREFIX
 from tooldeck.approvals import allow_all
 from tooldeck.builtin import load_builtin_registry
@@ -28,7 +28,7 @@ from tooldeck.jobs import (
     job_tools_source,
 )
 from tooldeck.model import ModelRequest
-from tooldeck.policy import Policy, Protection, SessionPolicy, approve
+from tooldeck.policy import Policy, SessionPolicy, approve
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import AssistantMessage, UserMessage
 from tooldeck.workflows.store import WorkflowStore
@@ -401,9 +401,9 @@ def test_headless_never_allows_what_needs_a_human(tier: str, name: str, inner: s
     """Whatever the inherited hook says: no ask survives, DANGEROUS and delegate_task are
     denied, and a deny stays a deny. Called directly, as the dispatcher calls it (the
     visibility filter is a second line, not the only one)."""
+    from tooldeck import Protection
     from tooldeck import tool as make_tool
     from tooldeck.dispatch import PolicyDecision
-    from tooldeck.policy import Protection
     from tooldeck.transcript import ToolCall
 
     @make_tool(name=name, tier=tier)  # type: ignore[arg-type]

@@ -33,11 +33,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gateway_client import PY, gateway, stdio, text_of, write_config, write_policy
-from tooldeck import Session, TurnContext
+from tooldeck import Protection, Session, TurnContext
 from tooldeck.cli import app
 from tooldeck.mcp import McpConfig, McpConfigError, McpSource, McpTool
 from tooldeck.mcp.naming import exposed_name, namespace_name, namespace_of
-from tooldeck.policy import Policy, Protection, SessionPolicy
+from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.policy.rules import Selector, ToolFacts
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.tools import TOOL_NAME_PATTERN

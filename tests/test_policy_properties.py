@@ -18,10 +18,10 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from tooldeck import ScriptedModel, Session, Tool, Toolset
+from tooldeck import Protection, ScriptedModel, Session, Tool, Toolset
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.plan import ToolPlanner
-from tooldeck.policy import GrantStore, Policy, PolicyContext, Protection, SessionPolicy
+from tooldeck.policy import GrantStore, Policy, PolicyContext, SessionPolicy
 from tooldeck.policy.rules import RANK
 from tooldeck.policy.session import ApproveAlways
 from tooldeck.providers.scripted import call, reply

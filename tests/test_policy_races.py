@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import IO
 
-from tooldeck.policy import GrantStore, Protection
+from tooldeck import Protection
+from tooldeck.policy import GrantStore
 from tooldeck.policy.grants import FORMAT
 
 ROUNDS = 20

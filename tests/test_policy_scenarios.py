@@ -21,13 +21,13 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import tooldeck
-from tooldeck import ScriptedModel, Session, Toolset, tool
+from tooldeck import Protection, ScriptedModel, Session, Toolset, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.switch_model import ModelRoles, switch_model_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.assembly import TurnContext
 from tooldeck.builtin import load_builtin_registry
-from tooldeck.cli.approve import PromptApprover, approve_command
+from tooldeck.cli.approve import approve_command
 from tooldeck.cli.policy import policy_app
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.plan import ToolPlanner
@@ -35,7 +35,6 @@ from tooldeck.policy import (
     AuditLog,
     PendingFiles,
     Policy,
-    Protection,
     SessionPolicy,
     approve,
     approve_always,
@@ -45,6 +44,7 @@ from tooldeck.policy import (
     load_answers,
     wait_for_human,
 )
+from tooldeck.policy.prompt import PromptApprover
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import AssistantMessage, ToolCall, ToolOutput
 

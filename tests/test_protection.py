@@ -19,11 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_policy_properties import ALL, args_strategy, config
+from tooldeck import Protection
 from tooldeck.approvals import PolicyDecision, policy_decision
 from tooldeck.assembly import Toolset
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher
 from tooldeck.jobs.policy import creator_policy, record_creator
-from tooldeck.policy import Policy, Protection, SessionPolicy
+from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.transcript import ToolCall
 
 RANK = {"allow": 0, "ask": 1, "deny": 2}

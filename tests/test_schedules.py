@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_workflows_support import StoreFactory, raw_query
-from tooldeck import ScriptedModel, Session, Toolset, TurnContext
+from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.jobs import JobManager, JobNotices, JobRuntime
-from tooldeck.policy import Policy, Protection, SessionPolicy, approve
+from tooldeck.policy import Policy, SessionPolicy, approve
 from tooldeck.providers.scripted import call, reply
 from tooldeck.schedules import (
     ScheduleBook,

@@ -16,14 +16,22 @@ from pathlib import Path
 import pytest
 
 import tooldeck
-from tooldeck import ApprovalRequest, Session, Tool, Toolset, ToolSource, TurnContext, tool
+from tooldeck import (
+    ApprovalRequest,
+    Protection,
+    Session,
+    Tool,
+    Toolset,
+    ToolSource,
+    TurnContext,
+    tool,
+)
 from tooldeck.agents.skills import SkillCatalog
 from tooldeck.agents.toolkits import ToolkitManifest
 from tooldeck.assembly import AssemblyError
 from tooldeck.errors import ToolDefinitionError
 from tooldeck.mcp import McpSource
 from tooldeck.plan import ToolPlanner
-from tooldeck.policy import Protection
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.registry import Handlers, ToolRegistry
 

@@ -7,8 +7,9 @@ import asyncio
 from pydantic import BaseModel
 
 import tooldeck
+from tooldeck import ScriptedModel
 from tooldeck.events import ModelStepFinished, TextDelta
-from tooldeck.providers import ScriptedModel, reply
+from tooldeck.providers import reply
 
 
 class Answer(BaseModel):

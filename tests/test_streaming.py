@@ -23,6 +23,8 @@ from tooldeck import (
     AssistantMessage,
     OpaqueItem,
     PolicyDecision,
+    Protection,
+    ScriptedModel,
     Session,
     StopReason,
     ToolCall,
@@ -50,8 +52,7 @@ from tooldeck.events import (
     TurnStarted,
 )
 from tooldeck.model import ModelDelta, ModelRequest
-from tooldeck.policy import Protection
-from tooldeck.providers import ScriptedModel, call, reply
+from tooldeck.providers import call, reply
 
 RAN: list[str] = []
 

@@ -14,13 +14,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import tooldeck
 from test_telemetry_support import Recorded, attrs, events
-from tooldeck import Session, Toolset, telemetry
+from tooldeck import Protection, Session, Toolset, telemetry
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.context import AbortSignal, ToolContext
 from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
 from tooldeck.errors import MissingExtra
-from tooldeck.policy import Protection
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.telemetry.tracing import UNTRACED
 from tooldeck.transcript import StopReason, ToolCall, Usage

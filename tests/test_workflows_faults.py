@@ -41,13 +41,12 @@ from test_workflows_workers import (
 from tooldeck.model import ModelRequest
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage
-from tooldeck.workflows import TaskRun, WorkflowEngine
+from tooldeck.workflows import StoreUnavailable, TaskRun, WorkflowEngine
 from tooldeck.workflows.scripted import submitting
 from tooldeck.workflows.store import (
     NewTask,
     PostgresStore,
     SQLiteStore,
-    StoreUnavailable,
     WorkflowStore,
 )
 from tooldeck.workflows.task_tools import SUBMIT_RESULT

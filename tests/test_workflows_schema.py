@@ -19,6 +19,7 @@ from tooldeck.schema import PROVIDERS, project, project_tools
 from tooldeck.workflows import (
     ResultSchemaError,
     Task,
+    TaskRecord,
     Workflow,
     WorkflowDefinitionError,
     load_script,
@@ -28,7 +29,6 @@ from tooldeck.workflows import (
 )
 from tooldeck.workflows.control import ControlPlane
 from tooldeck.workflows.shapes import WRAPPED_PROPERTY
-from tooldeck.workflows.store import TaskRecord
 
 SCRIPTS = Path(__file__).parent / "workflow_scripts"
 REGISTRY = load_builtin_registry()

@@ -25,7 +25,7 @@ from psycopg import sql
 from typer.testing import CliRunner
 
 from test_workflows_support import PG_DSN, is_ready
-from tooldeck.workflows import WorkflowEngine, load_script
+from tooldeck.workflows import PostgresStore, WorkflowEngine, WorkflowRecord, load_script
 from tooldeck.workflows.durable import (
     DbosExecutor,
     DbosUnavailable,
@@ -34,7 +34,6 @@ from tooldeck.workflows.durable import (
     new_client,
     task_workflow_id,
 )
-from tooldeck.workflows.store import PostgresStore, WorkflowRecord
 
 pytest_plugins = ["test_workflows_support"]  # the PostgreSQL fixtures
 

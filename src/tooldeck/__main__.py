@@ -13,8 +13,6 @@ import sys
 from ._extras import needs_extra
 from .errors import MissingExtra
 
-__all__ = ["main"]
-
 
 def main() -> None:
     """Run the ``tooldeck`` command (:func:`tooldeck.cli.main`)."""

@@ -31,7 +31,7 @@ from .errors import ArgumentError
 from .events import ApprovalRequested, EventBus
 from .telemetry.tracing import StepTracing
 
-__all__ = ["approve", "decide"]
+__all__ = ["decide"]
 
 _ACTIONS = ("allow", "deny", "ask")
 

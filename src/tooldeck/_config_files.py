@@ -49,8 +49,6 @@ if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
 __all__ = [
-    "MAX_BYTES",
-    "MAX_DEPTH",
     "MAX_YAML_NODES",
     "ConfigFileError",
     "check_model",

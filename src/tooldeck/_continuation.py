@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from .model import ModelSettings
 from .transcript import AssistantMessage, StopReason
 
-__all__ = ["Continuation", "ContinuePolicy"]
+__all__ = ["Continuation"]
 
 # Anthropic reports a full context window with this stop reason (mapped to MAX_TOKENS):
 # a larger output limit cannot help there.

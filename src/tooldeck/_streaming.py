@@ -39,7 +39,7 @@ from .events import (
 from .model import Model, ModelDelta, ModelRequest
 from .transcript import AssistantMessage
 
-__all__ = ["LiveTurn", "TurnStream", "stream_step"]
+__all__ = ["LiveTurn", "stream_step"]
 
 R = TypeVar("R")
 

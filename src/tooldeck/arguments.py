@@ -40,8 +40,6 @@ from ._repair import RepairFailed, repair
 from .errors import MODEL_MESSAGE_LIMIT, ArgumentError, SchemaError
 from .tools import Tool
 
-__all__ = ["ValidatedArguments", "validate_arguments"]
-
 _MAX_REPORTED = 4
 _PROBLEM_LIMIT = 200  # one problem in the model message, at most (cut in the middle)
 _PROBLEM_MIN = 40  # a problem that cannot have this much room is counted, not shown

@@ -7,7 +7,7 @@ source gave it for that turn's context. Every collection of tools in tooldeck is
 (a :class:`Toolset`, a :class:`~tooldeck.registry.ToolRegistry`, a
 :class:`~tooldeck.agents.skills.SkillCatalog`, an :class:`~tooldeck.mcp.McpSource`, the
 :class:`~tooldeck.plan.ToolPlanner`, a function made one with
-:func:`tooldeck.sources.source`), and each inherits :class:`Source`'s combinators
+:func:`tooldeck.source`), and each inherits :class:`Source`'s combinators
 (``filtered``, ``prefixed``, ``renamed``, ``with_approval``; each in its own module of
 :mod:`tooldeck.sources`). :func:`assemble` runs sources in order into one immutable
 :class:`Toolset`, the one object that both the provider projection and the dispatcher
@@ -30,16 +30,7 @@ if TYPE_CHECKING:
     from .web import WebProvider
     from .web.netguard import NetPolicy
 
-__all__ = [
-    "AssemblyError",
-    "Source",
-    "ToolSource",
-    "Toolset",
-    "TurnContext",
-    "TurnKind",
-    "assemble",
-    "label_of",
-]
+__all__ = ["AssemblyError", "Source", "TurnKind", "label_of"]
 
 TurnKind: TypeAlias = Literal["text", "workflow_task"]
 

@@ -43,7 +43,6 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "ArgumentError",
     "AuthenticationFailed",
     "ContextTooLong",
     "MissingCredentials",
@@ -58,10 +57,7 @@ __all__ = [
     "RateLimited",
     "RequestRejected",
     "ResultEncodingError",
-    "SchemaError",
     "TLSFailure",
-    "ToolDefinitionError",
-    "TooldeckError",
     "UnknownModel",
     "exception_line",
 ]

@@ -23,7 +23,6 @@ __all__ = [
     "CallFinished",
     "CallStarted",
     "Event",
-    "EventBus",
     "ModelStepFinished",
     "ModelStepStarted",
     "OutputRecorded",

@@ -22,7 +22,7 @@ from .structured import OutputType
 from .tools import Tool
 from .transcript import AssistantMessage, Item
 
-__all__ = ["Model", "ModelDelta", "ModelRequest", "ModelSettings", "ToolChoice"]
+__all__ = ["ModelDelta", "ToolChoice"]
 
 ToolChoice: TypeAlias = Literal["auto", "none", "required"] | str  # a str = force that tool
 

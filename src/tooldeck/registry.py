@@ -39,14 +39,7 @@ from .context import ToolContext
 from .errors import TooldeckError
 from .tools import TOOL_NAME_PATTERN, Tool
 
-__all__ = [
-    "DEFINITIONS_SCHEMA_PATH",
-    "Definition",
-    "Handlers",
-    "RegistryCategory",
-    "RegistryError",
-    "ToolRegistry",
-]
+__all__ = ["DEFINITIONS_SCHEMA_PATH", "Definition", "RegistryCategory", "RegistryError"]
 
 DEFINITIONS_SCHEMA_PATH = Path(__file__).parent / "schemas" / "definitions.schema.json"
 F = TypeVar("F", bound=Callable[..., Any])

@@ -45,15 +45,7 @@ from pydantic import BaseModel
 
 from .errors import ResultEncodingError
 
-__all__ = [
-    "ContentPart",
-    "ImagePart",
-    "JsonPart",
-    "ResultEncodingError",
-    "TextPart",
-    "ToolResult",
-    "encode_json",
-]
+__all__ = ["encode_json"]
 
 
 def _jsonable(value: Any) -> Any:

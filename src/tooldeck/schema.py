@@ -32,10 +32,7 @@ __all__ = [
     "ANTHROPIC_MAX_STRICT_TOOLS",
     "ANTHROPIC_MAX_UNION_PARAMS",
     "PROVIDERS",
-    "Projection",
     "Provider",
-    "project",
-    "project_tools",
 ]
 
 Provider: TypeAlias = Literal["openai-responses", "openai-chat", "anthropic"]

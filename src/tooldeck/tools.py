@@ -39,7 +39,6 @@ from ._parameters import (
     Parameters,
     function_parameters,
     model_parameters,
-    schema_of,
     schema_parameters,
 )
 from ._threads import run_in_thread
@@ -47,17 +46,7 @@ from .context import ToolContext
 from .errors import ToolDefinitionError
 from .result import ToolResult
 
-__all__ = [
-    "TIERS",
-    "TOOL_NAME_PATTERN",
-    "ExecutionMode",
-    "Parameters",
-    "Tier",
-    "Tool",
-    "ToolOptions",
-    "schema_of",
-    "tool",
-]
+__all__ = ["TIERS", "Tier", "ToolOptions"]
 
 ExecutionMode: TypeAlias = Literal["parallel", "sequential"]
 Tier: TypeAlias = Literal["STANDARD", "WRITE", "DANGEROUS"]

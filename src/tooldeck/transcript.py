@@ -19,18 +19,7 @@ from .result import ContentPart, TextPart, ToolResult
 
 _log = logging.getLogger("tooldeck.transcript")
 
-__all__ = [
-    "AssistantMessage",
-    "AssistantPart",
-    "Item",
-    "OpaqueItem",
-    "StopReason",
-    "ToolCall",
-    "ToolOutput",
-    "Usage",
-    "UserMessage",
-    "distinct_call_ids",
-]
+__all__ = ["AssistantPart", "Item", "distinct_call_ids"]
 
 
 class StopReason(StrEnum):

@@ -33,6 +33,7 @@ import tooldeck
 from tooldeck import (
     AssistantMessage,
     OpaqueItem,
+    Protection,
     StopReason,
     TextPart,
     ToolCall,
@@ -44,7 +45,7 @@ from tooldeck import (
 from tooldeck.dispatch import PendingApproval, PolicyDecision
 from tooldeck.errors import ProviderError
 from tooldeck.model import ModelRequest, ModelSettings
-from tooldeck.policy import PendingFiles, Protection
+from tooldeck.policy import PendingFiles
 from tooldeck.providers._responses_chain import STORED_CONTEXT, rejected_previous
 from tooldeck.providers.openai_responses import OpenAIResponsesModel
 

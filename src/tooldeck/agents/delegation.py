@@ -49,7 +49,8 @@ from ..events import Event
 from ..loop import Session
 from ..model import Model
 from ..offload.defaults import child_hooks
-from ..policy import PolicyApprover, Protection
+from ..policy import PolicyApprover
+from ..policy.protection import Protection
 from ..result import ToolResult
 from ..telemetry.names import AGENT_NAME
 from ..telemetry.turns import turn_attributes

@@ -49,7 +49,6 @@ __all__ = [
     "looks_binary",
     "outside_home",
     "read_upto",
-    "resolve_in_home",
     "same_file",
     "write_locked",
 ]

@@ -1,16 +1,17 @@
 """``tooldeck approve FILE``: answer a waiting run's calls at the terminal; ``--watch
 STATE``: a gateway's waiting calls, as they come.
 
-The prompt itself (:class:`~tooldeck.policy.prompt.PromptApprover`, :func:`ask_calls`)
-is library code in :mod:`tooldeck.policy.prompt`; it is re-exported here (loaded on first
-use, so that ``tooldeck approve --help`` loads none of the policy engine).
+The prompt itself (:class:`~tooldeck.policy.prompt.PromptApprover`,
+:func:`~tooldeck.policy.prompt.ask_calls`) is library code in
+:mod:`tooldeck.policy.prompt`, imported from there (loaded on first use, so that
+``tooldeck approve --help`` loads none of the policy engine).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,18 +19,7 @@ from rich.markup import escape
 
 from .report import existing_file, user_error
 
-if TYPE_CHECKING:
-    from ..policy.prompt import PromptApprover, ask_calls
-
-__all__ = ["PromptApprover", "approve_command", "ask_calls"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("PromptApprover", "ask_calls"):
-        from ..policy import prompt
-
-        return getattr(prompt, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["approve_command"]
 
 
 def approve_command(

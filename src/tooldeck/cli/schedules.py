@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the s
     from ..workflows.definition import Workflow
     from ..workflows.store import WorkflowStore
 
-__all__ = ["EVENTS", "scheduler_command", "schedules_app"]
+__all__ = ["scheduler_command", "schedules_app"]
 
 EVENTS: dict[str, str] = {
     "ready": "the scheduler ticks the store's schedules (where, jobs at once, DBOS or not)",

@@ -8,11 +8,11 @@ session that started it (recorded in its row, so that another process keeps to i
 notice (:class:`JobNotices`). See ``docs/jobs-and-schedules.md``.
 """
 
+from ..policy.protection import deny_all
 from .notices import JobNotices, job_notice
 from .policy import (
     CreatorPolicyError,
     creator_policy,
-    deny_all,
     job_policy,
     record_creator,
 )

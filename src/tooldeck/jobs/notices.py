@@ -16,8 +16,6 @@ from .._notices import NOTICE_PREFIX
 from ..workflows.store.base import WorkflowStore
 from .store import JobRecord, JobTable
 
-__all__ = ["JobNotices", "job_notice"]
-
 
 def job_notice(job: JobRecord) -> str:
     """The notice text of an ended job."""

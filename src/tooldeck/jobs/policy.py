@@ -41,7 +41,7 @@ from ..errors import TooldeckError
 from ..policy import SessionPolicy
 from ..policy.ask import AskBefore
 from ..policy.chain import PolicyContext, PolicyError
-from ..policy.protection import Protection, deny_all
+from ..policy.protection import Protection
 from ..policy.snapshot import (
     context_from_json,
     context_to_json,
@@ -55,7 +55,6 @@ __all__ = [
     "CreatorPolicyError",
     "creator_policy",
     "creator_tools",
-    "deny_all",
     "job_policy",
     "record_creator",
 ]

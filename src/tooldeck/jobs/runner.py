@@ -58,7 +58,8 @@ from ..loop import RunResult, Session
 from ..model import Model
 from ..offload import OffloadStore
 from ..offload.defaults import child_hooks, store_of
-from ..policy import Protection, SessionPolicy
+from ..policy import SessionPolicy
+from ..policy.protection import Protection
 from ..registry import ToolRegistry
 from ..result import ToolResult
 from ..transcript import StopReason, ToolCall
@@ -69,14 +70,7 @@ from .store import JobRecord, JobState, JobTable, NewJob, by_id_or_prefix
 if TYPE_CHECKING:
     from ..workflows.engine import WorkflowEngine
 
-__all__ = [
-    "JOB_INSTRUCTIONS",
-    "JobManager",
-    "JobRuntime",
-    "LiveJob",
-    "registry_tools",
-    "summarise_output",
-]
+__all__ = ["registry_tools"]
 
 _log = logging.getLogger("tooldeck.jobs")
 

@@ -43,15 +43,7 @@ from ..workflows.store.protocol import (
     written_before,
 )
 
-__all__ = [
-    "JOB_STATES",
-    "TERMINAL_JOB_STATES",
-    "JobRecord",
-    "JobState",
-    "JobTable",
-    "NewJob",
-    "by_id_or_prefix",
-]
+__all__ = ["by_id_or_prefix"]
 
 JobState: TypeAlias = Literal["pending", "running", "succeeded", "failed", "cancelled", "lost"]
 JOB_STATES: tuple[JobState, ...] = (

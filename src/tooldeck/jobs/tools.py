@@ -33,14 +33,6 @@ from .policy import record_creator
 from .runner import JobManager, LiveJob
 from .store import JobRecord, NewJob
 
-__all__ = [
-    "JOB_TOOL_NAMES",
-    "NOT_FOR_JOBS",
-    "format_job",
-    "job_tools",
-    "job_tools_source",
-]
-
 JOB_TOOL_NAMES = ("start_job", "job_status", "list_jobs", "cancel_job")
 SCHEDULE_TOOL_NAMES = ("create_schedule", "list_schedules", "cancel_schedule")
 NOT_FOR_JOBS = frozenset({*CONTROL_TOOLS, *JOB_TOOL_NAMES, *SCHEDULE_TOOL_NAMES})

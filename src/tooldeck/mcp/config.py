@@ -47,14 +47,7 @@ from ..errors import TooldeckError
 from ..tools import TIERS, Tier
 from .naming import server_name_problems
 
-__all__ = [
-    "McpConfig",
-    "McpConfigError",
-    "OAuthSettings",
-    "ServerConfig",
-    "Transport",
-    "expand_vars",
-]
+__all__ = ["Transport"]
 
 Transport: TypeAlias = Literal["stdio", "http"]
 

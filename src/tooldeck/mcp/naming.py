@@ -42,11 +42,8 @@ from dataclasses import dataclass, replace
 
 __all__ = [
     "PREFIX",
-    "Collision",
     "clean",
-    "exposed_name",
     "gateway_pattern",
-    "map_names",
     "namespace_name",
     "namespace_of",
     "server_name_problems",

@@ -52,14 +52,13 @@ from pydantic import AnyUrl, BaseModel, ValidationError
 
 from ..errors import TooldeckError
 from .config import OAuthSettings, ServerConfig
-from .oauth_store import OAuthStoreError, TokenFile, token_file
+from .oauth_store import TokenFile, token_file
 
 __all__ = [
     "DEFAULT_REDIRECT",
     "FileTokenStorage",
     "LoginRequired",
     "OAuthProvider",
-    "OAuthStoreError",
     "OAuthUnavailable",
     "check_login",
     "login_command",
@@ -110,7 +109,8 @@ def check_login(server: ServerConfig, hint: str, directory: Path | None = None) 
     """Raise :class:`LoginRequired` unless tokens are stored for ``server`` (reads one file).
 
     A stored refresh token counts even if the access token expired: it is refreshed when
-    the server is reached. :class:`OAuthStoreError` if the file cannot be trusted.
+    the server is reached. :class:`~tooldeck.mcp.oauth_store.OAuthStoreError` if the file
+    cannot be trusted.
     """
     assert server.url is not None
     data = token_file(server.url, directory).read()

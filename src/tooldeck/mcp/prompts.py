@@ -35,11 +35,6 @@ from .connection import MAX_PAGES, Connection, describe_error
 from .results import content_part
 
 __all__ = [
-    "McpPrompt",
-    "PromptArgument",
-    "PromptError",
-    "PromptMessage",
-    "PromptResult",
     "check_arguments",
     "fetch_prompt",
     "list_server_prompts",

@@ -57,16 +57,6 @@ from .prompts import McpPrompt, PromptError, PromptResult, check_arguments, fetc
 from .prompts import list_server_prompts as _list_server_prompts
 from .roots import Roots
 
-__all__ = [
-    "McpProgress",
-    "McpServerStatusChanged",
-    "McpSource",
-    "McpTool",
-    "McpToolInfo",
-    "ServerStatus",
-    "tier_for",
-]
-
 _log = logging.getLogger("tooldeck.mcp")
 _T = TypeVar("_T")
 

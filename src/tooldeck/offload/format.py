@@ -37,11 +37,8 @@ from .view import View
 
 __all__ = [
     "CHUNK_CHARS",
-    "FORMAT",
     "REF_FILE",
-    "REF_PATTERN",
     "DamagedFile",
-    "arguments_digest",
     "read_chars",
     "read_index",
     "read_result",

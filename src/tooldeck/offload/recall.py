@@ -25,7 +25,7 @@ from .summary import clip, example
 if TYPE_CHECKING:
     from .store import OffloadStore
 
-__all__ = ["NO_OFFLOAD", "RECALL_HEADER_TOKENS", "RECALL_TOOL_NAME", "Page", "RecallError"]
+__all__ = ["RECALL_HEADER_TOKENS"]
 
 RECALL_TOOL_NAME = "recall_tool_result"
 NO_OFFLOAD = "no_offload"

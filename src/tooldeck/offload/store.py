@@ -40,8 +40,6 @@ from .recall import recall_tool as make_recall_tool
 from .summary import clip, plural, summarise
 from .view import View, is_small
 
-__all__ = ["OffloadStore", "OffloadedRef", "ToolResultOffloaded"]
-
 _log = logging.getLogger("tooldeck.offload")
 
 _TEMP_MAX_AGE = 3_600.0  # a hidden temp file older than this is debris of a crashed write

@@ -15,7 +15,7 @@ from typing import Any
 from ..result import ImagePart, JsonPart, TextPart, ToolResult
 from ..tokens import TokenEstimator
 
-__all__ = ["IMAGE_TOKENS", "SMALL_CHARS", "View", "is_small"]
+__all__ = ["SMALL_CHARS", "View", "is_small"]
 
 IMAGE_TOKENS = 1_600
 """What one image part is counted as (about a 1-megapixel image for current models)."""

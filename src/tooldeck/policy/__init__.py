@@ -6,8 +6,9 @@
   reads it (:mod:`._shell`);
 - :mod:`.chain`: :class:`Policy` (loaded from TOML or JSON), the six levels and
   :meth:`Policy.decide`, the one decision function, with its trace;
-- :mod:`.protection`: :class:`Protection`, what protects a session (``protect=``): its
-  judges (the stricter wins) and who answers their asks, made by name
+- :mod:`.protection`: :class:`~tooldeck.policy.protection.Protection` (exported as
+  ``tooldeck.Protection``), what protects a session (``protect=``): its judges (the
+  stricter wins) and who answers their asks, made by name
   (``Protection.ask("WRITE")``, ``Protection.policy(session_policy)``, ``a & b``), and
   what a sub-agent, a job or a schedule's run inherits of it;
 - :mod:`.session`: :class:`SessionPolicy` (the plan's ``visible``, the dispatcher's
@@ -33,7 +34,6 @@ from .chain import (
 )
 from .grants import Grant, GrantStore
 from .pending import PendingFiles, load_answers, read_pending, save_answers
-from .protection import Protection
 from .rules import Level, Rule, Selector, shell_programs
 from .session import (
     ApproveAlways,
@@ -60,7 +60,6 @@ __all__ = [
     "PolicyApprover",
     "PolicyContext",
     "PolicyError",
-    "Protection",
     "Rule",
     "Selector",
     "SessionPolicy",

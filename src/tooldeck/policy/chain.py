@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol
 
 from .._config_files import ConfigFileError, load_json, load_toml
 from .._paths import resolve_home
-from ..approvals import PolicyDecision, TraceEntry
+from ..approvals import PolicyDecision, TraceEntry, Verdict
 from ..errors import TooldeckError
 from ..tools import TIERS, Tier, Tool
 from .rules import (
@@ -41,7 +41,6 @@ from .rules import (
     Level,
     Selector,
     ToolFacts,
-    Verdict,
     parse_level,
     parse_selectors,
     sample_arguments,

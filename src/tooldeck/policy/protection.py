@@ -60,7 +60,7 @@ from .chain import HEADLESS_DENY, Policy
 from .rules import Selector
 from .session import SessionPolicy
 
-__all__ = ["ApproverSpec", "Protection", "deny_all"]
+__all__ = ["ApproverSpec"]
 
 ApproverSpec: TypeAlias = Approver | ApprovalCallback | Literal["console"] | None
 """Who answers asks: an async batch :data:`~tooldeck.approvals.Approver`, a plain

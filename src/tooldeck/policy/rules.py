@@ -59,7 +59,6 @@ __all__ = [
     "Rule",
     "Selector",
     "ToolFacts",
-    "Verdict",
     "parse_args",
     "parse_level",
     "parse_rule",

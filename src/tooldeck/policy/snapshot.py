@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..approvals import Verdict
 from .chain import Policy, PolicyContext, PolicyError
 from .rules import (
     _MISSING,
@@ -25,7 +26,6 @@ from .rules import (
     Level,
     Rule,
     Selector,
-    Verdict,
     parse_selectors,
 )
 

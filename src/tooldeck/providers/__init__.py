@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ModelConfigError, UnknownModel
 from ..model import Model
-from .scripted import ScriptedModel, call, reply
+from .scripted import call, reply
 
 if TYPE_CHECKING:
     from .anthropic import AnthropicModel
@@ -67,7 +67,6 @@ __all__ = [
     "AnthropicModel",
     "ChatCompletionsModel",
     "OpenAIResponsesModel",
-    "ScriptedModel",
     "call",
     "model_from_env",
     "model_from_string",

@@ -83,7 +83,7 @@ with needs_extra("anthropic"):
     )
     from anthropic.resources.messages import AsyncMessages
 
-__all__ = ["ADAPTER", "DEFAULT_MAX_TOKENS", "PROVIDER", "AnthropicClient", "AnthropicModel"]
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicClient"]
 
 # The SDK clients the adapter speaks through: Anthropic API, Bedrock, Vertex AI.
 AnthropicClient: TypeAlias = AsyncAnthropic | AsyncAnthropicBedrock | AsyncAnthropicVertex

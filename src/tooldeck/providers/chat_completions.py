@@ -76,7 +76,7 @@ from .errors import Target, missing_credentials, timeout_seconds, translated, tr
 with needs_extra("openai"):
     from openai import AsyncOpenAI, omit
 
-__all__ = ["ADAPTER", "ChatCompletionsModel", "Flavour"]
+__all__ = ["Flavour"]
 
 _log = logging.getLogger("tooldeck.providers.chat_completions")
 

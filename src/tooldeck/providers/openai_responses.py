@@ -70,8 +70,6 @@ from .errors import Target, missing_credentials, timeout_seconds, translated, tr
 with needs_extra("openai"):
     from openai import NOT_GIVEN, APIError, APIStatusError, AsyncOpenAI, AsyncStream
 
-__all__ = ["ADAPTER", "PROVIDER", "OpenAIResponsesModel"]
-
 PROVIDER = "openai"
 ADAPTER = "openai-responses"
 

@@ -25,8 +25,6 @@ from ..result import TextPart
 from ..transcript import AssistantMessage, AssistantPart, StopReason, ToolCall, Usage
 from ._common import StructuredOutput, prepare_output_schema
 
-__all__ = ["ScriptedModel", "call", "reply"]
-
 _ids = itertools.count(1)
 
 

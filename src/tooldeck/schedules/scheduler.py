@@ -43,14 +43,7 @@ from .store import (
 )
 from .timing import Timing, TimingError
 
-__all__ = [
-    "ScheduleBook",
-    "ScheduleError",
-    "Scheduler",
-    "SchedulerStats",
-    "default_owner",
-    "utc_now",
-]
+__all__ = ["default_owner"]
 
 _log = logging.getLogger("tooldeck.schedules")
 

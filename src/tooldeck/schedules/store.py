@@ -43,17 +43,7 @@ from ..workflows.store.protocol import (
 )
 from .timing import Timing
 
-__all__ = [
-    "FIRE_LIMIT",
-    "MISSED_POLICIES",
-    "Fire",
-    "MissedPolicy",
-    "NewSchedule",
-    "ScheduleRecord",
-    "ScheduleTable",
-    "TickOutcome",
-    "slot_job_id",
-]
+__all__ = ["FIRE_LIMIT"]
 
 MissedPolicy: TypeAlias = Literal["skip", "once", "catch_up"]
 MISSED_POLICIES: tuple[MissedPolicy, ...] = ("skip", "once", "catch_up")

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 else:  # the cron extra: only cron timings need it
     cronsim = LazyModule("cronsim", "cron")
 
-__all__ = ["WALK_LIMIT", "Timing", "TimingError", "zone"]
+__all__ = ["WALK_LIMIT", "zone"]
 
 WALK_LIMIT = 200_000
 """Slots walked one by one at most when looking for the due ones (a long downtime of a

@@ -36,8 +36,6 @@ from ..tools import Tool
 from .scheduler import ScheduleBook, ScheduleError, parse_timing
 from .store import ScheduleRecord
 
-__all__ = ["CreateScheduleTool", "format_schedule", "schedule_tools", "schedule_tools_source"]
-
 
 def _times(times: Sequence[datetime]) -> list[str]:
     return [t.isoformat(timespec="seconds") for t in times]

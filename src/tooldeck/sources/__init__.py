@@ -10,7 +10,6 @@ that belong to no feature, and the combinators every source has.
 
 from __future__ import annotations
 
-from ..assembly import Source, ToolSource
 from .approval import WithApproval
 from .filtered import Filtered
 from .function import FunctionSource, source
@@ -23,10 +22,8 @@ __all__ = [
     "FunctionSource",
     "Prefixed",
     "Renamed",
-    "Source",
     "ToolList",
-    "ToolSource",
     "Tools",
     "WithApproval",
-    "source",
+    "source",  # tooldeck.source; here too while loop.py's docstring names it here
 ]

@@ -16,8 +16,6 @@ from ..errors import ToolDefinitionError
 from ..tools import TIERS, Tier, Tool
 from ._variants import Variants
 
-__all__ = ["WithApproval"]
-
 
 class WithApproval(Source):
     """The tools of ``inner``, each at least at ``tier``."""

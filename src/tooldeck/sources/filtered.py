@@ -7,8 +7,6 @@ from collections.abc import Callable, Sequence
 from ..assembly import Source, ToolSource, TurnContext, label_of
 from ..tools import Tool
 
-__all__ = ["Filtered"]
-
 
 class Filtered(Source):
     """The tools of ``inner`` that ``keep`` keeps, in their order."""

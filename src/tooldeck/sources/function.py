@@ -8,8 +8,6 @@ from typing import overload
 from ..assembly import Source, Toolset, TurnContext
 from ..tools import Tool
 
-__all__ = ["FunctionSource", "source"]
-
 Make = Callable[[TurnContext], Iterable[Tool]]
 
 

@@ -3,7 +3,7 @@
 ``Session(model, [add, McpSource(...), catalog, registry, source(make)])``: each item is
 a :class:`~tooldeck.Tool` (what ``@tooldeck.tool`` makes of a function), a
 :class:`~tooldeck.assembly.ToolSource` (a Toolset, an McpSource, a SkillCatalog, a
-ToolRegistry, a function made one with :func:`~tooldeck.sources.source`, a combinator
+ToolRegistry, a function made one with :func:`~tooldeck.source`, a combinator
 of any of them), or a nested list of items. The model sees the tools in the list's
 order; a name given twice is an error naming both items. A list of tools and Toolsets
 alone is assembled once, when it is made; one with any other source before every step.
@@ -17,8 +17,6 @@ from typing import TypeAlias
 from ..assembly import AssemblyError, Source, Toolset, ToolSource, TurnContext, assemble_labelled
 from ..assembly import label_of as _label_of
 from ..tools import Tool
-
-__all__ = ["ToolList", "Tools"]
 
 Tools: TypeAlias = "ToolSource | Tool | Sequence[Tools]"
 """What ``tools=`` takes: a tool, a source, or a (nested) list of them."""

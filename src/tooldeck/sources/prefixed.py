@@ -7,8 +7,6 @@ from ..errors import ToolDefinitionError
 from ..tools import TOOL_NAME_PATTERN
 from .renamed import Renamed
 
-__all__ = ["Prefixed"]
-
 
 class Prefixed(Renamed):
     """The tools of ``inner``, each named ``prefix + name`` (a prefixed name over 64

@@ -9,8 +9,6 @@ from ..errors import ToolDefinitionError
 from ..tools import TOOL_NAME_PATTERN, Tool
 from ._variants import Variants
 
-__all__ = ["Renamed"]
-
 
 class Renamed(Source):
     """The tools of ``inner``, each named ``new_name(name)`` (for a mapping, unmapped

@@ -31,7 +31,7 @@ from . import names as n
 from .content import arguments_text, clip
 from .runtime import Telemetry
 
-__all__ = ["ApprovalTrace", "CallSpan", "StepTrace", "TracedSlot", "note_approver"]
+__all__ = ["ApprovalTrace", "CallSpan", "StepTrace", "TracedSlot"]
 
 _RULE_CHARS = 500
 _APPROVING: ContextVar[ApprovalTrace | None] = ContextVar("tooldeck_approving", default=None)

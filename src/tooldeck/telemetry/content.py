@@ -17,7 +17,7 @@ from ..result import TextPart
 from ..tokens import estimate_tokens, prefix_within
 from ..transcript import AssistantMessage, Item, StopReason, ToolCall, ToolOutput
 
-__all__ = ["arguments_text", "clip", "input_messages", "output_messages", "prompt_messages"]
+__all__ = ["arguments_text", "input_messages", "output_messages", "prompt_messages"]
 
 FINISH_REASONS = {
     StopReason.END_TURN: "stop",

@@ -19,8 +19,6 @@ from opentelemetry import metrics, trace
 from .._extras import needs_extra
 from .settings import _tracing, configure
 
-__all__ = ["setup_from_env", "setup_otlp"]
-
 _ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 

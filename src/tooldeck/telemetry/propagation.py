@@ -15,7 +15,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-__all__ = ["carrier", "current", "inject_headers", "joined"]
+__all__ = ["current", "inject_headers"]
 
 _W3C = TraceContextTextMapPropagator()
 

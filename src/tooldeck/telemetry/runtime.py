@@ -11,8 +11,6 @@ from typing import Any
 
 from . import names as n
 
-__all__ = ["Telemetry"]
-
 
 def _version() -> str:
     try:

@@ -31,8 +31,6 @@ try:  # the API's stand-in until a meter provider is set (private in every relea
 except ImportError:  # pragma: no cover - a future API without it
     _ProxyMeter = NoOpMeterProvider  # type: ignore[assignment,misc]
 
-__all__ = ["CAPTURE_ENV", "Settings", "active", "configure", "reset", "settings"]
-
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The GenAI conventions' switch for recording message content."""
 _CAPTURE_ON = frozenset({"true", "1", "yes", "on", "span_only", "span_and_event"})

@@ -63,15 +63,7 @@ if TYPE_CHECKING:  # rendering needs rich (the cli extra); recording does not
     from rich.console import RenderableType
     from rich.text import Text
 
-__all__ = [
-    "FORMAT",
-    "MAX_INDENT",
-    "Bar",
-    "Timeline",
-    "TimelineError",
-    "TimelineRecorder",
-    "render",
-]
+__all__ = ["MAX_INDENT", "Bar", "Timeline", "TimelineError", "TimelineRecorder", "render"]
 
 FORMAT = "tooldeck.timeline/1"
 MAX_INDENT = 12

@@ -25,7 +25,7 @@ from . import names as n
 from .content import FINISH_REASONS, clip, input_messages, output_messages, prompt_messages
 from .runtime import Telemetry
 
-__all__ = ["ChatTrace", "TurnTrace", "model_identity", "turn_attributes"]
+__all__ = ["ChatTrace", "TurnTrace", "model_identity"]
 
 _EXTRA: ContextVar[Mapping[str, Any] | None] = ContextVar("tooldeck_turn_attributes", default=None)
 

@@ -19,19 +19,7 @@ from urllib.parse import urlsplit
 
 from ..errors import TooldeckError
 
-__all__ = [
-    "RECENCIES",
-    "ErrorKind",
-    "Recency",
-    "SearchResult",
-    "SearchResults",
-    "WebProvider",
-    "WebSearchError",
-    "clean_text",
-    "host_in",
-    "normalize_domain",
-    "tidy_results",
-]
+__all__ = ["ErrorKind", "clean_text", "host_in", "normalize_domain", "tidy_results"]
 
 Recency: TypeAlias = Literal["day", "week", "month", "year"]
 RECENCIES: tuple[Recency, ...] = ("day", "week", "month", "year")

@@ -28,7 +28,7 @@ from ._base import (
 from ._http import api_request, status_error
 from .netguard import NetPolicy
 
-__all__ = ["BRAVE_URL", "BraveSearch"]
+__all__ = ["BRAVE_URL"]
 
 BRAVE_URL = "https://api.search.brave.com/res/v1/web/search"
 _FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}

@@ -46,18 +46,7 @@ from ..errors import TooldeckError
 from ._base import WebProvider, WebSearchError
 from .netguard import NetPolicy
 
-__all__ = [
-    "CONFIG_VARIABLE",
-    "MODE_VARIABLE",
-    "PROVIDER_NAMES",
-    "SEARCH_VARIABLE",
-    "HostedSearch",
-    "WebConfig",
-    "WebConfigError",
-    "WebSearchMode",
-    "config_path",
-    "search_provider",
-]
+__all__ = ["CONFIG_VARIABLE", "MODE_VARIABLE", "PROVIDER_NAMES", "SEARCH_VARIABLE", "config_path"]
 
 CONFIG_VARIABLE = "TOOLDECK_CONFIG"
 SEARCH_VARIABLE = "TOOLDECK_WEB_SEARCH"

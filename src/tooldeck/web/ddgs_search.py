@@ -34,7 +34,7 @@ from ._base import (
     tidy_results,
 )
 
-__all__ = ["DdgsSearch", "ddgs_available"]
+__all__ = ["ddgs_available"]
 
 _TIMELIMIT = {"day": "d", "week": "w", "month": "m", "year": "y"}
 _log = logging.getLogger("tooldeck.web")

@@ -34,8 +34,6 @@ from ._base import (
 from ._http import api_request, shown_url, status_error
 from .netguard import NetPolicy
 
-__all__ = ["SearxngSearch"]
-
 
 class SearxngSearch:
     """A SearXNG instance (``SEARXNG_URL``, e.g. ``http://localhost:8888``)."""

@@ -28,7 +28,7 @@ from ._base import (
 from ._http import api_request, status_error
 from .netguard import NetPolicy
 
-__all__ = ["TAVILY_URL", "TavilySearch"]
+__all__ = ["TAVILY_URL"]
 
 TAVILY_URL = "https://api.tavily.com/search"
 

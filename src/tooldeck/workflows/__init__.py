@@ -22,25 +22,12 @@ from .executor import AsyncioExecutor, TaskExecutor
 from .queued import QueueStall, QueueWatch
 from .script import WorkflowScript, load_script
 from .shapes import ResultSchema, ResultSchemaError, WorkflowDefinitionError, result_schema
-from .store import (
-    PostgresStore,
-    SQLiteStore,
-    StoreError,
-    StoreUnavailable,
-    TaskRecord,
-    WorkflowRecord,
-    WorkflowStore,
-    default_db_path,
-    open_store,
-)
-from .tools import (
-    SUBMIT_RESULT,
-    recall_notes_tool,
-    submit_result_tool,
-    task_toolset,
-    workflow_tools,
-    workflow_tools_source,
-)
+from .store import PostgresStore, SQLiteStore, StoreError, WorkflowStore, open_store
+from .store.protocol import StoreUnavailable
+from .store.records import TaskRecord, WorkflowRecord
+from .store.sqlite import default_db_path
+from .task_tools import SUBMIT_RESULT, recall_notes_tool, submit_result_tool, task_toolset
+from .tools import workflow_tools, workflow_tools_source
 
 __all__ = [
     "SUBMIT_RESULT",

@@ -20,10 +20,11 @@ from typing import Any, Literal
 import jsonschema_rs
 
 from ..result import ToolResult
-from .store import StoreError, StoreUnavailable, TaskRecord, WorkflowStore
-from .store.protocol import dumps
+from .store import StoreError, WorkflowStore
+from .store.protocol import StoreUnavailable, dumps
+from .store.records import TaskRecord
 
-__all__ = ["MAX_REASONS_SHOWN", "ControlPlane", "Submission", "format_path"]
+__all__ = ["MAX_REASONS_SHOWN", "format_path"]
 
 MAX_REASONS_SHOWN = 8
 _REASON_LIMIT = 300

@@ -30,7 +30,7 @@ from .shapes import ResultSchema, WorkflowDefinitionError, result_schema
 if TYPE_CHECKING:
     from .store.records import WorkflowRecord
 
-__all__ = ["NAME_PATTERN", "Task", "Workflow"]
+__all__ = ["NAME_PATTERN"]
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]{0,63}$")
 DEFAULT_MAX_ATTEMPTS = 3
@@ -138,7 +138,7 @@ def _input_schema(source: Mapping[str, Any] | type[BaseModel] | None, name: str)
     if source is None:
         return {"type": "object"}
     if isinstance(source, type) and issubclass(source, BaseModel):
-        from ..tools import schema_of
+        from .._parameters import schema_of
 
         return dict(schema_of(source))
     if not isinstance(source, Mapping):

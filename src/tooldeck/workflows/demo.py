@@ -19,7 +19,9 @@ from .definition import Task, Workflow
 from .engine import TaskRun, WorkflowEngine
 from .render import WorkflowProgress, workflow_table
 from .scripted import submitting
-from .store import SQLiteStore, WorkflowRecord, default_db_path
+from .store import SQLiteStore
+from .store.records import WorkflowRecord
+from .store.sqlite import default_db_path
 
 with needs_extra("cli"):
     from rich.console import Console

@@ -38,7 +38,6 @@ __all__ = [
     "DEFAULT_DBOS_SCHEMA",
     "QUEUE",
     "TASK_WORKFLOW",
-    "DbosExecutor",
     "DbosUnavailable",
     "dbos_url",
     "task_workflow_id",

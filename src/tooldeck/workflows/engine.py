@@ -57,27 +57,12 @@ from .events import TaskActivity, TaskStateChanged, WorkflowStateChanged, reason
 from .executor import AsyncioExecutor, TaskExecutor
 from .prompt import task_prompt
 from .shapes import WRAPPED_PROPERTY, ResultSchema, result_schema
-from .store import (
-    CancelOutcome,
-    NewTask,
-    StoreUnavailable,
-    TaskRecord,
-    WorkflowRecord,
-    WorkflowState,
-    WorkflowStore,
-)
-from .store.protocol import TERMINAL_WORKFLOW_STATES
-from .store.records import TaskProgress
+from .store import CancelOutcome, NewTask, WorkflowState, WorkflowStore
+from .store.protocol import TERMINAL_WORKFLOW_STATES, StoreUnavailable
+from .store.records import TaskProgress, TaskRecord, WorkflowRecord
 from .task_tools import SUBMIT_RESULT, submit_result_tool, task_toolset
 
-__all__ = [
-    "TASK_INSTRUCTIONS",
-    "ModelFactory",
-    "TaskRun",
-    "WorkflowEngine",
-    "WorkflowError",
-    "WorkflowInputError",
-]
+__all__ = ["TASK_INSTRUCTIONS"]
 
 _log = logging.getLogger("tooldeck.workflows")
 

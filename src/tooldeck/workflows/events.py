@@ -14,13 +14,7 @@ from typing import ClassVar
 
 from ..events import Event
 
-__all__ = [
-    "TaskActivity",
-    "TaskNote",
-    "TaskStateChanged",
-    "WorkflowStateChanged",
-    "reasons_line",
-]
+__all__ = ["reasons_line"]
 
 REASONS_SHOWN = 300
 

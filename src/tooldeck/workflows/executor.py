@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from ..context import AbortSignal
 
-__all__ = ["AsyncioExecutor", "TaskExecutor", "TaskFn"]
+__all__ = ["TaskFn"]
 
 _log = logging.getLogger("tooldeck.workflows")
 

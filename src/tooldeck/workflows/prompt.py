@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .control import MAX_REASONS_SHOWN
-from .store import RejectionRecord, TaskRecord
+from .store import RejectionRecord
 from .store.protocol import safe_dumps
+from .store.records import TaskRecord
 
 __all__ = ["EARLIER_REJECTIONS_SHOWN", "earlier_rejections", "task_prompt"]
 

@@ -22,8 +22,6 @@ from .store import StoreError, WorkflowStore
 from .store.protocol import now
 from .store.workers import WorkerLeases
 
-__all__ = ["QueueStall", "QueueWatch"]
-
 
 @dataclass(frozen=True, slots=True)
 class QueueStall:

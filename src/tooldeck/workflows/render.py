@@ -11,7 +11,7 @@ from .._extras import needs_extra
 from .._live import LiveView
 from ..events import Event
 from .events import TaskActivity, TaskNote, TaskStateChanged, WorkflowStateChanged
-from .store import WorkflowRecord
+from .store.records import WorkflowRecord
 
 with needs_extra("cli"):
     from rich.console import Group, RenderableType

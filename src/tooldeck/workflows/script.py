@@ -19,7 +19,7 @@ from .definition import Workflow
 from .engine import ModelFactory
 from .shapes import WorkflowDefinitionError
 
-__all__ = ["SCRIPTED_MODEL_NAME", "WorkflowScript", "load_script"]
+__all__ = ["SCRIPTED_MODEL_NAME"]
 
 SCRIPTED_MODEL_NAME = "scripted_model"
 

@@ -31,17 +31,10 @@ from typing import Any
 import jsonschema_rs
 from pydantic import BaseModel, RootModel
 
+from .._parameters import schema_of
 from .._strict import convert
 from ..errors import ToolDefinitionError
 from ..schema import ANTHROPIC_MAX_OPTIONAL_PARAMS, ANTHROPIC_MAX_UNION_PARAMS
-from ..tools import schema_of
-
-__all__ = [
-    "ResultSchema",
-    "ResultSchemaError",
-    "WorkflowDefinitionError",
-    "result_schema",
-]
 
 SCALARS = ("string", "number", "integer", "boolean")
 KINDS = (*SCALARS, "object", "array")

@@ -31,15 +31,10 @@ from ..result import ToolResult
 from ..tools import Tool
 from .control import ControlPlane
 from .shapes import ResultSchema, result_schema
-from .store import StoreUnavailable, TaskRecord
+from .store.protocol import StoreUnavailable
+from .store.records import TaskRecord
 
-__all__ = [
-    "READ_ONLY_NOTE_ACTIONS",
-    "SUBMIT_RESULT",
-    "recall_notes_tool",
-    "submit_result_tool",
-    "task_toolset",
-]
+__all__ = ["READ_ONLY_NOTE_ACTIONS"]
 
 SUBMIT_RESULT = "submit_result"
 READ_ONLY_NOTE_ACTIONS = ("get", "search", "list")

@@ -21,26 +21,9 @@ from ..result import ToolResult
 from ..sources.function import FunctionSource
 from ..tools import Tool
 from .engine import WorkflowEngine
-from .store import WorkflowRecord
-from .task_tools import (
-    READ_ONLY_NOTE_ACTIONS,
-    SUBMIT_RESULT,
-    recall_notes_tool,
-    submit_result_tool,
-    task_toolset,
-)
+from .store.records import WorkflowRecord
 
-__all__ = [
-    "READ_ONLY_NOTE_ACTIONS",
-    "SUBMIT_RESULT",
-    "WORKFLOW_TOOL_NAMES",
-    "format_workflow",
-    "recall_notes_tool",
-    "submit_result_tool",
-    "task_toolset",
-    "workflow_tools",
-    "workflow_tools_source",
-]
+__all__ = ["WORKFLOW_TOOL_NAMES", "format_workflow"]
 
 WORKFLOW_TOOL_NAMES = ("workflow", "show_workflow", "list_workflows", "cancel_workflow")
 _RESULT_PREVIEW = 600

@@ -64,7 +64,8 @@ from .durable import (
     dbos_url,
 )
 from .engine import ModelFactory, WorkflowEngine
-from .store import DEFAULT_SCHEMA, PostgresStore, StoreUnavailable, redact_dsn
+from .store import DEFAULT_SCHEMA, PostgresStore, redact_dsn
+from .store.protocol import StoreUnavailable
 from .store.workers import WorkerLeases
 
 with needs_extra("dbos"):

@@ -14,8 +14,6 @@ from typing import Any
 from .documents import RefusedCharset, content_type, decode, is_html, is_pdf, is_text, pdf_to_text
 from .markdown import extract_title, html_to_markdown
 
-__all__ = ["Page", "convert"]
-
 
 @dataclass(frozen=True, slots=True)
 class Page:

@@ -44,7 +44,7 @@ from ._handlers import handlers
 from .convert import Page
 from .documents import content_type, is_pdf
 
-__all__ = ["MAX_BYTES", "MAX_PDF_BYTES", "MAX_REDIRECTS", "Fetched", "web_fetch"]
+__all__ = ["MAX_PDF_BYTES", "MAX_REDIRECTS"]
 
 MAX_BYTES = 2_000_000  # bytes of body read, at most; the rest is never downloaded
 MAX_PDF_BYTES = 10_000_000  # a PDF cut short cannot be read at all, so it may be larger

@@ -24,7 +24,7 @@ from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-__all__ = ["Converted", "absolute_links", "extract_title", "html_to_markdown", "library"]
+__all__ = ["Converted", "absolute_links", "extract_title", "library"]
 
 _log = logging.getLogger("tooldeck.builtin.web")
 

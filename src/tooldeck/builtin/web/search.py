@@ -20,7 +20,7 @@ from ...web import SearchResults, WebConfigError, WebSearchError, search_provide
 from ...web._base import Recency
 from ._handlers import handlers
 
-__all__ = ["BUDGET_CHARS", "format_results", "web_search"]
+__all__ = ["BUDGET_CHARS", "format_results"]
 
 BUDGET_CHARS = 6_000
 SNIPPET_SHOWN = 300

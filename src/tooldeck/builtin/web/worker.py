@@ -55,15 +55,7 @@ from ...errors import TooldeckError
 from .convert import Page, convert
 from .documents import content_type
 
-__all__ = [
-    "IDLE_MAX",
-    "IDLE_SECONDS",
-    "MAX_BUSY",
-    "MEMORY_LIMIT",
-    "convert_page",
-    "main",
-    "warm",
-]
+__all__ = ["IDLE_MAX", "IDLE_SECONDS", "MAX_BUSY", "MEMORY_LIMIT", "convert_page", "warm"]
 
 IDLE_MAX = 2  # workers kept waiting for the next conversion
 IDLE_SECONDS = 120.0  # how long an idle worker is kept

@@ -20,7 +20,6 @@ from .protocol import (
     TERMINAL_WORKFLOW_STATES,
     WORKFLOW_STATES,
     StoreError,
-    StoreUnavailable,
     TaskState,
     WorkflowState,
 )
@@ -30,9 +29,7 @@ from .records import (
     NewTask,
     RejectionOutcome,
     RejectionRecord,
-    TaskRecord,
     Transition,
-    WorkflowRecord,
 )
 from .sqlite import SQLiteStore, default_db_path
 
@@ -50,15 +47,10 @@ __all__ = [
     "RejectionRecord",
     "SQLiteStore",
     "StoreError",
-    "StoreUnavailable",
-    "TaskRecord",
     "TaskState",
     "Transition",
-    "WorkflowRecord",
     "WorkflowState",
     "WorkflowStore",
-    "default_db_path",
-    "open_store",
     "redact_dsn",
 ]
 

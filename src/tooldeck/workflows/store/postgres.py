@@ -62,7 +62,7 @@ else:  # the postgres extra, imported when a store is made (this module imports 
     sql = LazyModule("psycopg.sql", "postgres")
     psycopg_json = LazyModule("psycopg.types.json", "postgres")
 
-__all__ = ["DEFAULT_SCHEMA", "PostgresStore", "keepalive_params", "redact_dsn"]
+__all__ = ["keepalive_params"]
 
 T = TypeVar("T")
 DEFAULT_SCHEMA = "tooldeck"

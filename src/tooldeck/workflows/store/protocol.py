@@ -27,20 +27,12 @@ from typing import Any, Literal, TypeAlias, TypeVar
 from ...errors import TooldeckError
 
 __all__ = [
-    "TASK_STATES",
-    "TERMINAL_TASK_STATES",
-    "TERMINAL_WORKFLOW_STATES",
-    "WORKFLOW_STATES",
     "Json",
     "Op",
     "OpFactory",
     "Q",
     "Rollback",
     "Rows",
-    "StoreError",
-    "StoreUnavailable",
-    "TaskState",
-    "WorkflowState",
     "as_datetime",
     "check_factory",
     "dumps",

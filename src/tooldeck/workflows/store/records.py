@@ -9,20 +9,7 @@ from typing import Any, Literal
 
 from .protocol import TERMINAL_TASK_STATES, TERMINAL_WORKFLOW_STATES, TaskState, WorkflowState
 
-__all__ = [
-    "Acceptance",
-    "CancelOutcome",
-    "Dependents",
-    "NewTask",
-    "RejectionOutcome",
-    "RejectionRecord",
-    "RunProgress",
-    "TaskContext",
-    "TaskProgress",
-    "TaskRecord",
-    "Transition",
-    "WorkflowRecord",
-]
+__all__ = ["Dependents", "RunProgress", "TaskContext", "TaskProgress"]
 
 # -- records -------------------------------------------------------------------------------------
 

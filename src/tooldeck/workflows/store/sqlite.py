@@ -22,7 +22,7 @@ from .base import WorkflowStore
 from .migrations import op_migrate, op_version
 from .protocol import Json, Op, OpFactory, Rollback, Rows, StoreError, check_factory, make_op
 
-__all__ = ["DEFAULT_DB_NAME", "SQLiteStore", "default_db_path"]
+__all__ = ["DEFAULT_DB_NAME"]
 
 T = TypeVar("T")
 DEFAULT_DB_NAME = ".tooldeck/workflows.sqlite3"
