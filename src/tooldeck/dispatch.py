@@ -180,28 +180,31 @@ class Dispatcher(CallRunner):
 
     def _prepare(self, call: ToolCall) -> Slot:
         """Resolve and validate one call: a slot ready to run, or one with its output."""
-        slot = Slot(call)
         if call.incomplete:
-            slot.output = error(
+            return Slot(
                 call,
-                f"Not executed: the call to {call.name} was cut off "
-                "(the response hit its token limit); arguments may be "
-                "incomplete.",
+                output=error(
+                    call,
+                    f"Not executed: the call to {call.name} was cut off "
+                    "(the response hit its token limit); arguments may be "
+                    "incomplete.",
+                ),
             )
-            return slot
         tool = self.toolset.get(call.name)
         if tool is None:
-            slot.output = error(call, unknown_tool_message(call.name, self.toolset.names))
-            return slot
+            return Slot(
+                call, output=error(call, unknown_tool_message(call.name, self.toolset.names))
+            )
         try:
             validated = validate_arguments(tool, call.arguments)
         except ArgumentError as exc:
-            slot.output = error(
-                call, exc.model_message, {"problems": list(exc.problems)}, exc.repairs
+            return Slot(
+                call,
+                output=error(
+                    call, exc.model_message, {"problems": list(exc.problems)}, exc.repairs
+                ),
             )
-            return slot
-        slot.tool, slot.params, slot.repairs = tool, validated.params, validated.repairs
-        return slot
+        return Slot(call, tool, validated.params, validated.repairs)
 
     async def dispatch(
         self,
@@ -282,20 +285,16 @@ class Dispatcher(CallRunner):
         name of the tool that ended the turn, if one did.
 
         A group of one (the common case) runs in this task; a larger one under
-        ``asyncio.gather``. Once the turn is aborted or a tool has ended it, the groups
-        after get a "not run" output each.
+        ``asyncio.gather``. Once the turn is aborted or a tool has ended it, the calls
+        after get a "not run" output each (:meth:`_run` sees the abort).
         """
         terminated_by: str | None = None
         for group in _groups(slots):
-            if signal.aborted:
-                for s in group:
-                    s.output = error(s.call, f"Not run: the turn was aborted ({signal.reason}).")
-                continue
-            if terminated_by is not None:
+            if terminated_by is not None and not signal.aborted:
                 for s in group:
                     s.output = error(s.call, f"Not run: {terminated_by} ended the turn.")
                 continue
-            if len(group) == 1:
+            if len(group) == 1:  # _run records "not run" itself once the turn is aborted
                 await self._run(group[0], signal, trace)
             else:
                 await asyncio.gather(*(self._run(s, signal, trace) for s in group))
