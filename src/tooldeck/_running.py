@@ -1,6 +1,6 @@
 """How a running call waits: driving a tool's coroutine on, and its timeout and abort.
 
-The dispatcher runs a tool's first step itself (:meth:`tooldeck.dispatch.Dispatcher._run`);
+The dispatcher runs a tool's first step itself (``CallRunner._run`` in ``tooldeck._call``);
 a tool that then waits is driven on by :func:`resume` in the same task, under a
 :class:`Watch` that turns the call's deadline and abort signal into a cancellation of
 that task, and takes the cancellation back afterwards.
@@ -47,7 +47,7 @@ def resume(coro: Coroutine[Any, Any, Any], waiting_for: Any) -> Generator[Any, A
 
 
 class Watch:
-    """The timeout and abort of one running call (see :meth:`tooldeck.dispatch.Dispatcher._run`).
+    """The timeout and abort of one running call (see ``CallRunner._run`` in ``tooldeck._call``).
 
     When the call's signal fires, the tool first sees it cooperatively (``ctx.signal``
     is set, ``await signal.wait()`` returns); the task is cancelled one loop iteration

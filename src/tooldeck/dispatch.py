@@ -146,9 +146,9 @@ def _not_executed(slots: list[Slot], exc: BaseException) -> None:
 class Dispatcher(CallRunner):
     """Runs one step's calls against one turn's toolset. See the module docstring.
 
-    Running one call is :class:`~tooldeck._call.CallRunner`'s part; the policy and the
-    approvals are :mod:`tooldeck._asking`'s; telemetry is a strategy chosen here, once
-    (:mod:`tooldeck.telemetry.tracing`): when it is off, its hooks do nothing.
+    Running one call is ``CallRunner``'s part (``tooldeck._call``); the policy and the
+    approvals are ``tooldeck._asking``'s; telemetry is a strategy chosen here, once
+    (``tooldeck.telemetry.tracing``): when it is off, its hooks do nothing.
     """
 
     def __init__(
@@ -281,12 +281,12 @@ class Dispatcher(CallRunner):
     async def _execute(
         self, slots: list[Slot], signal: AbortSignal, trace: StepTracing
     ) -> str | None:
-        """Run every call still to run, group by group (see :func:`_groups`); returns the
+        """Run every call still to run, group by group (see ``_groups``); returns the
         name of the tool that ended the turn, if one did.
 
         A group of one (the common case) runs in this task; a larger one under
         ``asyncio.gather``. Once the turn is aborted or a tool has ended it, the calls
-        after get a "not run" output each (:meth:`_run` sees the abort).
+        after get a "not run" output each (``_run`` sees the abort).
         """
         terminated_by: str | None = None
         for group in _groups(slots):
