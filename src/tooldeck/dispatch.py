@@ -90,8 +90,6 @@ def _groups(slots: list[Slot]) -> list[list[Slot]]:
     Consecutive ``parallel`` calls form one group; each ``sequential`` call is a group of
     its own, so it waits for everything before it and blocks everything after it.
     """
-    if len(slots) == 1:  # the common step: one call, one group (or none)
-        return [slots] if slots[0].output is None else []
     groups: list[list[Slot]] = []
     last_parallel = False
     for slot in slots:
@@ -268,11 +266,13 @@ class Dispatcher(CallRunner):
         trace: StepTracing,
     ) -> None:
         """The policy on every call still to run, then one approval batch if any asks."""
+        ask = False
         for slot in slots:
             if slot.output is None:
                 await decide(self.policy, self.log, slot, trace)
-        asking = [s for s in slots if s.output is None and s.approval_reason is not None]
-        if asking:
+                ask = ask or slot.approval_reason is not None
+        if ask:
+            asking = [s for s in slots if s.output is None and s.approval_reason is not None]
             with trace.approval(asking):
                 await approve(
                     slots, asking, self.approver, answers, self.events, self.session_id, self.log
@@ -289,7 +289,8 @@ class Dispatcher(CallRunner):
         after get a "not run" output each (``_run`` sees the abort).
         """
         terminated_by: str | None = None
-        for group in _groups(slots):
+        one = len(slots) == 1 and slots[0].output is None  # the common step: one group
+        for group in (slots,) if one else _groups(slots):
             if terminated_by is not None and not signal.aborted:
                 for s in group:
                     s.output = error(s.call, f"Not run: {terminated_by} ended the turn.")
