@@ -149,10 +149,13 @@ class CallRunner:
             label = ""
             started = 0.0
             if listening:
-                announced = await self._announce(slot, signal)
-                if announced is None:
+                label = self._label(slot)
+                await self.events.emit(CallStarted(self.session_id, call, label, slot.repairs))
+                if signal.aborted:  # aborted while CallStarted was delivered
+                    signal.detach()
+                    slot.output = error(call, f"Not run: the turn was aborted ({signal.reason}).")
                     return
-                label, started = announced, time.perf_counter()
+                started = time.perf_counter()
             tool = slot.tool
             assert tool is not None
             began = loop.time()
@@ -183,17 +186,6 @@ class CallRunner:
                 slot.output = output(call, result, slot.repairs)
         finally:
             trace.ended(slot, running)
-
-    async def _announce(self, slot: Slot, signal: AbortSignal) -> str | None:
-        """``CallStarted`` for listeners; its label, or ``None`` if the turn was aborted
-        meanwhile (the call's output is then recorded)."""
-        label = self._label(slot)
-        await self.events.emit(CallStarted(self.session_id, slot.call, label, slot.repairs))
-        if signal.aborted:  # aborted while CallStarted was delivered
-            signal.detach()
-            slot.output = error(slot.call, f"Not run: the turn was aborted ({signal.reason}).")
-            return None
-        return label
 
     async def _wait(
         self,
@@ -311,8 +303,14 @@ class CallRunner:
         try:
             if emitted:  # what the tool emitted is delivered before the call is finished
                 await asyncio.gather(*emitted, return_exceptions=True)
-            if self.events.active:
-                await self._finished(slot, result, label, started)
+            bus = self.events
+            if bus.active:
+                seconds = time.perf_counter() - started if started else 0.0
+                label = label or self._label(slot)  # nobody listened when the call started
+                done = self._done_label(slot, result, label)
+                for payload in result.events:
+                    await bus.emit(ToolEvent(self.session_id, call.call_id, call.name, payload))
+                await bus.emit(CallFinished(self.session_id, call, done, result.is_error, seconds))
             if self.result_hooks:
                 result = await self._hooks(slot, result, ctx)
         except asyncio.CancelledError:
@@ -325,21 +323,16 @@ class CallRunner:
             raise
         slot.output = output(call, result, slot.repairs)
 
-    async def _finished(self, slot: Slot, result: ToolResult, label: str, started: float) -> None:
-        """The events a finished call sends its listeners."""
-        tool, call, bus = slot.tool, slot.call, self.events
-        assert tool is not None
-        seconds = time.perf_counter() - started if started else 0.0
-        label = label or self._label(slot)  # nobody listened when the call started
-        done_label = label
-        if not result.is_error:
-            try:
-                done_label = tool.describe_completed_activity(slot.params, result) or label
-            except Exception:
-                self.log.exception("describe_completed_activity failed for %s", call.name)
-        for payload in result.events:
-            await bus.emit(ToolEvent(self.session_id, call.call_id, call.name, payload))
-        await bus.emit(CallFinished(self.session_id, call, done_label, result.is_error, seconds))
+    def _done_label(self, slot: Slot, result: ToolResult, label: str) -> str:
+        """What a finished call's activity reads (its label when it failed)."""
+        assert slot.tool is not None
+        if result.is_error:
+            return label
+        try:
+            return slot.tool.describe_completed_activity(slot.params, result) or label
+        except Exception:
+            self.log.exception("describe_completed_activity failed for %s", slot.call.name)
+            return label
 
     async def _hooks(self, slot: Slot, result: ToolResult, ctx: ToolContext) -> ToolResult:
         call, tool = slot.call, slot.tool
