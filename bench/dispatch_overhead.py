@@ -16,6 +16,9 @@ round (case median / floor median of the same round), so drift hits both alike.
 
 ``--src DIR`` imports tooldeck from another checkout's ``src`` (e.g. the commit before a
 change) so that before and after can be measured the same way, each with its own floor.
+``--against DIR`` measures both in one process: another checkout's ``src/tooldeck`` is
+loaded beside this one as the package ``tooldeck_before`` (tooldeck imports itself only
+relatively), and its dispatcher cases join the interleaved rounds.
 
 Run: ``uv run --group bench python bench/dispatch_overhead.py [--rounds N] [--quick]``
 """
@@ -67,11 +70,14 @@ class Case:
     samples: list[int] = field(default_factory=list)
 
 
-def cases() -> list[Case]:
-    import tooldeck
-    from tooldeck import Dispatcher, Toolset
-    from tooldeck.events import EventBus
-    from tooldeck.transcript import ToolCall
+def cases(package: str = "tooldeck", floors: bool = True) -> list[Case]:
+    import importlib
+
+    tooldeck: Any = importlib.import_module(package)
+    Dispatcher, Toolset = tooldeck.Dispatcher, tooldeck.Toolset
+    EventBus = importlib.import_module(f"{package}.events").EventBus
+    ToolCall = importlib.import_module(f"{package}.transcript").ToolCall
+    who = "tooldeck" if package == "tooldeck" else "before"
 
     loads, dumps, validate = json.loads, json.dumps, AddParams.model_validate
 
@@ -87,7 +93,7 @@ def cases() -> list[Case]:
     t_sync = tooldeck.tool(name="add")(add_sync)
     call = ToolCall("call_1", "add", RAW)
 
-    def through(t: tooldeck.Tool, listening: bool) -> Call:
+    def through(t: Any, listening: bool) -> Call:
         bus = EventBus()
         if listening:
             bus.subscribe(lambda event: None)
@@ -99,26 +105,33 @@ def cases() -> list[Case]:
 
         return run
 
-    return [
+    made = [
         Case("floor: json.loads + model_validate + await add() + json.dumps", "async", floor_async),
-        Case("tooldeck: Dispatcher.dispatch, async def add", "async", through(t_async, False)),
+        Case(f"{who}: Dispatcher.dispatch, async def add", "async", through(t_async, False)),
         Case(
-            "tooldeck: Dispatcher.dispatch, async def add, an event subscriber",
+            f"{who}: Dispatcher.dispatch, async def add, an event subscriber",
             "async",
             through(t_async, True),
         ),
         Case("floor: same, add() via asyncio.to_thread", "thread", floor_thread, True),
         Case(
-            "tooldeck: Dispatcher.dispatch, def add (worker thread, default)",
+            f"{who}: Dispatcher.dispatch, def add (worker thread, default)",
             "thread",
             through(t_sync, False),
             True,
         ),
     ]
+    return made if floors else [c for c in made if not c.label.startswith("floor")]
 
 
-async def measure(rounds: int, per_round: int, per_thread: int) -> list[Case]:
+async def measure(
+    rounds: int, per_round: int, per_thread: int, against: bool = False
+) -> list[Case]:
     all_cases = cases()
+    if against:  # before and after alternate within each round: floor, before, after...
+        before = cases("tooldeck_before", floors=False)
+        floor, tool_a, tool_b, thread_floor, tool_t = all_cases
+        all_cases = [floor, before[0], tool_a, before[1], tool_b, thread_floor, before[2], tool_t]
     for case in all_cases:
         assert await case.call() == "3", case.label
         for _ in range(200):  # warm up
@@ -177,9 +190,21 @@ def main() -> None:
     parser.add_argument("--per-round-thread", type=int, default=800)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--src", help="import tooldeck from this src directory instead")
+    parser.add_argument(
+        "--against", help="a src directory whose tooldeck is measured beside, as before"
+    )
     args = parser.parse_args()
     if args.src:
         sys.path.insert(0, args.src)
+    tmp = None
+    if args.against:
+        import shutil
+        import tempfile
+        from pathlib import Path
+
+        tmp = tempfile.mkdtemp()
+        shutil.copytree(Path(args.against) / "tooldeck", Path(tmp) / "tooldeck_before")
+        sys.path.insert(0, tmp)
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
     from _harness import BackgroundLoad, wait_for_idle
 
@@ -187,11 +212,18 @@ def main() -> None:
         args.rounds, args.per_round, args.per_round_thread = 3, 500, 100
     idle = wait_for_idle()
     load = BackgroundLoad()
-    measured = asyncio.run(measure(args.rounds, args.per_round, args.per_round_thread))
+    measured = asyncio.run(
+        measure(args.rounds, args.per_round, args.per_round_thread, bool(args.against))
+    )
     import tooldeck
 
     where: Any = tooldeck.__file__
-    print(report(measured, f"{idle}; {load.report()}; tooldeck imported from {where}"))
+    against = f"; before: {args.against}" if args.against else ""
+    print(report(measured, f"{idle}; {load.report()}; tooldeck imported from {where}{against}"))
+    if tmp is not None:
+        import shutil
+
+        shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

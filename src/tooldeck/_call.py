@@ -15,6 +15,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from functools import partial as _partial
 from typing import Any
 
 from ._running import Watch, resume
@@ -28,7 +29,7 @@ from .telemetry.tracing import StepTracing
 from .tools import Tool
 from .transcript import ToolCall, ToolOutput
 
-__all__ = ["CallRunner", "ResultHook", "Slot", "error", "short"]
+__all__ = ["CallRunner", "ResultHook", "Slot", "error", "output", "short"]
 
 _ERROR_TEXT_LIMIT = 500
 
@@ -52,6 +53,24 @@ class Slot:
     approval_reason: str | None = None
 
 
+_new = object.__new__
+_set_call_id = ToolOutput.__dict__["call_id"].__set__
+_set_name = ToolOutput.__dict__["name"].__set__
+_set_result = ToolOutput.__dict__["result"].__set__
+_set_repairs = ToolOutput.__dict__["repairs"].__set__
+
+
+def output(call: ToolCall, result: ToolResult, repairs: tuple[str, ...]) -> ToolOutput:
+    """``ToolOutput(call.call_id, call.name, result, repairs)``, made without the frozen
+    dataclass's generic ``__init__`` (the hot path, like ``tooldeck.result``'s)."""
+    made: ToolOutput = _new(ToolOutput)
+    _set_call_id(made, call.call_id)
+    _set_name(made, call.name)
+    _set_result(made, result)
+    _set_repairs(made, repairs)
+    return made
+
+
 def short(text: str) -> str:
     return text if len(text) <= _ERROR_TEXT_LIMIT else text[: _ERROR_TEXT_LIMIT - 1] + "…"
 
@@ -59,9 +78,7 @@ def short(text: str) -> str:
 def error(
     call: ToolCall, message: str, details: Any = None, repairs: tuple[str, ...] = ()
 ) -> ToolOutput:
-    return ToolOutput(
-        call.call_id, call.name, ToolResult.error(short(message), details=details), repairs
-    )
+    return output(call, ToolResult.error(short(message), details=details), repairs)
 
 
 def _failure(log: logging.Logger, call: ToolCall, exc: BaseException) -> ToolResult:
@@ -124,20 +141,24 @@ class CallRunner:
             return
         running = trace.started(slot)
         try:
+            loop = asyncio.get_running_loop()
             signal = turn_signal.child()
             emitted: list[asyncio.Task[None]] = []  # deliveries of what the tool emitted
-            ctx = self._context(call, signal, emitted)
+            ctx = self._context(call, signal, emitted, loop)
             listening = self.events.active
             label = ""
             started = 0.0
             if listening:
-                announced = await self._announce(slot, signal)
-                if announced is None:
+                label = self._label(slot)
+                await self.events.emit(CallStarted(self.session_id, call, label, slot.repairs))
+                if signal.aborted:  # aborted while CallStarted was delivered
+                    signal.detach()
+                    slot.output = error(call, f"Not run: the turn was aborted ({signal.reason}).")
                     return
-                label, started = announced, time.perf_counter()
+                started = time.perf_counter()
             tool = slot.tool
             assert tool is not None
-            began = asyncio.get_running_loop().time()
+            began = loop.time()
             result: ToolResult
             try:
                 coro = tool.invoke(slot.params, ctx)
@@ -162,20 +183,9 @@ class CallRunner:
             if emitted or listening or self.result_hooks:
                 await self._finish(slot, result, ctx, emitted, label, started)
             else:
-                slot.output = ToolOutput(call.call_id, call.name, result, slot.repairs)
+                slot.output = output(call, result, slot.repairs)
         finally:
             trace.ended(slot, running)
-
-    async def _announce(self, slot: Slot, signal: AbortSignal) -> str | None:
-        """``CallStarted`` for listeners; its label, or ``None`` if the turn was aborted
-        meanwhile (the call's output is then recorded)."""
-        label = self._label(slot)
-        await self.events.emit(CallStarted(self.session_id, slot.call, label, slot.repairs))
-        if signal.aborted:  # aborted while CallStarted was delivered
-            signal.detach()
-            slot.output = error(slot.call, f"Not run: the turn was aborted ({signal.reason}).")
-            return None
-        return label
 
     async def _wait(
         self,
@@ -232,25 +242,12 @@ class CallRunner:
             return f"Running {slot.call.name}"
 
     def _context(
-        self, call: ToolCall, signal: AbortSignal, emitted: list[asyncio.Task[None]]
+        self,
+        call: ToolCall,
+        signal: AbortSignal,
+        emitted: list[asyncio.Task[None]],
+        loop: asyncio.AbstractEventLoop,
     ) -> ToolContext:
-        bus = self.events
-        session_id = self.session_id
-        loop = asyncio.get_running_loop()
-
-        def sink(payload: Any) -> None:
-            if not bus.active:
-                return
-            event = ToolEvent(session_id, call.call_id, call.name, payload)
-            try:
-                on_loop = asyncio.get_running_loop() is loop
-            except RuntimeError:  # a worker thread
-                on_loop = False
-            if on_loop:
-                emitted.append(loop.create_task(bus.emit(event)))
-            else:
-                loop.call_soon_threadsafe(lambda: emitted.append(loop.create_task(bus.emit(event))))
-
         protection = self._protected
         if (
             protection is None
@@ -264,14 +261,35 @@ class CallRunner:
         return ToolContext(
             call.call_id,
             call.name,
-            session_id,
+            self.session_id,
             signal,
             self.log,
-            sink,
+            _partial(self._sink, call, emitted, loop),
             self.turn,
             self.toolset,
             protection,
         )
+
+    def _sink(
+        self,
+        call: ToolCall,
+        emitted: list[asyncio.Task[None]],
+        loop: asyncio.AbstractEventLoop,
+        payload: Any,
+    ) -> None:
+        """What ``ctx.emit`` does: deliver ``payload`` to listeners, from any thread."""
+        bus = self.events
+        if not bus.active:
+            return
+        event = ToolEvent(self.session_id, call.call_id, call.name, payload)
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:  # a worker thread
+            on_loop = False
+        if on_loop:
+            emitted.append(loop.create_task(bus.emit(event)))
+        else:
+            loop.call_soon_threadsafe(lambda: emitted.append(loop.create_task(bus.emit(event))))
 
     async def _finish(
         self,
@@ -287,8 +305,14 @@ class CallRunner:
         try:
             if emitted:  # what the tool emitted is delivered before the call is finished
                 await asyncio.gather(*emitted, return_exceptions=True)
-            if self.events.active:
-                await self._finished(slot, result, label, started)
+            bus = self.events
+            if bus.active:
+                seconds = time.perf_counter() - started if started else 0.0
+                label = label or self._label(slot)  # nobody listened when the call started
+                done = self._done_label(slot, result, label)
+                for payload in result.events:
+                    await bus.emit(ToolEvent(self.session_id, call.call_id, call.name, payload))
+                await bus.emit(CallFinished(self.session_id, call, done, result.is_error, seconds))
             if self.result_hooks:
                 result = await self._hooks(slot, result, ctx)
         except asyncio.CancelledError:
@@ -299,23 +323,18 @@ class CallRunner:
                 slot.repairs,
             )
             raise
-        slot.output = ToolOutput(call.call_id, call.name, result, slot.repairs)
+        slot.output = output(call, result, slot.repairs)
 
-    async def _finished(self, slot: Slot, result: ToolResult, label: str, started: float) -> None:
-        """The events a finished call sends its listeners."""
-        tool, call, bus = slot.tool, slot.call, self.events
-        assert tool is not None
-        seconds = time.perf_counter() - started if started else 0.0
-        label = label or self._label(slot)  # nobody listened when the call started
-        done_label = label
-        if not result.is_error:
-            try:
-                done_label = tool.describe_completed_activity(slot.params, result) or label
-            except Exception:
-                self.log.exception("describe_completed_activity failed for %s", call.name)
-        for payload in result.events:
-            await bus.emit(ToolEvent(self.session_id, call.call_id, call.name, payload))
-        await bus.emit(CallFinished(self.session_id, call, done_label, result.is_error, seconds))
+    def _done_label(self, slot: Slot, result: ToolResult, label: str) -> str:
+        """What a finished call's activity reads (its label when it failed)."""
+        assert slot.tool is not None
+        if result.is_error:
+            return label
+        try:
+            return slot.tool.describe_completed_activity(slot.params, result) or label
+        except Exception:
+            self.log.exception("describe_completed_activity failed for %s", slot.call.name)
+            return label
 
     async def _hooks(self, slot: Slot, result: ToolResult, ctx: ToolContext) -> ToolResult:
         call, tool = slot.call, slot.tool

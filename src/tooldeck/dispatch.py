@@ -90,8 +90,6 @@ def _groups(slots: list[Slot]) -> list[list[Slot]]:
     Consecutive ``parallel`` calls form one group; each ``sequential`` call is a group of
     its own, so it waits for everything before it and blocks everything after it.
     """
-    if len(slots) == 1:  # the common step: one call, one group (or none)
-        return [slots] if slots[0].output is None else []
     groups: list[list[Slot]] = []
     last_parallel = False
     for slot in slots:
@@ -146,9 +144,9 @@ def _not_executed(slots: list[Slot], exc: BaseException) -> None:
 class Dispatcher(CallRunner):
     """Runs one step's calls against one turn's toolset. See the module docstring.
 
-    Running one call is :class:`~tooldeck._call.CallRunner`'s part; the policy and the
-    approvals are :mod:`tooldeck._asking`'s; telemetry is a strategy chosen here, once
-    (:mod:`tooldeck.telemetry.tracing`): when it is off, its hooks do nothing.
+    Running one call is ``CallRunner``'s part (``tooldeck._call``); the policy and the
+    approvals are ``tooldeck._asking``'s; telemetry is a strategy chosen here, once
+    (``tooldeck.telemetry.tracing``): when it is off, its hooks do nothing.
     """
 
     def __init__(
@@ -180,28 +178,31 @@ class Dispatcher(CallRunner):
 
     def _prepare(self, call: ToolCall) -> Slot:
         """Resolve and validate one call: a slot ready to run, or one with its output."""
-        slot = Slot(call)
         if call.incomplete:
-            slot.output = error(
+            return Slot(
                 call,
-                f"Not executed: the call to {call.name} was cut off "
-                "(the response hit its token limit); arguments may be "
-                "incomplete.",
+                output=error(
+                    call,
+                    f"Not executed: the call to {call.name} was cut off "
+                    "(the response hit its token limit); arguments may be "
+                    "incomplete.",
+                ),
             )
-            return slot
         tool = self.toolset.get(call.name)
         if tool is None:
-            slot.output = error(call, unknown_tool_message(call.name, self.toolset.names))
-            return slot
+            return Slot(
+                call, output=error(call, unknown_tool_message(call.name, self.toolset.names))
+            )
         try:
             validated = validate_arguments(tool, call.arguments)
         except ArgumentError as exc:
-            slot.output = error(
-                call, exc.model_message, {"problems": list(exc.problems)}, exc.repairs
+            return Slot(
+                call,
+                output=error(
+                    call, exc.model_message, {"problems": list(exc.problems)}, exc.repairs
+                ),
             )
-            return slot
-        slot.tool, slot.params, slot.repairs = tool, validated.params, validated.repairs
-        return slot
+        return Slot(call, tool, validated.params, validated.repairs)
 
     async def dispatch(
         self,
@@ -265,11 +266,13 @@ class Dispatcher(CallRunner):
         trace: StepTracing,
     ) -> None:
         """The policy on every call still to run, then one approval batch if any asks."""
+        ask = False
         for slot in slots:
             if slot.output is None:
                 await decide(self.policy, self.log, slot, trace)
-        asking = [s for s in slots if s.output is None and s.approval_reason is not None]
-        if asking:
+                ask = ask or slot.approval_reason is not None
+        if ask:
+            asking = [s for s in slots if s.output is None and s.approval_reason is not None]
             with trace.approval(asking):
                 await approve(
                     slots, asking, self.approver, answers, self.events, self.session_id, self.log
@@ -278,24 +281,21 @@ class Dispatcher(CallRunner):
     async def _execute(
         self, slots: list[Slot], signal: AbortSignal, trace: StepTracing
     ) -> str | None:
-        """Run every call still to run, group by group (see :func:`_groups`); returns the
+        """Run every call still to run, group by group (see ``_groups``); returns the
         name of the tool that ended the turn, if one did.
 
         A group of one (the common case) runs in this task; a larger one under
-        ``asyncio.gather``. Once the turn is aborted or a tool has ended it, the groups
-        after get a "not run" output each.
+        ``asyncio.gather``. Once the turn is aborted or a tool has ended it, the calls
+        after get a "not run" output each (``_run`` sees the abort).
         """
         terminated_by: str | None = None
-        for group in _groups(slots):
-            if signal.aborted:
-                for s in group:
-                    s.output = error(s.call, f"Not run: the turn was aborted ({signal.reason}).")
-                continue
-            if terminated_by is not None:
+        one = len(slots) == 1 and slots[0].output is None  # the common step: one group
+        for group in (slots,) if one else _groups(slots):
+            if terminated_by is not None and not signal.aborted:
                 for s in group:
                     s.output = error(s.call, f"Not run: {terminated_by} ended the turn.")
                 continue
-            if len(group) == 1:
+            if len(group) == 1:  # _run records "not run" itself once the turn is aborted
                 await self._run(group[0], signal, trace)
             else:
                 await asyncio.gather(*(self._run(s, signal, trace) for s in group))
