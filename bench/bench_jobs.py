@@ -39,7 +39,7 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import BackgroundLoad, machine_lines, percentile, table, wait_for_idle
 from tooldeck import ScriptedModel, Toolset
-from tooldeck.dispatch import allow_all
+from tooldeck.approvals import allow_all
 from tooldeck.jobs import JobManager, LiveJob, NewJob
 from tooldeck.jobs.durable import DbosJobQueue
 from tooldeck.providers.scripted import reply

@@ -27,7 +27,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tooldeck.dispatch import ApprovalAnswer
+from tooldeck.approvals import ApprovalAnswer
 from tooldeck.policy._files import locked
 from tooldeck.policy.pending import read_pending, save_answers
 

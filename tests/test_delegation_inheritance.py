@@ -21,17 +21,17 @@ from hypothesis import strategies as st
 from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
-from tooldeck.builtin import load_builtin_registry
-from tooldeck.context import LiveProtection, ToolContext
-from tooldeck.dispatch import (
+from tooldeck.approvals import (
     ApprovalAnswer,
     ApprovalRequest,
-    Dispatcher,
     PendingApproval,
     PolicyDecision,
     allow_all,
     arguments_json,
 )
+from tooldeck.builtin import load_builtin_registry
+from tooldeck.context import LiveProtection, ToolContext
+from tooldeck.dispatch import Dispatcher
 from tooldeck.policy import Policy, SessionPolicy, approve, deny
 from tooldeck.providers.scripted import call, reply
 from tooldeck.transcript import ToolCall, ToolOutput

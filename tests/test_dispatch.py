@@ -11,13 +11,8 @@ from typing import Any
 import pytest
 
 from tooldeck import AbortSignal, ToolContext, ToolResult, Toolset, tool
-from tooldeck.approvals import not_answered
-from tooldeck.dispatch import (
-    ApprovalAnswer,
-    ApprovalRequest,
-    Dispatcher,
-    PolicyDecision,
-)
+from tooldeck.approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision, not_answered
+from tooldeck.dispatch import Dispatcher
 from tooldeck.events import ApprovalRequested, CallFinished, CallStarted, Event, EventBus
 from tooldeck.providers.scripted import call
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tooldeck import AbortSignal, Toolset, tool
-from tooldeck.dispatch import Dispatcher, PolicyDecision
+from tooldeck.approvals import PolicyDecision
+from tooldeck.dispatch import Dispatcher
 from tooldeck.providers.scripted import call
 
 

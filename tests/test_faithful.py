@@ -33,11 +33,11 @@ from tooldeck import (
     Toolset,
     tool,
 )
-from tooldeck.dispatch import PendingApproval
+from tooldeck.approvals import PendingApproval
 from tooldeck.errors import ResultEncodingError
 from tooldeck.model import ModelRequest
 from tooldeck.policy import PendingFiles
-from tooldeck.policy.pending import decode_item, encode_item
+from tooldeck.policy._pending_json import decode_item, encode_item
 from tooldeck.providers.anthropic import AnthropicModel
 from tooldeck.providers.chat_completions import ChatCompletionsModel
 from tooldeck.providers.openai_responses import OpenAIResponsesModel

@@ -17,9 +17,8 @@ from hypothesis import strategies as st
 from test_workflows_support import StoreFactory, raw_query
 from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext
 from tooldeck._notices import NOTICE_PREFIX
-from tooldeck.approvals import allow_all
+from tooldeck.approvals import ApprovalAnswer, ApprovalRequest, allow_all
 from tooldeck.builtin import load_builtin_registry
-from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.jobs import (
     JobManager,
     JobNotices,
@@ -189,7 +188,7 @@ def test_cancel_a_running_job_and_a_pending_one(make_store: StoreFactory, tmp_pa
 
 
 def _live(model: Any, home: Path, policy: Any = None, tools: Toolset | None = None) -> Any:
-    from tooldeck.dispatch import allow_all
+    from tooldeck.approvals import allow_all
     from tooldeck.jobs import LiveJob
 
     return LiveJob(model=model, tools=tools or Toolset(), policy=policy or allow_all, home=home)
@@ -403,7 +402,7 @@ def test_headless_never_allows_what_needs_a_human(tier: str, name: str, inner: s
     visibility filter is a second line, not the only one)."""
     from tooldeck import Protection
     from tooldeck import tool as make_tool
-    from tooldeck.dispatch import PolicyDecision
+    from tooldeck.approvals import PolicyDecision
     from tooldeck.transcript import ToolCall
 
     @make_tool(name=name, tier=tier)  # type: ignore[arg-type]

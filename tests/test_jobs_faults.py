@@ -26,7 +26,7 @@ import pytest
 from test_workflows_support import PG_DSN, raw_query
 from test_workflows_workers import Outage, outage
 from tooldeck import ScriptedModel, Toolset
-from tooldeck.dispatch import allow_all
+from tooldeck.approvals import allow_all
 from tooldeck.jobs import JobManager, JobNotices, JobRuntime, LiveJob, NewJob
 from tooldeck.jobs.store import (
     JobTable,

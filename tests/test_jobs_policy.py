@@ -23,10 +23,9 @@ from test_jobs_dbos import JobWorkers
 from test_policy_properties import ALL, args_strategy, config, context
 from test_workflows_support import PG_DSN, StoreFactory
 from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext
-from tooldeck.approvals import PolicyDecision, allow_all
+from tooldeck.approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision, allow_all
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli.schedules import load_job_script
-from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.jobs import JobManager, JobRuntime, JobTable, NewJob, job_tools_source
 from tooldeck.jobs.durable import DbosJobQueue
 from tooldeck.jobs.policy import creator_policy, job_policy, record_creator

@@ -19,7 +19,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tooldeck import Protection, ScriptedModel, Session, Tool, Toolset
-from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
+from tooldeck.approvals import ApprovalAnswer, ApprovalRequest
 from tooldeck.plan import ToolPlanner
 from tooldeck.policy import GrantStore, Policy, PolicyContext, SessionPolicy
 from tooldeck.policy.rules import RANK

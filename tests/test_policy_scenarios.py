@@ -25,11 +25,11 @@ from tooldeck import Protection, ScriptedModel, Session, Toolset, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.switch_model import ModelRoles, switch_model_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
+from tooldeck.approvals import ApprovalAnswer, ApprovalRequest
 from tooldeck.assembly import TurnContext
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli.approve import approve_command
 from tooldeck.cli.policy import policy_app
-from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
 from tooldeck.plan import ToolPlanner
 from tooldeck.policy import (
     AuditLog,

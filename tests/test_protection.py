@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from test_policy_properties import ALL, args_strategy, config
 from tooldeck import Protection
-from tooldeck.approvals import PolicyDecision, policy_decision
+from tooldeck.approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision, policy_decision
 from tooldeck.assembly import Toolset
-from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher
+from tooldeck.dispatch import Dispatcher
 from tooldeck.jobs.policy import creator_policy, record_creator
 from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.transcript import ToolCall

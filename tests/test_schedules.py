@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from test_workflows_support import StoreFactory, raw_query
 from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext
-from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest
+from tooldeck.approvals import ApprovalAnswer, ApprovalRequest
 from tooldeck.jobs import JobManager, JobNotices, JobRuntime
 from tooldeck.policy import Policy, SessionPolicy, approve
 from tooldeck.providers.scripted import call, reply

@@ -17,8 +17,9 @@ from test_telemetry_support import Recorded, attrs, events
 from tooldeck import Protection, Session, Toolset, telemetry
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
+from tooldeck.approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision
 from tooldeck.context import AbortSignal, ToolContext
-from tooldeck.dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
+from tooldeck.dispatch import Dispatcher
 from tooldeck.errors import MissingExtra
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.telemetry.tracing import UNTRACED
@@ -434,7 +435,7 @@ def test_the_approvers_identity_is_recorded_only_when_configured(
 
 
 def test_a_step_waiting_for_approval_ends_its_approval_span_pending(otel: Recorded) -> None:
-    from tooldeck.dispatch import PendingApproval
+    from tooldeck.approvals import PendingApproval
 
     async def later(requests: Any) -> list[ApprovalAnswer]:
         raise PendingApproval()

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 import tooldeck
 from test_telemetry_support import Recorded
 from tooldeck import Protection
+from tooldeck.approvals import ApprovalAnswer, PolicyDecision
 from tooldeck.cli import app
-from tooldeck.dispatch import ApprovalAnswer, PolicyDecision
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.telemetry.timeline import Bar, Timeline, TimelineError, TimelineRecorder, render
 from tooldeck.transcript import ToolCall

@@ -15,10 +15,11 @@ if TYPE_CHECKING:
     from . import schema
     from ._continuation import ContinuePolicy
     from ._streaming import TurnStream
+    from .approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision
     from .arguments import ValidatedArguments, validate_arguments
     from .assembly import Toolset, ToolSource, TurnContext, assemble
     from .context import Aborted, AbortSignal, ToolContext
-    from .dispatch import ApprovalAnswer, ApprovalRequest, Dispatcher, PolicyDecision
+    from .dispatch import Dispatcher
     from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
     from .events import EventBus
     from .loop import RunResult, Session
@@ -57,10 +58,10 @@ _LAZY: dict[str, str] = {
     "AbortSignal": "context",
     "ToolContext": "context",
     "ContinuePolicy": "_continuation",
-    "ApprovalAnswer": "dispatch",
-    "ApprovalRequest": "dispatch",
+    "ApprovalAnswer": "approvals",
+    "ApprovalRequest": "approvals",
     "Dispatcher": "dispatch",
-    "PolicyDecision": "dispatch",
+    "PolicyDecision": "approvals",
     "ArgumentError": "errors",
     "SchemaError": "errors",
     "TooldeckError": "errors",

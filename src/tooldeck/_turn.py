@@ -34,9 +34,9 @@ from typing import Protocol
 
 from ._continuation import ContinuePolicy
 from ._streaming import stream_step
-from .approvals import PendingCall, PendingStep, PendingStore
+from .approvals import ApprovalAnswer, PendingApproval, PendingCall, PendingStep, PendingStore
 from .context import AbortSignal
-from .dispatch import ApprovalAnswer, Dispatcher, PendingApproval
+from .dispatch import Dispatcher
 from .events import (
     EventBus,
     ModelStepFinished,

@@ -27,15 +27,12 @@ from .tools import Tier, Tool
 from .transcript import AssistantMessage, Item, ToolCall, ToolOutput, Usage
 
 __all__ = [
-    "ApprovalAnswer",
     "ApprovalCallback",
-    "ApprovalRequest",
     "Approver",
     "PendingApproval",
     "PendingCall",
     "PendingStep",
     "PendingStore",
-    "PolicyDecision",
     "PolicyHook",
     "TraceEntry",
     "Verdict",

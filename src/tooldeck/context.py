@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import TooldeckError
 
-__all__ = ["AbortSignal", "Aborted", "LiveProtection", "ToolContext"]
+__all__ = ["LiveProtection"]
 
 _log = logging.getLogger("tooldeck.tool")
 

@@ -32,14 +32,10 @@ from ._asking import approve, decide
 from ._call import CallRunner, ResultHook, Slot, error
 from .approvals import (
     ApprovalAnswer,
-    ApprovalRequest,
     Approver,
     PendingApproval,
-    PolicyDecision,
     PolicyHook,
     allow_all,
-    answering,
-    arguments_json,
 )
 from .arguments import validate_arguments
 from .assembly import Toolset, TurnContext
@@ -51,18 +47,7 @@ from .telemetry.tracing import StepTracing, Tracing, tracing
 from .transcript import ToolCall, ToolOutput
 
 __all__ = [
-    "ApprovalAnswer",
-    "ApprovalRequest",
-    "Approver",
     "DispatchResult",
-    "Dispatcher",
-    "PendingApproval",
-    "PolicyDecision",
-    "PolicyHook",
-    "ResultHook",
-    "allow_all",
-    "answering",
-    "arguments_json",
     "unknown_tool_message",
 ]
 

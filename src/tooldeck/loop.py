@@ -29,15 +29,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TypeVar
 
+from ._call import ResultHook
 from ._continuation import ContinuePolicy
 from ._notices import NoticeSource, notice_messages
 from ._streaming import LiveTurn, TurnStream
 from ._sync import block_on
 from ._turn import Turn
-from .approvals import PendingCall, PendingStep, PendingStore
+from .approvals import ApprovalAnswer, PendingStep, PendingStore
 from .assembly import TurnContext
 from .context import AbortSignal
-from .dispatch import ApprovalAnswer, Dispatcher, ResultHook
+from .dispatch import Dispatcher
 from .events import EventBus
 from .model import Model, ModelSettings
 from .offload.defaults import session_guard
@@ -53,12 +54,6 @@ T = TypeVar("T")
 __all__ = [
     "MAX_STEPS",
     "TIMEOUT",
-    "PendingCall",
-    "PendingStep",
-    "PendingStore",
-    "RunResult",
-    "Session",
-    "TurnStream",
     "new_session_id",
 ]
 

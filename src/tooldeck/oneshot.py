@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ._call import ResultHook
 from ._continuation import ContinuePolicy
 from ._notices import NoticeSource
 from ._streaming import TurnStream
@@ -17,7 +18,6 @@ from ._sync import block_on
 from .approvals import PendingStore
 from .assembly import TurnContext
 from .context import AbortSignal
-from .dispatch import ResultHook
 from .events import EventBus
 from .loop import MAX_STEPS, TIMEOUT, RunResult, Session, new_session_id
 from .model import Model, ModelSettings
@@ -26,7 +26,7 @@ from .sources.listed import Tools
 from .structured import OutputTypeSpec
 from .transcript import Item
 
-__all__ = ["run", "run_sync", "stream"]
+__all__ = []
 
 
 async def run(

@@ -18,7 +18,7 @@ import pytest
 import tooldeck
 from tooldeck import Session, Tool, ToolContext
 from tooldeck.model import Model
-from tooldeck.policy.pending import decode_item, encode_item
+from tooldeck.policy._pending_json import decode_item, encode_item
 from tooldeck.providers.anthropic import AnthropicModel
 from tooldeck.providers.chat_completions import ChatCompletionsModel
 from tooldeck.providers.openai_responses import OpenAIResponsesModel

@@ -42,7 +42,7 @@ from tooldeck import (
     UserMessage,
     tool,
 )
-from tooldeck.dispatch import PendingApproval, PolicyDecision
+from tooldeck.approvals import PendingApproval, PolicyDecision
 from tooldeck.errors import ProviderError
 from tooldeck.model import ModelRequest, ModelSettings
 from tooldeck.policy import PendingFiles

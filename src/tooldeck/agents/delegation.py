@@ -35,16 +35,16 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from ..approvals import not_answered
-from ..assembly import Toolset
-from ..context import ToolContext
-from ..dispatch import (
+from ..approvals import (
     ApprovalAnswer,
     ApprovalRequest,
     Approver,
     PendingApproval,
     PolicyHook,
+    not_answered,
 )
+from ..assembly import Toolset
+from ..context import ToolContext
 from ..events import Event
 from ..loop import Session
 from ..model import Model

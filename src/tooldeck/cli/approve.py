@@ -68,9 +68,8 @@ def _answer(
     """Ask about the calls of ``pending`` and write the answers; False when ``watching``
     and the input ended before every call was answered (then nothing is written)."""
     from .._config_files import ConfigFileError, decode_text, parse_json, read_bytes
-    from ..dispatch import ApprovalAnswer
-    from ..policy._pending_json import MAX_DEPTH
-    from ..policy.pending import decode_pending
+    from ..approvals import ApprovalAnswer
+    from ..policy._pending_json import MAX_DEPTH, decode_pending
     from ..policy.prompt import INPUT_ENDED, ask_calls
 
     what = "a waiting run's <session>.pending.json"

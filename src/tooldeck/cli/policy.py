@@ -134,8 +134,8 @@ def explain_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
 ) -> None:
     """Print the decision for calling TOOL with --args, and the trace of every level."""
+    from ..approvals import arguments_json
     from ..arguments import validate_arguments
-    from ..dispatch import arguments_json
     from ..policy.chain import PolicyContext
 
     console = Console()

@@ -38,7 +38,7 @@ from ..policy import Policy
 from ..search import ToolIndex
 from ..tools import Tool
 
-__all__ = ["Catalog", "CatalogView", "client_name", "name_problems", "rule_name"]
+__all__ = ["name_problems", "rule_name"]
 
 _log = logging.getLogger("tooldeck.gateway")
 _LIBRARY = PREFIX.removesuffix("__")  # the namespace no gateway server may have

@@ -77,7 +77,7 @@ from .stateless import (
 )
 from .wire import to_call_result
 
-__all__ = ["STARTING_META", "Gateway", "http_socket"]
+__all__ = ["STARTING_META", "http_socket"]
 
 _log = logging.getLogger("tooldeck.gateway")
 WATCH_SECONDS = 1.0

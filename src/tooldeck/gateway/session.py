@@ -50,7 +50,7 @@ from .evidence import EvidenceLog
 from .native import gateway_turn
 from .wire import fit_structure, listed_tool
 
-__all__ = ["CALL_TOOL_NAME", "SEARCH_TOOL_NAME", "GatewaySession", "remember"]
+__all__ = ["remember"]
 
 _log = logging.getLogger("tooldeck.gateway")
 SEARCH_TOOL_NAME = "tool_search"

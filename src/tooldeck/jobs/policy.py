@@ -52,11 +52,7 @@ from ..tools import TIERS
 
 __all__ = [
     "CREATOR_VERSION",
-    "CreatorPolicyError",
-    "creator_policy",
     "creator_tools",
-    "job_policy",
-    "record_creator",
 ]
 
 CREATOR_VERSION = 1

@@ -49,10 +49,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._call import ResultHook
 from ..approvals import PolicyHook, policy_decision
 from ..assembly import Toolset, TurnContext
 from ..context import AbortSignal
-from ..dispatch import ResultHook
 from ..events import CallStarted, Event, ModelStepStarted
 from ..loop import RunResult, Session
 from ..model import Model

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._call import ResultHook
 from ..assembly import Toolset
-from ..dispatch import ResultHook
 from ..events import EventBus
 from ..plan import PlanEntry, ToolPlan
 from . import RECALL_TOOL_NAME, OffloadStore

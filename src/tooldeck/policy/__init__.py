@@ -22,6 +22,7 @@
 The file format and the rules are described in ``docs/policy.md``.
 """
 
+from ._shell import shell_programs
 from .audit import AuditLog, arguments_digest, canonical_json
 from .chain import (
     ALWAYS_DANGEROUS,
@@ -34,7 +35,7 @@ from .chain import (
 )
 from .grants import Grant, GrantStore
 from .pending import PendingFiles, load_answers, read_pending, save_answers
-from .rules import Level, Rule, Selector, shell_programs
+from .rules import Level, Rule, Selector
 from .session import (
     ApproveAlways,
     PolicyApprover,

@@ -46,7 +46,6 @@ from ..transcript import (
 from ._files import safe_id
 
 __all__ = [
-    "FORMAT",
     "MAX_DEPTH",
     "PendingDocument",
     "decode_item",

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-__all__ = ["LAUNCHERS", "Command", "commands", "runs_only", "shell_programs"]
+__all__ = ["LAUNCHERS", "Command", "commands", "runs_only"]
 
 Tri: TypeAlias = bool | None
 Kind: TypeAlias = Literal["program", "path", "launcher"]

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KEPT_ENTRIES", "AppendFile", "AuditLog", "arguments_digest", "canonical_json"]
+__all__ = ["KEPT_ENTRIES", "AppendFile"]
 
 KEPT_ENTRIES = 10_000
 """How many of the latest entries an :class:`AuditLog` keeps in memory (the file has all)."""

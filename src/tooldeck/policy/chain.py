@@ -46,15 +46,7 @@ from .rules import (
     sample_arguments,
 )
 
-__all__ = [
-    "ALWAYS_DANGEROUS",
-    "HEADLESS_DENY",
-    "LEVELS",
-    "Policy",
-    "PolicyContext",
-    "PolicyError",
-    "effective_tier",
-]
+__all__ = []
 
 LEVELS = ("profile", "organization", "mode", "agent", "node", "delegation")
 ALWAYS_DANGEROUS: tuple[str, ...] = ("run_bash", "computer")

@@ -38,7 +38,7 @@ from ._files import StateLocked, locked
 from .chain import PolicyError
 from .rules import ArgPredicate, all_of, parse_args
 
-__all__ = ["FORMAT", "Grant", "GrantStore", "grant_of"]
+__all__ = ["grant_of"]
 
 FORMAT = "tooldeck.grants/1"
 _log = logging.getLogger("tooldeck.policy")

@@ -25,34 +25,20 @@ from typing import Any
 
 from .._atomic_json import write_json_atomic
 from .._config_files import load_json
-from ..approvals import PendingStep, not_answered
-from ..dispatch import ApprovalAnswer
+from ..approvals import ApprovalAnswer, PendingStep, not_answered
 from ..transcript import Item
 from ._files import locked, session_file
 from ._pending_json import (
-    FORMAT,
     MAX_DEPTH,
-    PendingDocument,
-    decode_item,
     decode_pending,
-    encode_item,
     encode_pending,
     plain,
 )
 from .session import ApproveAlways
 
 __all__ = [
-    "FORMAT",
-    "PendingDocument",
-    "PendingFiles",
     "answer_from_dict",
     "answer_to_dict",
-    "decode_item",
-    "decode_pending",
-    "encode_item",
-    "load_answers",
-    "read_pending",
-    "save_answers",
 ]
 
 ANSWERS_FORMAT = "tooldeck.answers/1"

@@ -47,17 +47,13 @@ from urllib.parse import urlsplit
 from .._paths import PathRefused, home_path, home_text, resolve_home, resolve_in_home
 from ..approvals import Verdict
 from ..tools import TIERS, Tier
-from ._shell import LAUNCHERS, runs_only, shell_programs
+from ._shell import runs_only
 
 __all__ = [
     "ACTIONS",
-    "LAUNCHERS",
     "RANK",
     "Action",
     "ArgPredicate",
-    "Level",
-    "Rule",
-    "Selector",
     "ToolFacts",
     "parse_args",
     "parse_level",
@@ -65,7 +61,6 @@ __all__ = [
     "parse_selectors",
     "path_under",
     "sample_arguments",
-    "shell_programs",
 ]
 
 Action: TypeAlias = Literal["allow", "deny", "ask"]

@@ -26,10 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..approvals import not_answered
-from ..arguments import validate_arguments
-from ..context import ToolContext
-from ..dispatch import (
+from ..approvals import (
     ApprovalAnswer,
     ApprovalRequest,
     Approver,
@@ -37,7 +34,10 @@ from ..dispatch import (
     PolicyDecision,
     answering,
     arguments_json,
+    not_answered,
 )
+from ..arguments import validate_arguments
+from ..context import ToolContext
 from ..errors import ArgumentError
 from ..telemetry.calls import note_approver
 from ..tools import Tier, Tool
@@ -50,16 +50,7 @@ from .grants import GrantStore
 if TYPE_CHECKING:  # the agent type child_policy names; the policy imports no feature
     from ..agents.toolkits import AgentDefinition
 
-__all__ = [
-    "ApproveAlways",
-    "PolicyApprover",
-    "SessionPolicy",
-    "approve",
-    "approve_always",
-    "deny",
-    "edit",
-    "wait_for_human",
-]
+__all__ = []
 
 
 # -- answers ---------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["SearchConfig"]
+__all__ = []
 
 
 @dataclass(frozen=True, slots=True)

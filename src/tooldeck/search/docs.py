@@ -19,10 +19,8 @@ from .text import one_line, words
 
 __all__ = [
     "EMBEDDING_FIELDS",
-    "ToolDoc",
     "embedding_fields",
     "embedding_text",
-    "load_definitions",
     "schema_text",
 ]
 

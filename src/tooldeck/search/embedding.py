@@ -35,9 +35,7 @@ from .._extras import needs_extra
 from ..errors import MissingExtra
 
 __all__ = [
-    "Embedder",
     "SemanticSetting",
-    "VectorCache",
     "default_cache_dir",
     "default_embedder",
     "resolve_embedder",

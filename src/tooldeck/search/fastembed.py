@@ -17,7 +17,7 @@ from typing import Any
 
 from .._extras import needs_extra
 
-__all__ = ["DEFAULT_MODEL", "FastEmbedEmbedder"]
+__all__ = ["DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "BAAI/bge-small-en-v1.5"
 

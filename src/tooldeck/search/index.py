@@ -32,7 +32,7 @@ from .fusion import fuse
 from .text import one_line, words
 from .topk import top
 
-__all__ = ["SearchHit", "ToolIndex"]
+__all__ = []
 
 _MAX_QUERY_CHARS = 2000  # a longer query is cut: no need, and it bounds the time of a search
 

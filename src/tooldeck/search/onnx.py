@@ -21,7 +21,7 @@ from typing import Any
 
 from .._extras import needs_extra
 
-__all__ = ["OnnxEmbedder"]
+__all__ = []
 
 
 def _file_digest(path: Path) -> str:

@@ -19,7 +19,7 @@ from .._extras import needs_extra
 with needs_extra("search"):  # every search needs the stemmer: one line when missing
     import Stemmer  # type: ignore[import-not-found]
 
-__all__ = ["STOPWORDS", "one_line", "stem", "tokenize"]
+__all__ = ["STOPWORDS"]
 
 # -- text processing --------------------------------------------------------------------
 

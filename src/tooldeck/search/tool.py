@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from ..tools import Tool
 from .index import SearchHit, ToolIndex
 
-__all__ = ["MAX_QUERIES", "MAX_SEARCH_RESULTS", "ToolSearchParams", "tool_search_tool"]
+__all__ = ["MAX_QUERIES", "MAX_SEARCH_RESULTS"]
 
 MAX_SEARCH_RESULTS = 20
 MAX_QUERIES = 10

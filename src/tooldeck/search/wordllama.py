@@ -26,7 +26,7 @@ from typing import Any
 
 from .._extras import needs_extra
 
-__all__ = ["DEFAULT_DIM", "PACKAGE", "WordLlamaEmbedder"]
+__all__ = ["DEFAULT_DIM", "PACKAGE"]
 
 #: the PyPI package whose wheel carries the model files
 PACKAGE = "wordllama"

@@ -24,6 +24,6 @@ __all__ = [
     "Renamed",
     "ToolList",
     "Tools",
-    "WithApproval",
-    "source",  # tooldeck.source; here too while loop.py's docstring names it here
+    "WithApproval",  # tooldeck.source; here too while loop.py's docstring names it here
+    "source",
 ]
