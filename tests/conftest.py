@@ -25,6 +25,10 @@ os.environ.setdefault("TOOLDECK_CACHE_DIR", tempfile.mkdtemp(prefix="tooldeck-te
 # them first, so that with two test processes (pytest-xdist) the run does not end with one
 # process still in a long test while the other has nothing left to do.
 _LONG_FIRST = (
+    # the mypy group (one process): mypy on a user's file, which writes the mypy cache the
+    # docs blocks' mypy then reads, and every docs block, a process each
+    "test_typed_entry_points.py",
+    "test_docs_blocks.py",
     "test_worker_logs.py",
     "test_jobs_dbos.py",
     "test_workflows_workers.py",
