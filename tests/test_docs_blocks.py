@@ -231,6 +231,11 @@ def test_the_docs_have_python_blocks() -> None:
     assert {block.path for block in BLOCKS} >= {"README.md", "docs/mcp.md", "docs/policy.md"}
 
 
+# On one test process (pytest-xdist): ``outcomes`` runs every selected block, so each
+# process that ran one of these tests would run them all again, mypy included; and with
+# tests/test_typed_entry_points.py (same group, run before it: tests/conftest.py) the
+# mypy cache is written once, by whichever runs first, and read by the other.
+@pytest.mark.xdist_group("mypy")
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.id for block in BLOCKS])
 def test_docs_block(block: Block, outcomes: dict[str, str | None]) -> None:
     problem = outcomes[block.id]

@@ -55,6 +55,7 @@ def _mypy(tmp_path: Path, source: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith(f"{user}:") and ": error:" in line]
 
 
+@pytest.mark.xdist_group("mypy")  # with the docs blocks: tests/test_docs_blocks.py
 def test_mypy_names_a_misspelt_keyword(tmp_path: Path) -> None:
     errors = _mypy(
         tmp_path,
@@ -89,6 +90,7 @@ def test_mypy_names_a_misspelt_keyword(tmp_path: Path) -> None:
     assert len(errors) == 5, text
 
 
+@pytest.mark.xdist_group("mypy")  # with the docs blocks: tests/test_docs_blocks.py
 def test_mypy_accepts_the_documented_keywords(tmp_path: Path) -> None:
     errors = _mypy(
         tmp_path,
