@@ -627,7 +627,8 @@ def test_a_hostile_answer_gets_a_retry_not_an_exception(text: str) -> None:
     assert result.structured == Tags(answer=2)
     retry = model.requests[1].transcript[-1]
     assert isinstance(retry, UserMessage)
-    assert "nested too deeply" in retry.text or "recursion limit" in retry.text
+    said = retry.text.lower()  # the parser or pydantic, whichever stops it first
+    assert "nested too deeply" in said or "recursion limit" in said
 
 
 @SMALL
