@@ -12,7 +12,8 @@ import json
 import sys
 
 import tooldeck
-from tooldeck.providers import ScriptedModel, call, model_from_string, reply
+from tooldeck import ScriptedModel
+from tooldeck.providers import call, model_from_string, reply
 
 
 @tooldeck.tool(read_only=True)
