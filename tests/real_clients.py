@@ -109,11 +109,20 @@ class Watcher:
         await self.process.stdin.send(typed.encode())
 
 
+_WITH_CTRL_C = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('tooldeck.cli', run_name='__main__', alter_sys=True)"
+)
+
+
 @asynccontextmanager
 async def watching(state: Path) -> AsyncIterator[Watcher]:
     """``tooldeck approve --watch STATE`` running, and known to the gateway (which looks
     once per WATCHED_SECONDS); stopped with Ctrl-C after, and again unknown to it."""
-    command = [PY, "-m", "tooldeck.cli", "approve", "--watch", str(state)]
+    # Ctrl-C as at a terminal: SIGINT at its default even when this run was started in
+    # the background of a script (a shell starts those with SIGINT ignored, which Python
+    # then keeps ignoring, so the watcher would never stop)
+    command = [PY, "-c", _WITH_CTRL_C, "approve", "--watch", str(state)]
     process = await anyio.open_process(command)
     watcher = Watcher(process)
     try:
