@@ -63,6 +63,11 @@ EXTRAS: dict[str, Extra] = {
     "fastembed": Extra(("fastembed", "numpy"), "the fastembed embedder needs"),
     # the offline tour (`tooldeck demo`): the command, the gateway, tool search
     "demo": Extra(("typer", "rich", "mcp", "Stemmer"), "the offline demo needs"),
+    "pydantic-ai": Extra(("pydantic_ai",), "tooldeck tools in a pydantic-ai agent need"),
+    "openai-agents": Extra(("agents",), "tooldeck tools in an openai-agents agent need"),
+    "langchain": Extra(
+        ("langchain_core", "langgraph"), "tooldeck tools in LangChain and LangGraph need"
+    ),
     "otel": Extra(("opentelemetry.sdk", "opentelemetry.exporter"), "exporting over OTLP needs"),
 }
 
