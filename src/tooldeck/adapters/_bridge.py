@@ -22,7 +22,7 @@ denial is the tool's answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
@@ -152,6 +152,8 @@ class Bridge:
         self._policy, self._approver = self.protect.dispatch()
         self._plan: ToolPlan | None = None
         self._step: _Step | None = None
+        self._offered: tuple[Hashable, frozenset[str]] | None = None
+        self.steps = 0  # steps dispatched so far
 
     def plan(self) -> ToolPlan:
         """The tools of the host's next model step (assembled now, the guard's recall
@@ -167,6 +169,18 @@ class Bridge:
     def shown(self) -> tuple[Tool, ...]:
         """The tools the model is shown now (:meth:`plan`'s ``shown``)."""
         return self.plan().shown
+
+    def offered(self, run: Hashable) -> frozenset[str]:
+        """The names of the tools shown now, for a host that asks tool by tool: planned
+        again once a step of ``run`` (anything naming the host's run) has run since the
+        last plan, read back otherwise (what the plan shows changes only when a tool ran:
+        a search loaded tools, a result was stored)."""
+        key = (run, self.steps)
+        if self._offered is not None and self._offered[0] == key:
+            return self._offered[1]
+        names = frozenset(t.name for t in self.plan().shown)
+        self._offered = (key, names)
+        return names
 
     def executable(self) -> Mapping[str, Tool]:
         """The tools calls run against: the latest plan's (made now if none yet)."""
@@ -234,6 +248,7 @@ class Bridge:
     ) -> dict[str, Outcome]:
         """One step's calls through the dispatcher; every call gets its outcome."""
         dispatcher = self._dispatcher()
+        self.steps += 1
         try:
             result = await dispatcher.dispatch(calls, answers=answers or None, partial=partial)
         except PendingApproval as pending:
