@@ -100,6 +100,7 @@ class _Classifying(Dispatcher):
 class _Step:
     """The calls that arrived together, and their outcomes once the step has run."""
 
+    loop: asyncio.AbstractEventLoop | None = None
     calls: list[ToolCall] = field(default_factory=list)
     answers: dict[str, ApprovalAnswer] = field(default_factory=dict)
     done: asyncio.Future[dict[str, Outcome]] | None = None
@@ -193,9 +194,12 @@ class Bridge:
         human itself and calls again, like pydantic-ai after ``ApprovalRequired``).
         """
         step = self._step
-        if step is None or step.closed:
-            step = self._step = _Step()
-            step.done = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if step is None or step.closed or step.loop is not loop:
+            # (a call from another thread's loop, as a sync host's worker threads make,
+            # is a step of its own)
+            step = self._step = _Step(loop=loop)
+            step.done = loop.create_future()
             leader = True
         else:
             leader = False
