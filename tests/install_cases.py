@@ -12,8 +12,8 @@ import json
 import sys
 
 import tooldeck
-from tooldeck import ScriptedModel
-from tooldeck.providers import call, model_from_string, reply
+from tooldeck.providers import model_from_string
+from tooldeck.testing import ScriptedModel, call, reply
 
 
 @tooldeck.tool(read_only=True)

@@ -331,6 +331,6 @@ def test_a_tool_no_arguments_satisfy_is_named() -> None:
 
 
 def test_scripted_model_is_exported_from_tooldeck_testing() -> None:
-    from tooldeck.providers.scripted import ScriptedModel as Implementation
+    from tooldeck.testing import ScriptedModel as Implementation
 
     assert ScriptedModel is Implementation

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from .model import Model, ModelRequest, ModelSettings
     from .oneshot import run, run_sync, stream
     from .policy.protection import Protection
-    from .providers.scripted import ScriptedModel
     from .registry import Handlers, ToolRegistry
     from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
     from .schema import Projection, project, project_tools
@@ -76,7 +75,6 @@ _LAZY: dict[str, str] = {
     "Model": "model",
     "ModelRequest": "model",
     "ModelSettings": "model",
-    "ScriptedModel": "providers.scripted",
     "Handlers": "registry",
     "ToolRegistry": "registry",
     "ContentPart": "result",
@@ -127,7 +125,6 @@ __all__ = [
     "Protection",
     "RunResult",
     "SchemaError",
-    "ScriptedModel",
     "Session",
     "StopReason",
     "TextPart",

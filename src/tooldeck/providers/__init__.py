@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ModelConfigError, UnknownModel
 from ..model import Model
-from .scripted import call, reply
 
 if TYPE_CHECKING:
     from .anthropic import AnthropicModel
@@ -67,10 +66,8 @@ __all__ = [
     "AnthropicModel",
     "ChatCompletionsModel",
     "OpenAIResponsesModel",
-    "call",
     "model_from_env",
     "model_from_string",
-    "reply",
 ]
 
 KINDS = (
@@ -149,7 +146,8 @@ def model_from_string(
 
 def model_from_env(offline: Model, *, variable: str = "TOOLDECK_MODEL", **options: Any) -> Model:
     """The model named by ``$TOOLDECK_MODEL`` (``kind:model``, as ``tooldeck demo --model``
-    takes), else ``offline`` (a :class:`ScriptedModel`, so a program runs without a key).
+    takes), else ``offline`` (a :class:`~tooldeck.providers.scripted.ScriptedModel`, so a
+    program runs without a key).
 
     A set variable with a bad spec or a missing key raises one line, as
     :func:`model_from_string` does; it never falls back silently.

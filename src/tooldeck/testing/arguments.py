@@ -24,7 +24,7 @@ import jsonschema_rs
 
 from .patterns import sample_pattern
 
-__all__ = ["schema_arguments", "schema_value"]
+__all__ = ["schema_value"]
 
 _MAX_DEPTH = 24
 _FORMATS: dict[str, str] = {

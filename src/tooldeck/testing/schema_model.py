@@ -11,7 +11,7 @@ from ..providers.scripted import ScriptedModel, call, reply
 from ..transcript import AssistantMessage, ToolCall, ToolOutput
 from .arguments import schema_arguments
 
-__all__ = ["SchemaModel"]
+__all__: list[str] = []  # SchemaModel: exported by tooldeck.testing
 
 
 class SchemaModel(ScriptedModel):
