@@ -52,6 +52,7 @@ from .gemini_response import ADAPTER, PROVIDER, StreamAssembler, parse_response
 
 with needs_extra("gemini"):
     from google import genai
+    from google.genai import errors as genai_errors
     from google.genai import types as genai_types
 
 __all__ = ["GeminiModel"]
@@ -240,17 +241,32 @@ class GeminiModel:
         body, structured = self.build_request(request)
         api = self.client.aio._api_client
         assembler = StreamAssembler()
-        chunks = await api.async_request_streamed(
-            "post", self._path("streamGenerateContent?alt=sse"), body
+        path = self._path("streamGenerateContent?alt=sse")
+        response = await api._async_request(
+            http_request=api._build_request("post", path, body), stream=True
         )
+        # The SDK's stream reader, held here so that leaving early (a break, a cancel)
+        # closes it, and with it the HTTP response (its ``finally``).
+        lines = response._aiter_response_stream()
         try:
-            async for chunk in chunks:
-                data = json.loads(chunk.body) if chunk.body else None
+            async for line in lines:
+                try:
+                    data = json.loads(line) if line else None
+                except ValueError:
+                    _log.warning("skipping an undecodable stream chunk: %.200s", line)
+                    continue
+                if isinstance(data, dict) and isinstance(data.get("error"), Mapping):
+                    code = data["error"].get("code")
+                    await genai_errors.APIError.raise_error_async(
+                        code if isinstance(code, int) else 500, data, None
+                    )
                 if isinstance(data, dict):
                     for delta in assembler.feed(data):
                         yield delta
         finally:
-            await chunks.aclose()
+            close = getattr(lines, "aclose", None)
+            if close is not None:
+                await close()
         yield parse_response(assembler.response(), self.model, structured)
 
     # -- request building -------------------------------------------------------------------
