@@ -37,7 +37,13 @@ from typing import Any
 from ..errors import SchemaError
 from ..tools import Tool
 
-__all__ = ["GeminiProjection", "GeminiSchema", "project_gemini", "project_schema"]
+__all__ = [
+    "GeminiProjection",
+    "GeminiSchema",
+    "project_gemini",
+    "project_gemini_tools",
+    "project_schema",
+]
 
 _log = logging.getLogger("tooldeck.providers.gemini")
 

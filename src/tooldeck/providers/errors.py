@@ -181,7 +181,8 @@ def provider_error(exc: BaseException, target: Target) -> ProviderError | None:
         if isinstance(exc, http.TimeoutException):
             return _timeout(exc, target)
         if isinstance(exc, http.TransportError):  # the connection dropped mid-stream
-            return _unreachable(exc, target, dropped=True)
+            # (google-genai raises httpx's own errors, connecting included)
+            return _unreachable(exc, target, dropped=not isinstance(exc, http.ConnectError))
     return None
 
 

@@ -44,9 +44,10 @@ from .._extras import needs_extra
 from ..errors import SchemaError
 from ..model import ModelDelta, ModelRequest, ModelSettings
 from ..result import ImagePart, TextPart
+from ..tools import Tool
 from ..transcript import AssistantMessage, Item, OpaqueItem, ToolCall, ToolOutput, UserMessage
 from ._common import StructuredOutput, replay_parts, same_origin
-from ._gemini_schema import project_gemini_tools, project_schema
+from ._gemini_schema import GeminiProjection, project_gemini_tools, project_schema
 from .errors import Target, missing_credentials, translated, translated_stream
 from .gemini_response import ADAPTER, PROVIDER, StreamAssembler, parse_response
 
@@ -55,7 +56,7 @@ with needs_extra("gemini"):
     from google.genai import errors as genai_errors
     from google.genai import types as genai_types
 
-__all__ = ["GeminiModel"]
+__all__ = ["KEY_ENV"]  # GeminiModel is exported by tooldeck.providers
 
 _log = logging.getLogger("tooldeck.providers.gemini")
 
@@ -187,6 +188,13 @@ class GeminiModel:
     @property
     def name(self) -> str:
         return f"{ADAPTER}:{self.model}"
+
+    @staticmethod
+    def declarations(tools: Sequence[Tool]) -> list[GeminiProjection]:
+        """How ``tools`` are declared to Gemini: each entry, and the ``reason`` (with the
+        ``dropped`` and ``changes`` lists) when it is not the tool's exact schema.
+        Raises :class:`SchemaError` for a name Gemini refuses or a duplicate name."""
+        return project_gemini_tools(list(tools))
 
     def __repr__(self) -> str:
         return f"GeminiModel({self.model!r})"
