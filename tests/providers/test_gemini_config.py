@@ -22,6 +22,7 @@ from tooldeck.errors import (
     MissingCredentials,
     ModelNotFound,
     ProviderError,
+    ProviderTimeout,
     ProviderUnreachable,
     RateLimited,
     SchemaError,
@@ -278,3 +279,92 @@ def test_a_vertex_client_speaks_the_vertex_path_with_a_bearer_token(
         assert "x-goog-api-key" not in recorded.headers
     assert fake_provider.requests[0].body["contents"][0]["role"] == "user"
     assert StopReason.END_TURN
+
+
+# -- hostile or broken answers ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"candidates": "nonsense"},
+        {"candidates": [None, 3]},
+        {"candidates": [{"content": {"parts": "x"}, "finishReason": 7}]},
+        {
+            "candidates": [
+                {
+                    "content": {
+                        "parts": [
+                            1,
+                            {"functionCall": "add"},
+                            {"functionCall": {"name": 5, "args": [1, 2]}},
+                            {"text": None, "thoughtSignature": 9},
+                        ]
+                    },
+                    "finishReason": "STOP",
+                }
+            ],
+            "usageMetadata": {"promptTokenCount": "many", "thoughtsTokenCount": True},
+        },
+    ],
+)
+def test_a_hostile_answer_never_runs_a_call_or_crashes(
+    fake_provider: FakeProvider, body: Any
+) -> None:
+    fake_provider.queue(Reply(body), WIRE.reply(st.Step(text="done"), 2))
+    model = WIRE.model(fake_provider)
+
+    async def main() -> Any:
+        async with model:
+            return await tooldeck.run(model, st.TOOLS, "hi")
+
+    result = asyncio.run(main())
+    assert st.RAN == []
+    first = result.items[1]
+    assert first.usage.input_tokens == 0 and first.usage.reasoning_tokens == 0
+    if first.stop_reason is StopReason.TOOL_CALLS:  # a call to no tool: an error output
+        assert result.output == "done" and all(o.is_error for o in result.tool_outputs)
+    else:
+        assert first.stop_reason is StopReason.ERROR and result.output == ""
+
+
+@pytest.mark.parametrize("body", ["not json at all", [1, 2]])
+def test_an_answer_that_is_not_an_object_is_a_provider_failure(
+    fake_provider: FakeProvider, body: Any
+) -> None:
+    fake_provider.queue(Reply(body))
+    with pytest.raises(ProviderError, match="not a JSON object") as caught:
+        _ask(fake_provider)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_stream_that_ends_without_a_finish_reason_runs_no_call(
+    fake_provider: FakeProvider,
+) -> None:
+    fake_provider.queue(
+        SSE(
+            [
+                (None, chunk({"text": "Adding."})),
+                (None, chunk({"functionCall": {"id": "c1", "name": "add", "args": {"a": 1}}})),
+                (None, "{not json"),
+            ]
+        )
+    )
+    t = st.turn(WIRE, fake_provider, [], prompt="1+?")
+    message = t.of(st.ModelStepFinished)[0].message
+    assert message.stop_reason is StopReason.ERROR and message.text == "Adding."
+    assert [c.incomplete for c in message.tool_calls] == [True] and st.RAN == []
+
+
+def test_a_server_that_never_answers_times_out(fake_provider: FakeProvider) -> None:
+    held = SSE([], hold=True)
+    fake_provider.queue(held)
+    model = GeminiModel(MODEL, api_key="k", base_url=fake_provider.url, max_retries=0, timeout=0.5)
+
+    async def main() -> None:
+        async with model:
+            async for _ in tooldeck.Session(model, []).stream("hi"):
+                pass
+
+    with pytest.raises(ProviderTimeout, match=r"within 0\.5s"):
+        asyncio.run(main())

@@ -56,11 +56,12 @@ with needs_extra("gemini"):
     from google.genai import errors as genai_errors
     from google.genai import types as genai_types
 
-__all__ = ["KEY_ENV"]  # GeminiModel is exported by tooldeck.providers
+__all__ = ["DEFAULT_TIMEOUT", "KEY_ENV"]  # GeminiModel is exported by tooldeck.providers
 
 _log = logging.getLogger("tooldeck.providers.gemini")
 
 KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+DEFAULT_TIMEOUT = 600.0  # seconds per attempt, as the other SDKs; google-genai's is none
 
 
 # -- requests ----------------------------------------------------------------------------
@@ -171,7 +172,7 @@ class GeminiModel:
         self.thinking = dict(thinking) if thinking is not None else None
         self.safety_settings = [dict(s) for s in safety_settings]
         self._custom_url = base_url is not None
-        self._timeout = timeout
+        self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self._owned = client is None
         if client is None:
             key = api_key or os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")
@@ -179,7 +180,7 @@ class GeminiModel:
                 raise missing_credentials(Target(PROVIDER, model, key_env=KEY_ENV))
             options = genai_types.HttpOptions(
                 base_url=base_url,
-                timeout=int(timeout * 1000) if timeout is not None else None,
+                timeout=max(1, round(self._timeout * 1000)),  # milliseconds
                 retry_options=genai_types.HttpRetryOptions(attempts=max_retries + 1),
             )
             client = genai.Client(api_key=key, http_options=options)
@@ -237,9 +238,13 @@ class GeminiModel:
         body, structured = self.build_request(request)
         api = self.client.aio._api_client
         response = await api.async_request("post", self._path("generateContent"), body)
-        raw = json.loads(response.body) if response.body else {}
-        if not isinstance(raw, dict):
-            raise ValueError(f"Gemini answered with a body that is not an object: {raw!r}"[:300])
+        try:
+            raw = json.loads(response.body) if response.body else {}
+        except ValueError:
+            raw = None
+        if not isinstance(raw, dict):  # a broken proxy or server: the provider failed
+            said = f"the answer is not a JSON object: {response.body!r}"[:300]
+            raise genai_errors.ServerError(502, {"error": {"message": said}}, None)
         return parse_response(raw, self.model, structured)
 
     @translated_stream
