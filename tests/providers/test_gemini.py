@@ -442,3 +442,32 @@ def test_a_call_from_another_provider_goes_as_a_function_call(
         "parts": [call_part("toolu_1", "add", {"a": 2, "b": 3})],
     }
     checked(fake_provider)
+
+
+def test_thinking_safety_settings_and_extra_reach_the_body(fake_provider: FakeProvider) -> None:
+    fake_provider.queue(WIRE.reply(st.Step(text="ok"), 1))
+    safety = [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_ONLY_HIGH"}]
+    model = GeminiModel(
+        MODEL,
+        api_key="test-key",
+        base_url=fake_provider.url,
+        max_retries=0,
+        max_tokens=2048,
+        thinking={"includeThoughts": True, "thinkingBudget": 1024},
+        safety_settings=safety,
+    )
+    settings = ModelSettings(extra={"generationConfig": {"topK": 20}})
+
+    async def main() -> None:
+        async with model:
+            await tooldeck.run(model, [], "hi", settings=settings)
+
+    asyncio.run(main())
+    body = fake_provider.bodies()[0]
+    assert body["generationConfig"] == {
+        "maxOutputTokens": 2048,
+        "thinkingConfig": {"includeThoughts": True, "thinkingBudget": 1024},
+        "topK": 20,
+    }
+    assert body["safetySettings"] == safety and "tools" not in body
+    checked(fake_provider)

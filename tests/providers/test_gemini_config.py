@@ -4,7 +4,9 @@ errors a user can act on (each one line), structured output, Gemini on Vertex AI
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import threading
 from typing import Any
 
 import pytest
@@ -368,3 +370,44 @@ def test_a_server_that_never_answers_times_out(fake_provider: FakeProvider) -> N
 
     with pytest.raises(ProviderTimeout, match=r"within 0\.5s"):
         asyncio.run(main())
+
+
+def test_a_server_gone_mid_stream_is_one_line_and_records_nothing(tmp_path: Any) -> None:
+    """The server writes half a chunked SSE answer and goes away (as a killed process)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    first = json.dumps(chunk({"text": "Par"}))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            event = f"data: {first}\r\n\r\n".encode()
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"transfer-encoding: chunked\r\n\r\n"
+                + f"{len(event):x}\r\n".encode()
+                + event
+                + b"\r\n5\r\ndata:"  # a chunk cut off, then the socket is gone
+            )
+        listener.close()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    model = GeminiModel(MODEL, api_key="k", base_url=f"http://127.0.0.1:{port}", max_retries=0)
+    session = tooldeck.Session(model, st.TOOLS)
+    seen: list[Any] = []
+
+    async def main() -> None:
+        async with model:
+            async for event in session.stream("hi"):
+                seen.append(event)
+
+    with pytest.raises(ProviderUnreachable, match="dropped during the answer") as caught:
+        asyncio.run(main())
+    server.join(5)
+    assert "\n" not in str(caught.value)
+    assert [e.text for e in seen if isinstance(e, st.TextDelta)] == ["Par"]
+    assert session.transcript == [tooldeck.UserMessage("hi")] and st.RAN == []

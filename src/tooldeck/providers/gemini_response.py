@@ -12,7 +12,7 @@ remembered in ``provider_data["signed_text"]`` so it goes back signed.
 ``finishReason`` maps onto :class:`StopReason`: ``STOP`` is ``TOOL_CALLS`` when the
 message has calls, else ``END_TURN``; ``MAX_TOKENS`` cuts calls short (marked
 ``incomplete``, never run); the safety blocks (``SAFETY``, ``PROHIBITED_CONTENT``,
-``BLOCKLIST``, ``SPII``, ``IMAGE_SAFETY``...) and a prompt blocked before any answer
+``BLOCKLIST``, ``SPII``, ``IMAGE_SAFETY``, ``MODEL_ARMOR``...) and a prompt blocked before any answer
 (``promptFeedback.blockReason``) are ``REFUSAL`` with a classified reason
 (``refusal:dangerous_content`` from the blocking safety rating, else the block reason),
 keeping no text; ``RECITATION`` is ``CONTENT_FILTER``; the rest (``MALFORMED_FUNCTION_CALL``,
@@ -49,6 +49,7 @@ _REFUSED = frozenset(
         "SPII",
         "IMAGE_SAFETY",
         "IMAGE_PROHIBITED_CONTENT",
+        "MODEL_ARMOR",
     }
 )
 _FILTERED = frozenset({"RECITATION", "IMAGE_RECITATION"})
