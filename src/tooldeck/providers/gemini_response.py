@@ -12,8 +12,8 @@ remembered in ``provider_data["signed_text"]`` so it goes back signed.
 ``finishReason`` maps onto :class:`StopReason`: ``STOP`` is ``TOOL_CALLS`` when the
 message has calls, else ``END_TURN``; ``MAX_TOKENS`` cuts calls short (marked
 ``incomplete``, never run); the safety blocks (``SAFETY``, ``PROHIBITED_CONTENT``,
-``BLOCKLIST``, ``SPII``, ``IMAGE_SAFETY``, ``MODEL_ARMOR``...) and a prompt blocked before any answer
-(``promptFeedback.blockReason``) are ``REFUSAL`` with a classified reason
+``BLOCKLIST``, ``SPII``, ``IMAGE_SAFETY``, ``MODEL_ARMOR``...) and a prompt blocked
+before any answer (``promptFeedback.blockReason``) are ``REFUSAL`` with a classified reason
 (``refusal:dangerous_content`` from the blocking safety rating, else the block reason),
 keeping no text; ``RECITATION`` is ``CONTENT_FILTER``; the rest (``MALFORMED_FUNCTION_CALL``,
 ``OTHER``, unknown or missing) is ``ERROR``, the raw value in
