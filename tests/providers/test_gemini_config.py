@@ -255,7 +255,11 @@ def test_a_vertex_client_speaks_the_vertex_path_with_a_bearer_token(
         credentials=Credentials(token="ya29.local-token"),
         http_options=gt.HttpOptions(base_url=fake_provider.url),
     )
-    fake_provider.queue(WIRE.reply(st.Step(text="from Vertex"), 1), WIRE.sse(st.LAST, 2))
+    fake_provider.queue(
+        WIRE.reply(st.Step(text="from Vertex"), 1),
+        WIRE.sse(st.LAST, 2),
+        _error(401, "Request had invalid authentication credentials.", "UNAUTHENTICATED"),
+    )
     model = GeminiModel(MODEL, client=client)
 
     async def main() -> list[str]:
@@ -265,6 +269,8 @@ def test_a_vertex_client_speaks_the_vertex_path_with_a_bearer_token(
         async for _ in run:
             pass
         said.append(run.result.output)
+        with pytest.raises(AuthenticationFailed, match="GOOGLE_APPLICATION_CREDENTIALS"):
+            await session.run("and once more")
         await model.aclose()  # a client passed in is left open
         await client.aio.aclose()
         return said
@@ -275,12 +281,12 @@ def test_a_vertex_client_speaks_the_vertex_path_with_a_bearer_token(
     assert [f"/projects/{p}" for p in paths] == [
         f"{base}:generateContent",
         f"{base}:streamGenerateContent?alt=sse",
+        f"{base}:generateContent",
     ]
     for recorded in fake_provider.requests:
         assert recorded.headers["authorization"] == "Bearer ya29.local-token"
         assert "x-goog-api-key" not in recorded.headers
     assert fake_provider.requests[0].body["contents"][0]["role"] == "user"
-    assert StopReason.END_TURN
 
 
 # -- hostile or broken answers ------------------------------------------------------------------

@@ -185,6 +185,8 @@ class GeminiModel:
             )
             client = genai.Client(api_key=key, http_options=options)
         self.client: genai.Client = client
+        if client.vertexai:  # what an authentication error points at
+            self.key_env = ("GOOGLE_APPLICATION_CREDENTIALS",)
 
     @property
     def name(self) -> str:
@@ -218,7 +220,7 @@ class GeminiModel:
             PROVIDER,
             self.model,
             api._http_options.base_url,
-            KEY_ENV,
+            self.key_env,
             self._timeout,
             self._custom_url,
         )
