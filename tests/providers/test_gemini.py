@@ -471,3 +471,17 @@ def test_thinking_safety_settings_and_extra_reach_the_body(fake_provider: FakePr
     }
     assert body["safetySettings"] == safety and "tools" not in body
     checked(fake_provider)
+
+
+def test_grounding_and_citations_are_kept_with_the_message(fake_provider: FakeProvider) -> None:
+    grounding = {
+        "webSearchQueries": ["paris weather"],
+        "groundingChunks": [{"web": {"uri": "https://weather.example/paris", "title": "Paris"}}],
+    }
+    citations = {"citations": [{"startIndex": 0, "endIndex": 5, "uri": "https://a.example"}]}
+    fake_provider.queue(
+        Reply(response({"text": "18 °C"}, groundingMetadata=grounding, citationMetadata=citations))
+    )
+    t = st.turn(WIRE, fake_provider, [], streamed=False)
+    data = t.of(ModelStepFinished)[0].message.provider_data
+    assert data["groundingMetadata"] == grounding and data["citationMetadata"] == citations

@@ -167,10 +167,12 @@ def parse_response(
         provider_data["signed_text"] = signed
     if blocked:
         provider_data["block_reason"] = blocked
-    for key in ("modelVersion", "finishMessage"):
-        value = raw.get(key) if key == "modelVersion" else candidate.get(key)
+    if raw.get("modelVersion") is not None:
+        provider_data["modelVersion"] = raw["modelVersion"]
+    for key in ("finishMessage", "groundingMetadata", "citationMetadata"):
+        value = candidate.get(key)
         if value is not None and not (refused and key == "finishMessage"):
-            provider_data[key] = value
+            provider_data[key] = copy.deepcopy(value)  # what grounded or cited the answer
     refusal = None
     if refused:
         refusal = _refusal(candidate, str(blocked or reason or ""), feedback)
