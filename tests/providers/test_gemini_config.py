@@ -22,6 +22,7 @@ from tooldeck.errors import (
     AuthenticationFailed,
     ContextTooLong,
     MissingCredentials,
+    ModelConfigError,
     ModelNotFound,
     ProviderError,
     ProviderTimeout,
@@ -34,6 +35,7 @@ from tooldeck.providers import GeminiModel, model_from_string
 from . import test_streamed_turns as st
 from .fake_server import SSE, FakeProvider, Reply
 from .gemini_wire import MODEL, Gemini, chunk, response
+from .test_clouds_anthropic import TOKEN, gcp, service_key  # noqa: F401 (fixtures)
 
 WIRE = Gemini()
 
@@ -417,3 +419,63 @@ def test_a_server_gone_mid_stream_is_one_line_and_records_nothing(tmp_path: Any)
     assert "\n" not in str(caught.value)
     assert [e.text for e in seen if isinstance(e, st.TextDelta)] == ["Par"]
     assert session.transcript == [tooldeck.UserMessage("hi")] and st.RAN == []
+
+
+@pytest.mark.usefixtures("gcp")
+def test_vertex_from_the_sdk_variables(
+    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gemini:M`` with ``vertex=True`` (or GOOGLE_GENAI_USE_VERTEXAI): the project and
+    location from the SDK's variables, a token google-auth fetches with the credentials
+    file (its token endpoint is the local server)."""
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "local-project")
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "europe-west4")
+    monkeypatch.setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
+    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    fake_provider.queue(WIRE.reply(st.Step(text="from Vertex"), 1))
+    model = model_from_string(f"gemini:{MODEL}", base_url=fake_provider.url, max_retries=0)
+
+    async def main() -> str:
+        async with model:
+            return (await tooldeck.run(model, [], "hi")).output
+
+    assert asyncio.run(main()) == "from Vertex"
+    token, call = fake_provider.requests
+    assert token.path == "/token"
+    assert call.path.endswith(
+        f"/projects/local-project/locations/europe-west4/publishers/google/models/{MODEL}"
+        ":generateContent"
+    )
+    assert call.headers["authorization"] == f"Bearer {TOKEN}"
+
+
+def test_vertex_without_a_project_or_credentials_is_one_line(
+    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    for var in ("GOOGLE_CLOUD_PROJECT", "GOOGLE_GENAI_USE_VERTEXAI"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ModelConfigError) as no_project:
+        GeminiModel(MODEL, vertex=True)
+    assert str(no_project.value) == (
+        f"Gemini on Vertex AI model {MODEL!r}: no project; set GOOGLE_CLOUD_PROJECT "
+        "(or pass project=)"
+    )
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    model = GeminiModel(
+        MODEL, vertex=True, project="p", location="us-central1", base_url=fake_provider.url
+    )
+    for stream in (False, True):
+
+        async def main(stream: bool = stream) -> None:
+            async with model:
+                if stream:
+                    async for _ in tooldeck.Session(model, []).stream("hi"):
+                        pass
+                else:
+                    await tooldeck.run(model, [], "hi")
+
+        with pytest.raises(MissingCredentials, match="GOOGLE_APPLICATION_CREDENTIALS") as caught:
+            asyncio.run(main())
+        assert "\n" not in str(caught.value)
+    assert fake_provider.requests == []  # nothing unsigned was sent

@@ -35,13 +35,14 @@ import copy
 import json
 import logging
 import os
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import jsonschema_rs
 
 from .._extras import needs_extra
-from ..errors import SchemaError
+from ..errors import MissingCredentials, ModelConfigError, SchemaError
 from ..model import ModelDelta, ModelRequest, ModelSettings
 from ..result import ImagePart, TextPart
 from ..tools import Tool
@@ -144,9 +145,11 @@ class GeminiModel:
     :class:`~tooldeck.errors.MissingCredentials`, before any request). ``thinking`` is
     sent as ``generationConfig.thinkingConfig`` (e.g. ``{"includeThoughts": True,
     "thinkingBudget": 1024}``); ``safety_settings`` as ``safetySettings``. Pass
-    ``client`` to reuse a configured :class:`google.genai.Client` (e.g. one made with
-    ``vertexai=True``, project and location: Gemini on Vertex AI; left open by
-    :meth:`aclose`). ``max_retries`` is the SDK's retry budget (408, 429, 5xx,
+    ``client`` to reuse a configured :class:`google.genai.Client` (left open by
+    :meth:`aclose`). ``vertex=True`` (or ``GOOGLE_GENAI_USE_VERTEXAI=true``) is Gemini on
+    Vertex AI: ``project`` / ``GOOGLE_CLOUD_PROJECT``, ``location`` /
+    ``GOOGLE_CLOUD_LOCATION`` (default ``global``), Google's application default
+    credentials. ``max_retries`` is the SDK's retry budget (408, 429, 5xx,
     connection errors); ``timeout`` is seconds per attempt.
     """
 
@@ -166,6 +169,9 @@ class GeminiModel:
         thinking: Mapping[str, Any] | None = None,
         safety_settings: Sequence[Mapping[str, Any]] = (),
         client: genai.Client | None = None,
+        vertex: bool | None = None,
+        project: str | None = None,
+        location: str | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
@@ -175,18 +181,25 @@ class GeminiModel:
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self._owned = client is None
         if client is None:
-            key = api_key or os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")
-            if not key:
-                raise missing_credentials(Target(PROVIDER, model, key_env=KEY_ENV))
             options = genai_types.HttpOptions(
                 base_url=base_url,
                 timeout=max(1, round(self._timeout * 1000)),  # milliseconds
                 retry_options=genai_types.HttpRetryOptions(attempts=max_retries + 1),
             )
-            client = genai.Client(api_key=key, http_options=options)
+            if vertex is None:  # the SDK's own switch
+                vertex = os.environ.get("GOOGLE_GENAI_USE_VERTEXAI", "").lower() in ("1", "true")
+            if vertex:
+                client = _vertex_client(model, project, location, options)
+            else:
+                key = (
+                    api_key or os.environ.get("GOOGLE_API_KEY") or os.environ.get("GEMINI_API_KEY")
+                )
+                if not key:
+                    raise missing_credentials(Target(PROVIDER, model, key_env=KEY_ENV))
+                client = genai.Client(api_key=key, http_options=options)
         self.client: genai.Client = client
         if client.vertexai:  # what an authentication error points at
-            self.key_env = ("GOOGLE_APPLICATION_CREDENTIALS",)
+            self.key_env = VERTEX_KEY_ENV
 
     @property
     def name(self) -> str:
@@ -239,7 +252,11 @@ class GeminiModel:
         """One ``generateContent`` request; the response is read as raw JSON."""
         body, structured = self.build_request(request)
         api = self.client.aio._api_client
-        response = await api.async_request("post", self._path("generateContent"), body)
+        try:
+            response = await api.async_request("post", self._path("generateContent"), body)
+        except Exception as exc:
+            _no_credentials(exc, self.model)
+            raise
         try:
             raw = json.loads(response.body) if response.body else {}
         except ValueError:
@@ -257,9 +274,13 @@ class GeminiModel:
         api = self.client.aio._api_client
         assembler = StreamAssembler()
         path = self._path("streamGenerateContent?alt=sse")
-        response = await api._async_request(
-            http_request=api._build_request("post", path, body), stream=True
-        )
+        try:
+            response = await api._async_request(
+                http_request=api._build_request("post", path, body), stream=True
+            )
+        except Exception as exc:
+            _no_credentials(exc, self.model)
+            raise
         # The SDK's stream reader, held here so that leaving early (a break, a cancel)
         # closes it, and with it the HTTP response (its ``finally``).
         lines = response._aiter_response_stream()
@@ -404,3 +425,35 @@ def _output_schema(schema: Mapping[str, Any], name: str) -> StructuredOutput:
     if projected.reason is not None:
         _log.debug("output schema %r for Gemini: %s", name, projected.reason)
     return StructuredOutput(schema, name, False, projected.schema, projected.reason)
+
+
+VERTEX_KEY_ENV = ("GOOGLE_APPLICATION_CREDENTIALS",)
+
+
+def _vertex_client(
+    model: str, project: str | None, location: str | None, options: genai_types.HttpOptions
+) -> genai.Client:
+    """A Vertex AI client from the SDK's variables; no project is one line."""
+    project = project or os.environ.get("GOOGLE_CLOUD_PROJECT")
+    location = location or os.environ.get("GOOGLE_CLOUD_LOCATION") or "global"
+    if not project:
+        raise ModelConfigError(
+            f"Gemini on Vertex AI model {model!r}: no project; set GOOGLE_CLOUD_PROJECT "
+            "(or pass project=)",
+            provider=PROVIDER,
+            model=model,
+        )
+    return genai.Client(vertexai=True, project=project, location=location, http_options=options)
+
+
+def _no_credentials(exc: BaseException, model: str) -> None:
+    """Raise google-auth's "no credentials found" as one line (nothing was sent)."""
+    google = sys.modules.get("google.auth.exceptions")
+    if google is not None and isinstance(exc, google.DefaultCredentialsError):
+        raise MissingCredentials(
+            f"Gemini on Vertex AI model {model!r}: no Google credentials found; set "
+            "GOOGLE_APPLICATION_CREDENTIALS (or run gcloud auth application-default login)",
+            env=VERTEX_KEY_ENV,
+            provider=PROVIDER,
+            model=model,
+        ) from exc
