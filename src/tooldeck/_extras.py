@@ -46,6 +46,7 @@ EXTRAS: dict[str, Extra] = {
     "anthropic": Extra(("anthropic",), "Anthropic models need"),
     "bedrock": Extra(("anthropic", "botocore", "boto3"), "Claude on Amazon Bedrock needs"),
     "vertex": Extra(("anthropic", "google.auth"), "Claude on Google Vertex AI needs"),
+    "gemini": Extra(("google.genai", "google"), "Gemini models need"),
     "mcp": Extra(
         ("mcp", "mcp_types", "httpx2", "starlette", "uvicorn"), "MCP servers and the gateway need"
     ),
