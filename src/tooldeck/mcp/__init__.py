@@ -7,6 +7,8 @@ Built on the official ``mcp`` SDK (imported absolutely; this package never shado
 - :mod:`tooldeck.mcp.connection`: one supervised connection (reconnect, re-list, calls);
 - :mod:`tooldeck.mcp.source`: :class:`McpSource`, the servers' tools as a tool source;
 - :mod:`tooldeck.mcp.prompts`: servers' prompts, listed and fetched with arguments;
+- :mod:`tooldeck.mcp.resources`: servers' resources and templates, listed and read;
+- :mod:`tooldeck.mcp.resource_tools`: the two read-only tools per server with resources;
 - :mod:`tooldeck.mcp.roots`: the client's roots (the turn's home, configured ones);
 - :mod:`tooldeck.mcp.oauth_store`, :mod:`tooldeck.mcp.oauth`,
   :mod:`tooldeck.mcp.oauth_login`: OAuth for HTTP servers (the token files, the SDK's
@@ -31,8 +33,17 @@ from .prompts import (  # noqa: E402
     PromptMessage,
     PromptResult,
 )
+from .resources import (  # noqa: E402
+    McpResource,
+    McpResourceTemplate,
+    ResourceContent,
+    ResourceError,
+    ResourceResult,
+)
 from .source import (  # noqa: E402
     McpProgress,
+    McpResourceListChanged,
+    McpResourceUpdated,
     McpServerStatusChanged,
     McpSource,
     McpTool,
@@ -47,6 +58,10 @@ __all__ = [
     "McpConfigError",
     "McpProgress",
     "McpPrompt",
+    "McpResource",
+    "McpResourceListChanged",
+    "McpResourceTemplate",
+    "McpResourceUpdated",
     "McpServerStatusChanged",
     "McpSource",
     "McpTool",
@@ -56,6 +71,9 @@ __all__ = [
     "PromptError",
     "PromptMessage",
     "PromptResult",
+    "ResourceContent",
+    "ResourceError",
+    "ResourceResult",
     "ServerConfig",
     "ServerStatus",
     "expand_vars",

@@ -33,10 +33,11 @@ import atexit
 import concurrent.futures
 import contextlib
 import fnmatch
+import functools
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
@@ -55,6 +56,18 @@ from .connection import Connection, ConnectionState
 from .naming import Collision, map_names, namespace_name
 from .prompts import McpPrompt, PromptError, PromptResult, check_arguments, fetch_prompt
 from .prompts import list_server_prompts as _list_server_prompts
+from .resource_tools import LIST, LIST_SCHEMA, READ, READ_SCHEMA, descriptions, executors
+from .resources import (
+    McpResource,
+    McpResourceTemplate,
+    ResourceError,
+    ResourceResult,
+    fetch_resource,
+    list_server_resources,
+    list_server_templates,
+    resources_supported,
+    subscribe,
+)
 from .roots import Roots
 
 _log = logging.getLogger("tooldeck.mcp")
@@ -86,6 +99,23 @@ class McpServerStatusChanged(Event):
     state: str
     error: str | None = None
     tools: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class McpResourceUpdated(Event):
+    """A resource the source subscribed to changed on its server (read it again)."""
+
+    type: ClassVar[str] = "mcp_resource_updated"
+    server: str
+    uri: str
+
+
+@dataclass(frozen=True, slots=True)
+class McpResourceListChanged(Event):
+    """A server's list of resources changed (``notifications/resources/list_changed``)."""
+
+    type: ClassVar[str] = "mcp_resource_list_changed"
+    server: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +211,10 @@ def tier_for(
     return tier, read_only, destructive
 
 
+def _activity(text: str, params: Any) -> str:
+    return text
+
+
 def _normalised_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(schema)
     if "type" not in out:  # some servers omit the root type of an arguments object
@@ -265,6 +299,11 @@ class _Server:
     tools: tuple[McpTool, ...] = ()
     collisions: tuple[Collision, ...] = ()
     skipped: tuple[str, ...] = ()
+    # (connection attempt, resources, templates): the listing of one connection, dropped
+    # when the server says its list changed
+    resources: tuple[tuple[int, int], list[McpResource], list[McpResourceTemplate]] | None = None
+    generation: int = 0  # resources/list_changed notifications seen
+    subscribed: set[str] = field(default_factory=set)  # URIs, subscribed again on reconnect
 
 
 class McpSource(Source):
@@ -282,7 +321,10 @@ class McpSource(Source):
     - ``in_loop``: the connections run on the event loop :meth:`start` is called on,
       not on a thread of their own (see the module docstring);
     - ``roots``: directories every server is told as the client's MCP roots, after the
-      home of the latest turn (:mod:`.roots`).
+      home of the latest turn (:mod:`.roots`);
+    - ``resource_tools``: give each server with resources its two read-only, deferred
+      tools (:mod:`.resource_tools`); by default with the library's names
+      (``prefixed=True``), not in the gateway, which serves resources as resources.
 
     Use it as an async (or plain) context manager so every server process is stopped
     when you are done; :meth:`close` does the same.
@@ -300,8 +342,11 @@ class McpSource(Source):
         prefixed: bool = True,
         in_loop: bool = False,
         roots: Iterable[str | Path] = (),
+        resource_tools: bool | None = None,
     ) -> None:
         from .. import __version__
+
+        self.resource_tools = prefixed if resource_tools is None else resource_tools
 
         self.config = config if isinstance(config, McpConfig) else McpConfig.from_dict(config)
         self.server_prefix = prefixed  # mcp__ before <server>__<tool>
@@ -325,10 +370,12 @@ class McpSource(Source):
                 config_source=self.config.source,
                 wanted=cfg.autostart,
                 roots=self._roots,
+                on_notification=self._on_notification,
             )
             # McpConfig refused names that could share a tool name (naming.py)
             self._servers[cfg.name] = _Server(cfg, conn, namespace_name(cfg.name))
         self._reverse: dict[str, tuple[str, str]] = {}
+        self._tasks: set[asyncio.Future[None]] = set()
         self._stop: anyio.Event | None = None
         self._runner: concurrent.futures.Future[None] | None = None
 
@@ -607,7 +654,9 @@ class McpSource(Source):
             if any(fnmatch.fnmatchcase(t.name, p) for p in cfg.exclude_tools):
                 continue
             kept.append(t)
-        names, collisions = map_names(cfg.name, [t.name for t in kept], prefixed=self.server_prefix)
+        extra = self._resource_names(conn, seen, skipped)
+        raw = [t.name for t in kept] + extra
+        names, collisions = map_names(cfg.name, raw, prefixed=self.server_prefix)
         if tuple(collisions) != server.collisions:
             for collision in collisions:
                 _log.warning("MCP tool names collide: %s", collision.describe())
@@ -635,13 +684,76 @@ class McpSource(Source):
                 )
                 skipped.append(f"{t.name}: {reason}")
                 _log.warning("MCP server %r: tool %r skipped: %s", cfg.name, t.name, reason)
+        reverse = {tool.name: (cfg.name, tool.mcp.tool) for tool in tools}
+        tools.extend(self._resource_tools(server, {n: names[n] for n in extra if n in names}))
         server.tools = tuple(tools)
         server.collisions = tuple(collisions)
         server.skipped = tuple(skipped)
+        server.resources = None  # a new connection, or a new listing: list them again
         with self._lock:
-            self._reverse = {k: v for k, v in self._reverse.items() if v[0] != cfg.name} | {
-                tool.name: (cfg.name, tool.mcp.tool) for tool in tools
-            }
+            self._reverse = {k: v for k, v in self._reverse.items() if v[0] != cfg.name} | reverse
+
+    def _resource_names(self, conn: Connection, listed: set[str], skipped: list[str]) -> list[str]:
+        """The raw names of the resource tools a server gets (resource_tools.py): none
+        without resources, or when filtered out; a server tool of the same name wins."""
+        if not self.resource_tools or not resources_supported(conn.capabilities):
+            return []
+        cfg = conn.config
+        out: list[str] = []
+        for name in (LIST, READ):
+            if name in listed:
+                skipped.append(f"{name} (resources): the server has a tool of that name")
+                continue
+            included = any(fnmatch.fnmatchcase(name, p) for p in cfg.include_tools)
+            excluded = any(fnmatch.fnmatchcase(name, p) for p in cfg.exclude_tools)
+            if (included or not cfg.include_tools) and not excluded:
+                out.append(name)
+        return out
+
+    def _resource_tools(self, server: _Server, names: Mapping[str, str]) -> list[McpTool]:
+        """The list and read tools of one server (resource_tools.py), as named."""
+        cfg, conn = server.config, server.conn
+
+        async def lister() -> tuple[list[McpResource], list[McpResourceTemplate]]:
+            return await self._on_io(self._listed_resources(server))
+
+        async def reader(uri: str) -> ResourceResult:
+            return await self._on_io(fetch_resource(conn, uri))
+
+        run_list, run_read = executors(cfg.name, lister, reader)
+        about_list, about_read = descriptions(cfg.name)
+        specs = {
+            LIST: (LIST_SCHEMA, run_list, about_list),
+            READ: (READ_SCHEMA, run_read, about_read),
+        }
+        tools: list[McpTool] = []
+        for raw, exposed in names.items():
+            schema, execute, about = specs[raw]
+            tool = McpTool.from_schema(
+                name=exposed,
+                description=about,
+                json_schema=schema,
+                execute=execute,
+                namespace=server.namespace,
+                namespace_description=f"Resources and tools of the MCP server {cfg.name}",
+                defer_loading=True,
+                read_only=True,
+                execution_mode="parallel",
+                tier="STANDARD",
+                describe_activity=functools.partial(_activity, f"{cfg.name}: {raw}"),
+            )
+            tool.mcp = McpToolInfo(
+                server=cfg.name,
+                tool=raw,
+                exposed=exposed,
+                title=None,
+                input_schema=schema,
+                output_schema=None,
+                annotations={"readOnlyHint": True},
+                meta=None,
+            )
+            tools.append(tool)
+        return tools
 
     def _make_tool(
         self, server: _Server, listed: types.Tool, exposed: str, namespace_description: str
@@ -783,6 +895,94 @@ class McpSource(Source):
         checked = check_arguments(found, arguments or {})
         return await self._on_io(fetch_prompt(conn, found, checked))
 
+    # -- resources --------------------------------------------------------------------------------
+    async def _listed_resources(
+        self, server: _Server
+    ) -> tuple[list[McpResource], list[McpResourceTemplate]]:
+        """A server's resources and templates, listed once per connection and change
+        (runs on the I/O loop)."""
+        conn = server.conn
+        cached = server.resources
+        if cached is not None and cached[0] == (conn.attempts, server.generation):
+            return list(cached[1]), list(cached[2])
+        key = (conn.attempts, server.generation)
+        resources = await list_server_resources(conn)
+        templates = await list_server_templates(conn)
+        if key == (conn.attempts, server.generation):  # no change was said meanwhile
+            server.resources = (key, resources, templates)
+        return list(resources), list(templates)
+
+    async def _each_server(self, server: str | None, index: int) -> list[Any]:
+        chosen = [server] if server is not None else self._active_names(None)
+        out: list[Any] = []
+        for name in chosen:
+            try:
+                out.extend((await self._on_io(self._listed_resources(self._server(name))))[index])
+            except ResourceError as exc:
+                if server is not None:
+                    raise
+                _log.warning("%s", exc)
+        return out
+
+    async def list_resources(self, server: str | None = None) -> list[McpResource]:
+        """The resources of ``server``, or of every active server (one that is not
+        connected is skipped); :class:`~tooldeck.mcp.resources.ResourceError` for one
+        server that is not connected. Listed once per connection, again after the server
+        says its list changed."""
+        found: list[McpResource] = await self._each_server(server, 0)
+        return found
+
+    async def list_resource_templates(self, server: str | None = None) -> list[McpResourceTemplate]:
+        """The resource templates of ``server``, or of every active server."""
+        found: list[McpResourceTemplate] = await self._each_server(server, 1)
+        return found
+
+    async def read_resource(self, server: str, uri: str) -> ResourceResult:
+        """The contents of ``uri`` on ``server`` (direct: no policy, like :meth:`call`;
+        in a turn the read tool is judged); :class:`~tooldeck.mcp.resources.ResourceError`
+        (one line) when the server refuses, times out or is not connected."""
+        return await self._on_io(fetch_resource(self._server(server).conn, uri))
+
+    async def subscribe_resource(self, server: str, uri: str) -> None:
+        """Ask ``server`` to say when ``uri`` changes: each change is an
+        :class:`McpResourceUpdated` on ``events``. Kept across reconnects;
+        :class:`~tooldeck.mcp.resources.ResourceError` when the server does not support
+        subscriptions."""
+        chosen = self._server(server)
+        await self._on_io(subscribe(chosen.conn, uri, True))
+        chosen.subscribed.add(uri)
+
+    async def unsubscribe_resource(self, server: str, uri: str) -> None:
+        """Undo :meth:`subscribe_resource`."""
+        chosen = self._server(server)
+        chosen.subscribed.discard(uri)
+        await self._on_io(subscribe(chosen.conn, uri, False))
+
+    async def _resubscribe(self, server: _Server) -> None:
+        for uri in sorted(server.subscribed):
+            try:
+                await subscribe(server.conn, uri, True)
+            except ResourceError as exc:
+                _log.warning("%s", exc)
+
+    def _on_notification(self, conn: Connection, message: Any) -> None:
+        """A server's notification the connection does not handle itself (I/O loop)."""
+        server = self._servers[conn.config.name]
+        if isinstance(message, types.ResourceListChangedNotification):
+            server.generation += 1
+            server.resources = None
+            self._emit(McpResourceListChanged("", server.config.name))
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            self._emit(McpResourceUpdated("", server.config.name, str(message.params.uri)))
+
+    def _emit(self, event: Event) -> None:
+        """Send ``event`` to ``events`` on the caller's loop (from the I/O loop)."""
+        bus, loop = self.events, self._caller_loop
+        if bus is None or loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(bus.emit(event)))
+
     # -- status -----------------------------------------------------------------------------------
     def lookup(self, exposed: str) -> tuple[str, str] | None:
         """``(server, tool)`` for an exposed name (the reverse map), or ``None``."""
@@ -822,10 +1022,10 @@ class McpSource(Source):
     def _on_state(self, conn: Connection) -> None:
         """Report a state change (runs on the I/O thread)."""
         name = conn.config.name
-        tools = len(self._servers[name].tools) if conn.state == "connected" else 0
-        bus, loop = self.events, self._caller_loop
-        if bus is None or loop is None:
-            return
-        event = McpServerStatusChanged("", name, conn.state, conn.error, tools)
-        with contextlib.suppress(RuntimeError):  # the caller's loop is closed
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(bus.emit(event)))
+        server = self._servers[name]
+        tools = len(server.tools) if conn.state == "connected" else 0
+        if conn.state == "connected" and server.subscribed:
+            task = asyncio.ensure_future(self._resubscribe(server))  # on the I/O loop
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._emit(McpServerStatusChanged("", name, conn.state, conn.error, tools))
