@@ -35,9 +35,7 @@ def test_every_spelling_of_a_denied_uri_matches(
 
 
 @given(st.lists(SEGMENT, max_size=3), st.sampled_from(["..", ".", "", "%2e%2e", "%252e"]))
-def test_a_uri_that_could_name_another_place_is_uncertain(
-    segments: list[str], odd: str
-) -> None:
+def test_a_uri_that_could_name_another_place_is_uncertain(segments: list[str], odd: str) -> None:
     value = "file:///srv/" + "/".join([*segments, odd, "etc", "passwd"])
     assert normal_uri(value) is None
     assert uri_matches(value, ["file:///etc/*"]) is None  # a deny rule matches it
