@@ -9,6 +9,9 @@ Built on the official ``mcp`` SDK (imported absolutely; this package never shado
 - :mod:`tooldeck.mcp.prompts`: servers' prompts, listed and fetched with arguments;
 - :mod:`tooldeck.mcp.resources`: servers' resources and templates, listed and read;
 - :mod:`tooldeck.mcp.resource_tools`: the two read-only tools per server with resources;
+- :mod:`tooldeck.mcp.asking`: who answers a server's own requests (the session of the
+  call running);
+- :mod:`tooldeck.mcp.elicitation`: a server's questions, answered by that session's approver;
 - :mod:`tooldeck.mcp.roots`: the client's roots (the turn's home, configured ones);
 - :mod:`tooldeck.mcp.oauth_store`, :mod:`tooldeck.mcp.oauth`,
   :mod:`tooldeck.mcp.oauth_login`: OAuth for HTTP servers (the token files, the SDK's
@@ -25,6 +28,7 @@ from .._extras import require_extra
 require_extra("mcp")  # before any module of the package imports the SDK
 
 from .config import McpConfig, McpConfigError, OAuthSettings, ServerConfig, expand_vars  # noqa: E402
+from .elicitation import ElicitationRequest  # noqa: E402
 from .naming import Collision, exposed_name, map_names  # noqa: E402
 from .prompts import (  # noqa: E402
     McpPrompt,
@@ -54,6 +58,7 @@ from .source import (  # noqa: E402
 
 __all__ = [
     "Collision",
+    "ElicitationRequest",
     "McpConfig",
     "McpConfigError",
     "McpProgress",

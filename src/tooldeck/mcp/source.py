@@ -45,14 +45,18 @@ from typing import Any, ClassVar, TypeVar
 import anyio
 import mcp_types as types
 
+from ..approvals import ApprovalCallback, Approver
 from ..assembly import Source, TurnContext
 from ..context import ToolContext
 from ..errors import SchemaError, ToolDefinitionError
 from ..events import Event, EventBus
+from ..policy.ask import as_approver
 from ..result import ToolResult
 from ..tools import Tier, Tool
+from .asking import InFlight, request_name
 from .config import McpConfig, ServerConfig
 from .connection import Connection, ConnectionState
+from .elicitation import answer_elicitation
 from .naming import Collision, map_names, namespace_name
 from .prompts import McpPrompt, PromptError, PromptResult, check_arguments, fetch_prompt
 from .prompts import list_server_prompts as _list_server_prompts
@@ -303,6 +307,7 @@ class _Server:
     # when the server says its list changed
     resources: tuple[tuple[int, int], list[McpResource], list[McpResourceTemplate]] | None = None
     generation: int = 0  # resources/list_changed notifications seen
+    inflight: InFlight = field(default_factory=InFlight)  # the calls running (asking.py)
     subscribed: set[str] = field(default_factory=set)  # URIs, subscribed again on reconnect
 
 
@@ -322,6 +327,12 @@ class McpSource(Source):
       not on a thread of their own (see the module docstring);
     - ``roots``: directories every server is told as the client's MCP roots, after the
       home of the latest turn (:mod:`.roots`);
+    - ``elicitation``: declare the elicitation capability and answer a server's questions
+      with the approver of the session whose call is running (:mod:`.elicitation`); by
+      default with the library's names, not in the gateway;
+    - ``approver``: who answers a server's questions outside any session's call (an
+      async approver or a function of one request, as ``Protection`` takes); none:
+      they are declined;
     - ``resource_tools``: give each server with resources its two read-only, deferred
       tools (:mod:`.resource_tools`); by default with the library's names
       (``prefixed=True``), not in the gateway, which serves resources as resources.
@@ -343,10 +354,14 @@ class McpSource(Source):
         in_loop: bool = False,
         roots: Iterable[str | Path] = (),
         resource_tools: bool | None = None,
+        elicitation: bool | None = None,
+        approver: Approver | ApprovalCallback | None = None,
     ) -> None:
         from .. import __version__
 
         self.resource_tools = prefixed if resource_tools is None else resource_tools
+        self.elicitation = prefixed if elicitation is None else elicitation
+        self.approver = as_approver(approver)
 
         self.config = config if isinstance(config, McpConfig) else McpConfig.from_dict(config)
         self.server_prefix = prefixed  # mcp__ before <server>__<tool>
@@ -372,6 +387,8 @@ class McpSource(Source):
                 roots=self._roots,
                 on_notification=self._on_notification,
             )
+            if self.elicitation:
+                conn.elicitation = self._elicitation_handler(cfg.name)
             # McpConfig refused names that could share a tool name (naming.py)
             self._servers[cfg.name] = _Server(cfg, conn, namespace_name(cfg.name))
         self._reverse: dict[str, tuple[str, str]] = {}
@@ -823,10 +840,15 @@ class McpSource(Source):
             with contextlib.suppress(RuntimeError):  # the caller's loop is gone
                 caller.call_soon_threadsafe(ctx.emit, payload)
 
-        if here:
-            return await conn.call(tool, arguments, progress)
-        future = self._io.submit(conn.call(tool, arguments, progress))
-        return await asyncio.wrap_future(future)
+        inflight = self._servers[server].inflight
+        inflight.add(ctx, caller)  # the session that answers the server's questions
+        try:
+            if here:
+                return await conn.call(tool, arguments, progress)
+            future = self._io.submit(conn.call(tool, arguments, progress))
+            return await asyncio.wrap_future(future)
+        finally:
+            inflight.remove(ctx)
 
     async def call(
         self,
@@ -894,6 +916,16 @@ class McpSource(Source):
             raise PromptError(f"no prompt {name!r} on {server!r}; its prompts: {names}")
         checked = check_arguments(found, arguments or {})
         return await self._on_io(fetch_prompt(conn, found, checked))
+
+    # -- a server's requests ---------------------------------------------------------------------
+    def _elicitation_handler(self, name: str) -> Callable[..., Awaitable[types.ElicitResult]]:
+        async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            server = self._servers[name]
+            asker = server.inflight.asker(self.approver, self._caller_loop)
+            called = request_name(name, "elicitation/create", prefixed=self.server_prefix)
+            return await answer_elicitation(name, called, params, asker, server.config.timeout)
+
+        return elicit
 
     # -- resources --------------------------------------------------------------------------------
     async def _listed_resources(
