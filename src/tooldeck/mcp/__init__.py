@@ -12,6 +12,8 @@ Built on the official ``mcp`` SDK (imported absolutely; this package never shado
 - :mod:`tooldeck.mcp.asking`: who answers a server's own requests (the session of the
   call running);
 - :mod:`tooldeck.mcp.elicitation`: a server's questions, answered by that session's approver;
+- :mod:`tooldeck.mcp.sampling`: a server's sampling requests, served by a model when
+  the policy allows, within a token budget;
 - :mod:`tooldeck.mcp.roots`: the client's roots (the turn's home, configured ones);
 - :mod:`tooldeck.mcp.oauth_store`, :mod:`tooldeck.mcp.oauth`,
   :mod:`tooldeck.mcp.oauth_login`: OAuth for HTTP servers (the token files, the SDK's
@@ -44,6 +46,7 @@ from .resources import (  # noqa: E402
     ResourceError,
     ResourceResult,
 )
+from .sampling import Sampling, SamplingRequest  # noqa: E402
 from .source import (  # noqa: E402
     McpProgress,
     McpResourceListChanged,
@@ -79,6 +82,8 @@ __all__ = [
     "ResourceContent",
     "ResourceError",
     "ResourceResult",
+    "Sampling",
+    "SamplingRequest",
     "ServerConfig",
     "ServerStatus",
     "expand_vars",

@@ -50,6 +50,7 @@ from ..assembly import Source, TurnContext
 from ..context import ToolContext
 from ..errors import SchemaError, ToolDefinitionError
 from ..events import Event, EventBus
+from ..model import Model
 from ..policy.ask import as_approver
 from ..result import ToolResult
 from ..tools import Tier, Tool
@@ -73,6 +74,7 @@ from .resources import (
     subscribe,
 )
 from .roots import Roots
+from .sampling import Sampling, serve_sampling
 
 _log = logging.getLogger("tooldeck.mcp")
 _T = TypeVar("_T")
@@ -333,6 +335,9 @@ class McpSource(Source):
     - ``approver``: who answers a server's questions outside any session's call (an
       async approver or a function of one request, as ``Protection`` takes); none:
       they are declined;
+    - ``sampling``: serve servers' ``sampling/createMessage`` with this model (a
+      :class:`~tooldeck.mcp.sampling.Sampling` sets the per-server token budget), when
+      the policy lets the server sample (:mod:`.sampling`); none: not declared;
     - ``resource_tools``: give each server with resources its two read-only, deferred
       tools (:mod:`.resource_tools`); by default with the library's names
       (``prefixed=True``), not in the gateway, which serves resources as resources.
@@ -356,12 +361,14 @@ class McpSource(Source):
         resource_tools: bool | None = None,
         elicitation: bool | None = None,
         approver: Approver | ApprovalCallback | None = None,
+        sampling: Sampling | Model | None = None,
     ) -> None:
         from .. import __version__
 
         self.resource_tools = prefixed if resource_tools is None else resource_tools
         self.elicitation = prefixed if elicitation is None else elicitation
         self.approver = as_approver(approver)
+        self.sampling = sampling if isinstance(sampling, Sampling | None) else Sampling(sampling)
 
         self.config = config if isinstance(config, McpConfig) else McpConfig.from_dict(config)
         self.server_prefix = prefixed  # mcp__ before <server>__<tool>
@@ -389,6 +396,8 @@ class McpSource(Source):
             )
             if self.elicitation:
                 conn.elicitation = self._elicitation_handler(cfg.name)
+            if self.sampling is not None:
+                conn.sampling = self._sampling_handler(cfg.name, self.sampling)
             # McpConfig refused names that could share a tool name (naming.py)
             self._servers[cfg.name] = _Server(cfg, conn, namespace_name(cfg.name))
         self._reverse: dict[str, tuple[str, str]] = {}
@@ -926,6 +935,18 @@ class McpSource(Source):
             return await answer_elicitation(name, called, params, asker, server.config.timeout)
 
         return elicit
+
+    def _sampling_handler(
+        self, name: str, sampling: Sampling
+    ) -> Callable[..., Awaitable[types.CreateMessageResult | types.ErrorData]]:
+        async def sample(
+            context: Any, params: types.CreateMessageRequestParams
+        ) -> types.CreateMessageResult | types.ErrorData:
+            asker = self._servers[name].inflight.asker(self.approver, self._caller_loop)
+            called = request_name(name, "sampling/createMessage", prefixed=self.server_prefix)
+            return await serve_sampling(name, called, params, asker, sampling)
+
+        return sample
 
     # -- resources --------------------------------------------------------------------------------
     async def _listed_resources(
