@@ -145,3 +145,24 @@ def test_a_source_approver_answers_outside_a_session() -> None:
             assert "trigger-elicitation-request" not in names  # the capability is not declared
 
     asyncio.run(main())
+
+
+class Interrupted(BaseException):
+    """Not an Exception: what an approver might raise that is not a plain error."""
+
+
+def test_an_approver_that_fails_is_a_decline_and_the_turn_goes_on(tmp_path: Path) -> None:
+    def broken(request: ApprovalRequest) -> ApprovalAnswer:
+        raise RuntimeError("the form crashed: secret detail")
+
+    async def interrupted(requests: Any) -> list[ApprovalAnswer]:
+        raise Interrupted()
+
+    async def main() -> None:
+        async with McpSource(config()) as source:
+            text = await turn(source, Protection.policy(allowing(tmp_path), approver=broken))
+            assert "User declined" in text and "secret detail" not in text, text
+            text = await turn(source, Protection.policy(allowing(tmp_path), approver=interrupted))
+            assert "User declined" in text and "the approver failed: Interrupted" in text, text
+
+    asyncio.run(main())

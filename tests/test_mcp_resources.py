@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,35 @@ def test_an_image_resource_is_an_image_part() -> None:
                 "[binary resource, not shown — pictures://noise.bin, "
                 "application/octet-stream, 3 bytes]"
             )
+
+    asyncio.run(main())
+
+
+def test_a_slow_read_times_out_and_a_killed_server_is_one_line_then_back() -> None:
+    server = {
+        "pictures": {
+            "command": sys.executable,
+            "args": [str(SERVERS / "pictures.py")],
+            "timeout": 2,
+        }
+    }
+
+    async def main() -> None:
+        async with McpSource(server) as source:
+            slow = "reading 'pictures://slow' of 'pictures' timed out"  # not after its 60 s
+            with pytest.raises(ResourceError, match=slow):
+                await source.read_resource("pictures", "pictures://slow")
+            pid = (await source.call("pictures", "pid")).parts[0]
+            assert isinstance(pid, JsonPart)
+            pending = asyncio.ensure_future(source.read_resource("pictures", "pictures://slow"))
+            await asyncio.sleep(0.5)
+            os.kill(pid.value["result"], signal.SIGKILL)
+            with pytest.raises(ResourceError) as caught:
+                await pending
+            assert "\n" not in str(caught.value) and "'pictures'" in str(caught.value)
+            await source.refresh()  # reconnected: reading works again
+            again = await source.read_resource("pictures", "pictures://dot.png")
+            assert isinstance(again.parts()[0], ImagePart)
 
     asyncio.run(main())
 

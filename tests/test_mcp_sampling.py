@@ -136,3 +136,17 @@ def test_without_a_model_the_capability_is_not_declared() -> None:
             assert "trigger-elicitation-request" in names
 
     asyncio.run(main())
+
+
+class BrokenModel(ScriptedModel):
+    async def respond(self, request: Any) -> Any:
+        raise RuntimeError("provider said: key sk-secret is invalid")
+
+
+def test_a_failing_model_is_an_error_without_its_details(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with McpSource(config(), sampling=BrokenModel([])) as source:
+            text = await turn(source, Protection.policy(policy(tmp_path, "allow")))
+            assert "sampling failed: RuntimeError" in text and "sk-secret" not in text, text
+
+    asyncio.run(main())

@@ -26,6 +26,7 @@ answers it with the approvals machinery of the session whose call is running
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -147,7 +148,9 @@ async def answer_elicitation(
         return _decline(server, f"nobody answered within {within:g}s")
     except PendingApproval:
         return _decline(server, "nobody can answer now (the approval would wait for later)")
-    except Exception as exc:
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # the approver's own fault, on the session's loop
         _log.warning("MCP server %r: the approver failed on a question", server, exc_info=exc)
         return _decline(server, f"the approver failed: {type(exc).__name__}")
     answer = answers[0] if answers else None

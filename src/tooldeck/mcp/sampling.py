@@ -17,13 +17,15 @@ model, only when the policy lets that server sample:
    no tools; the answer's text is the result (``stopReason`` ``endTurn`` or
    ``maxTokens``, ``model`` the model's name);
 4. a refusal is a JSON-RPC error to the server saying why (``-1``, "sampling refused:
-   ..."); the decision, and the answer's tokens and model, are audit lines of the session
+   ..."; a model or approver that fails: "sampling failed: <its type>", the details only
+   in the log); the decision, and the answer's tokens and model, are audit lines of the session
    policy, and a ``mcp.sampling`` span (``gen_ai`` attributes; the messages when content
    capture is on).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Mapping
@@ -215,9 +217,12 @@ async def serve_sampling(
     except Refused as exc:
         _log.info("MCP server %r: sampling refused: %s", server, exc)
         return types.ErrorData(code=REFUSED, message=f"sampling refused: {exc}")
-    except Exception as exc:
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # the model's or the approver's fault: said by its type only
         _log.warning("MCP server %r: sampling failed", server, exc_info=exc)
-        return types.ErrorData(code=types.INTERNAL_ERROR, message=f"sampling failed: {exc}")
+        why = f"sampling failed: {type(exc).__name__}"
+        return types.ErrorData(code=types.INTERNAL_ERROR, message=why)
     used = answer.usage.input_tokens + answer.usage.output_tokens
     if not used:  # the model reports no usage: estimate it
         used = sum(estimate_tokens(m["text"]) for m in request.messages) + estimate_tokens(
