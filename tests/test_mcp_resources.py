@@ -81,10 +81,16 @@ def test_resources_and_templates_are_listed_and_read() -> None:
 
 
 def test_an_image_resource_is_an_image_part() -> None:
-    server = {"pictures": {"command": sys.executable, "args": [str(SERVERS / "pictures.py")]}}
+    server = {
+        "pictures": {"command": sys.executable, "args": [str(SERVERS / "pictures.py")]},
+        "basic": {"command": sys.executable, "args": [str(SERVERS / "basic.py"), "stdio"]},
+    }
 
     async def main() -> None:
         async with McpSource(server) as source:
+            names = {t.name for t in source.tools()}
+            assert "mcp__pictures__resources_read" in names
+            assert "mcp__basic__resources_read" not in names  # declares resources, lists none
             read = await source.read_resource("pictures", "pictures://dot.png")
             (part,) = read.parts()
             assert isinstance(part, ImagePart) and part.mime_type == "image/png"

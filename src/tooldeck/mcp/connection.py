@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO, cast
@@ -254,6 +254,7 @@ class Connection:
     # the source's hooks: resource notifications (resources.py), elicitation and sampling
     # requests from the server (elicitation.py, sampling.py); None: not handled here
     on_notification: Callable[[Connection, Any], None] | None = None
+    probe: Callable[[Connection, Client], Awaitable[None]] | None = None  # before install
     elicitation: Any = None
     sampling: Any = None
     sampling_capabilities: types.SamplingCapability | None = None
@@ -562,6 +563,8 @@ class Connection:
                         )
                         break
                     seen.add(cursor)
+                if self.probe is not None:  # the source's look at what else it offers
+                    await self.probe(self, client)
             self.listing = tools
             self.list_error = None
             self.install(self, tools)

@@ -1,8 +1,9 @@
 """A server's resources in a turn: two read-only tools per server that has resources.
 
-For a server declaring the ``resources`` capability, :class:`~tooldeck.mcp.McpSource`
-adds, next to the server's own tools and named the same way (:mod:`.naming`, the raw
-names :data:`LIST` and :data:`READ`):
+For a server that lists at least one resource or resource template (looked at each
+time its tools are listed, and again when it says its resources changed),
+:class:`~tooldeck.mcp.McpSource` adds, next to the server's own tools and named the same
+way (:mod:`.naming`, the raw names :data:`LIST` and :data:`READ`):
 
 - ``mcp__<server>__resources_list``: the server's resources and resource templates,
   or those matching a ``query`` (every word in the URI, name, title or description,

@@ -47,6 +47,7 @@ __all__ = [
     "fetch_resource",
     "list_server_resources",
     "list_server_templates",
+    "offers_resources",
     "resources_supported",
     "subscribe",
 ]
@@ -222,6 +223,21 @@ async def _pages(conn: Connection, what: str, page: Page[_T]) -> list[_T]:
             break
         seen.add(cursor)
     return items
+
+
+async def offers_resources(client: Any) -> bool:
+    """Whether a server lists any resource or template (one page of each is asked; a
+    refusal is none). Runs while its tools are listed, on the client given."""
+    if not resources_supported(client.server_capabilities):
+        return False
+    try:
+        first: types.ListResourcesResult = await client.list_resources()
+        if first.resources:
+            return True
+        shapes: types.ListResourceTemplatesResult = await client.list_resource_templates()
+        return bool(shapes.resource_templates)
+    except MCPError:
+        return False
 
 
 async def list_server_resources(conn: Connection) -> list[McpResource]:

@@ -70,7 +70,7 @@ from .resources import (
     fetch_resource,
     list_server_resources,
     list_server_templates,
-    resources_supported,
+    offers_resources,
     subscribe,
 )
 from .roots import Roots
@@ -310,6 +310,7 @@ class _Server:
     resources: tuple[tuple[int, int], list[McpResource], list[McpResourceTemplate]] | None = None
     generation: int = 0  # resources/list_changed notifications seen
     inflight: InFlight = field(default_factory=InFlight)  # the calls running (asking.py)
+    offers_resources: bool = False  # lists a resource or template (its resource tools)
     subscribed: set[str] = field(default_factory=set)  # URIs, subscribed again on reconnect
 
 
@@ -338,8 +339,8 @@ class McpSource(Source):
     - ``sampling``: serve servers' ``sampling/createMessage`` with this model (a
       :class:`~tooldeck.mcp.sampling.Sampling` sets the per-server token budget), when
       the policy lets the server sample (:mod:`.sampling`); none: not declared;
-    - ``resource_tools``: give each server with resources its two read-only, deferred
-      tools (:mod:`.resource_tools`); by default with the library's names
+    - ``resource_tools``: give each server that lists resources or templates its two
+      read-only, deferred tools (:mod:`.resource_tools`); by default with the library's names
       (``prefixed=True``), not in the gateway, which serves resources as resources.
 
     Use it as an async (or plain) context manager so every server process is stopped
@@ -393,6 +394,7 @@ class McpSource(Source):
                 wanted=cfg.autostart,
                 roots=self._roots,
                 on_notification=self._on_notification,
+                probe=self._probe if self.resource_tools else None,
             )
             if self.elicitation:
                 conn.elicitation = self._elicitation_handler(cfg.name)
@@ -719,10 +721,14 @@ class McpSource(Source):
         with self._lock:
             self._reverse = {k: v for k, v in self._reverse.items() if v[0] != cfg.name} | reverse
 
+    async def _probe(self, conn: Connection, client: Any) -> None:
+        """Whether the server has resources to offer tools for (before its tools install)."""
+        self._servers[conn.config.name].offers_resources = await offers_resources(client)
+
     def _resource_names(self, conn: Connection, listed: set[str], skipped: list[str]) -> list[str]:
         """The raw names of the resource tools a server gets (resource_tools.py): none
         without resources, or when filtered out; a server tool of the same name wins."""
-        if not self.resource_tools or not resources_supported(conn.capabilities):
+        if not self.resource_tools or not self._servers[conn.config.name].offers_resources:
             return []
         cfg = conn.config
         out: list[str] = []
@@ -1024,6 +1030,8 @@ class McpSource(Source):
         if isinstance(message, types.ResourceListChangedNotification):
             server.generation += 1
             server.resources = None
+            if self.resource_tools and not server.offers_resources:
+                conn.mark_dirty()  # its first resources: list again, with the resource tools
             self._emit(McpResourceListChanged("", server.config.name))
         elif isinstance(message, types.ResourceUpdatedNotification):
             self._emit(McpResourceUpdated("", server.config.name, str(message.params.uri)))
