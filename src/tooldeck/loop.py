@@ -27,6 +27,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from ._call import ResultHook
@@ -34,9 +35,10 @@ from ._continuation import ContinuePolicy
 from ._notices import NoticeSource, notice_messages
 from ._streaming import LiveTurn, TurnStream
 from ._sync import block_on
-from ._turn import Turn
+from ._turn import Stop, Turn
 from .approvals import ApprovalAnswer, PendingStep, PendingStore
 from .assembly import TurnContext
+from .budget import Budget, Meter
 from .context import AbortSignal
 from .dispatch import Dispatcher
 from .events import EventBus
@@ -71,7 +73,9 @@ class RunResult:
     """The outcome of one turn (``pending`` is set when it waits for approval).
 
     ``output`` is the final answer's text; ``structured`` the validated instance of the
-    requested output type (``ModelSettings.output_type``), or ``None``.
+    requested output type (``ModelSettings.output_type``), or ``None``. ``usage`` is what
+    the turn used, ``tool_calls`` how many calls it dispatched, ``cost`` its price in
+    dollars when a budget has a cost limit (else ``None``; see :mod:`tooldeck.budget`).
     """
 
     output: str
@@ -83,6 +87,8 @@ class RunResult:
     structured: Any = None
     last_message: AssistantMessage | None = None
     pending: PendingStep | None = None
+    tool_calls: int = 0
+    cost: Decimal | None = None
 
     @property
     def tool_outputs(self) -> list[ToolOutput]:
@@ -131,7 +137,10 @@ class Session:
     ``pending_store`` keeps a step that waits for approval, so that another process can
     :meth:`resume` it. ``continue_on_max_tokens`` (a
     :class:`~tooldeck._continuation.ContinuePolicy`, off by default) goes on with a larger
-    output limit after a response is cut off at its limit.
+    output limit after a response is cut off at its limit. ``budget`` (a
+    :class:`~tooldeck.budget.Budget`) limits the requests, tokens, tool calls and cost of
+    the whole session; :meth:`run` takes one for a single run. A turn that reaches a
+    limit ends with stop reason ``budget`` and the usage so far.
 
     ``async with Session(...)`` / :meth:`aclose` close only what the session was told
     to own: the model when ``owns_model=True`` (default ``False``: a model passed in
@@ -160,6 +169,7 @@ class Session:
     guard: bool = True  # add the default size guard when no result hook is an offload store
     continue_on_max_tokens: ContinuePolicy | None = None
     owns_model: bool = False  # aclose() / async with also close the model
+    budget: Budget | None = None  # limits of the whole session (tooldeck.budget)
     _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
     notices: NoticeSource | None = None  # e.g. ended background jobs, seen once before a prompt
     _source: ToolList | ToolPlanner | None = field(
@@ -218,14 +228,27 @@ class Session:
         )
 
     async def run(
-        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+        self,
+        prompt: str,
+        *,
+        signal: AbortSignal | None = None,
+        turn: TurnContext | None = None,
+        budget: Budget | None = None,
     ) -> RunResult:
-        """Run one turn for ``prompt`` and append everything to the transcript."""
+        """Run one turn for ``prompt`` and append everything to the transcript.
+
+        ``budget`` limits this run (the session's own ``budget`` is checked too).
+        """
         start = await self._begin(prompt)
-        return await self._drive(prompt, start, signal, turn, None)
+        return await self._drive(prompt, start, signal, turn, None, budget=budget)
 
     def stream(
-        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+        self,
+        prompt: str,
+        *,
+        signal: AbortSignal | None = None,
+        turn: TurnContext | None = None,
+        budget: Budget | None = None,
     ) -> TurnStream[RunResult]:
         """Run one turn for ``prompt`` as a stream of its events (see ``docs/loop.md``).
 
@@ -237,7 +260,9 @@ class Session:
 
         async def drive(live: LiveTurn[RunResult]) -> RunResult:
             start = await self._begin(prompt, live)
-            return await self._drive(prompt, start, signal, turn, None, streaming=True)
+            return await self._drive(
+                prompt, start, signal, turn, None, streaming=True, budget=budget
+            )
 
         return TurnStream(drive, self.events)
 
@@ -274,6 +299,7 @@ class Session:
         *,
         signal: AbortSignal | None = None,
         turn: TurnContext | None = None,
+        budget: Budget | None = None,
     ) -> RunResult:
         """Finish the step that waits for approval with ``answers``, then go on with the turn.
 
@@ -302,7 +328,7 @@ class Session:
         self.pending = None
         first = self.transcript[step.start]
         prompt = first.text if isinstance(first, UserMessage) else ""
-        return await self._drive(prompt, step.start, signal, turn, (step, by_id))
+        return await self._drive(prompt, step.start, signal, turn, (step, by_id), budget=budget)
 
     async def _drive(
         self,
@@ -313,6 +339,7 @@ class Session:
         resuming: tuple[PendingStep, dict[str, ApprovalAnswer]] | None,
         *,
         streaming: bool = False,
+        budget: Budget | None = None,
     ) -> RunResult:
         """One turn: its context, tools, guard and dispatcher, run by a :class:`Turn`."""
         ctx = turn or self.turn or TurnContext(self.session_id, signal=signal or AbortSignal())
@@ -349,20 +376,31 @@ class Session:
             announce=self._announce if isinstance(self.tools, ToolPlanner) else None,
             guard=guard,
             dispatcher=dispatcher,
+            meter=self._meter(budget, start),
         )
-        stop = await run.drive()
+        return self._result(run, await run.drive())
+
+    def _result(self, run: Turn, stop: Stop) -> RunResult:
         last = run.last
         return RunResult(
             output=last.text if last else "",
             stop_reason=stop.stop_reason,
             reason=stop.reason,
-            items=self.transcript[start:],
+            items=self.transcript[run.start :],
             usage=run.earlier + run.usage,
             steps=run.steps,
             structured=run.answer.value if run.answer is not None else None,
             last_message=last,
             pending=run.waiting,
+            tool_calls=run.calls,
+            cost=run.meter.cost if run.meter is not None else None,
         )
+
+    def _meter(self, budget: Budget | None, start: int) -> Meter | None:
+        """What checks the run's and the session's budgets (``None``: neither is set)."""
+        if budget is None and self.budget is None:
+            return None
+        return Meter(budget, self.budget, before=self.usage, items=self.transcript, start=start)
 
     async def aclose(self) -> None:
         """Close what this session owns: the model, when ``owns_model`` is set."""
@@ -377,7 +415,12 @@ class Session:
         await self.aclose()
 
     def run_sync(
-        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+        self,
+        prompt: str,
+        *,
+        signal: AbortSignal | None = None,
+        turn: TurnContext | None = None,
+        budget: Budget | None = None,
     ) -> RunResult:
         """:meth:`run` from synchronous code; refuses inside a running event loop.
 
@@ -385,7 +428,8 @@ class Session:
         its connections between calls (see :mod:`tooldeck._sync`).
         """
         return block_on(
-            self.run(prompt, signal=signal, turn=turn), instead="await session.run(...)"
+            self.run(prompt, signal=signal, turn=turn, budget=budget),
+            instead="await session.run(...)",
         )
 
 

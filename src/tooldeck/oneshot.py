@@ -17,6 +17,7 @@ from ._streaming import TurnStream
 from ._sync import block_on
 from .approvals import PendingStore
 from .assembly import TurnContext
+from .budget import Budget
 from .context import AbortSignal
 from .events import EventBus
 from .loop import MAX_STEPS, TIMEOUT, RunResult, Session, new_session_id
@@ -52,6 +53,7 @@ async def run(
     notices: NoticeSource | None = None,
     continue_on_max_tokens: ContinuePolicy | None = None,
     owns_model: bool = False,
+    budget: Budget | None = None,
 ) -> RunResult:
     """Run one turn: ``await tooldeck.run(model, tools, "prompt")``.
 
@@ -88,6 +90,8 @@ async def run(
     - ``continue_on_max_tokens``: go on after a response cut off at its output limit.
     - ``owns_model``: close a :class:`~tooldeck.model.Model` passed in after the turn
       (a model made from a string is always closed).
+    - ``budget``: a :class:`~tooldeck.budget.Budget`: the requests, tokens, tool calls and
+      cost the turn may use; past it the turn ends with stop reason ``budget``.
     """
     session = _session(
         model,
@@ -109,6 +113,7 @@ async def run(
         notices=notices,
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
+        budget=budget,
     )
     async with session:  # a model it made is closed after
         return await session.run(prompt, signal=signal)
@@ -137,6 +142,7 @@ def stream(
     notices: NoticeSource | None = None,
     continue_on_max_tokens: ContinuePolicy | None = None,
     owns_model: bool = False,
+    budget: Budget | None = None,
 ) -> TurnStream[RunResult]:
     """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
 
@@ -162,6 +168,7 @@ def stream(
         notices=notices,
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
+        budget=budget,
     )
     return session.stream(prompt, signal=signal)
 
@@ -189,6 +196,7 @@ def run_sync(
     notices: NoticeSource | None = None,
     continue_on_max_tokens: ContinuePolicy | None = None,
     owns_model: bool = False,
+    budget: Budget | None = None,
 ) -> RunResult:
     """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
 
@@ -218,6 +226,7 @@ def run_sync(
         notices=notices,
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
+        budget=budget,
     )
     return block_on(turn_of_run, instead="await tooldeck.run(...)")
 
@@ -243,6 +252,7 @@ def _session(
     notices: NoticeSource | None,
     continue_on_max_tokens: ContinuePolicy | None,
     owns_model: bool,
+    budget: Budget | None,
 ) -> Session:
     """The session of one turn; ``output_type`` / ``output_retries`` folded into settings."""
     settings = settings or ModelSettings()
@@ -268,4 +278,5 @@ def _session(
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
         notices=notices,
+        budget=budget,
     )
