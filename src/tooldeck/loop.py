@@ -24,11 +24,12 @@ runs the turn itself, phase by phase, and says why it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ._call import ResultHook
 from ._continuation import ContinuePolicy
@@ -39,7 +40,7 @@ from ._turn import Stop, Turn
 from .approvals import ApprovalAnswer, PendingStep, PendingStore
 from .assembly import TurnContext
 from .budget import Budget, Meter
-from .context import AbortSignal
+from .context import AbortSignal, DepsT
 from .dispatch import Dispatcher
 from .events import EventBus
 from .model import Model, ModelSettings
@@ -110,7 +111,7 @@ class RunResult:
 
 
 @dataclass
-class Session:
+class Session(Generic[DepsT]):
     """A conversation: keeps the transcript across turns and runs each turn through the loop.
 
     ``Session(model, tools, protect=Protection.ask("WRITE"), ...)``: everything after ``model`` and
@@ -137,7 +138,10 @@ class Session:
     ``pending_store`` keeps a step that waits for approval, so that another process can
     :meth:`resume` it. ``continue_on_max_tokens`` (a
     :class:`~tooldeck._continuation.ContinuePolicy`, off by default) goes on with a larger
-    output limit after a response is cut off at its limit. ``budget`` (a
+    output limit after a response is cut off at its limit. ``deps`` (anything: a database
+    handle, a client, settings) reaches every tool as ``ctx.deps``, typed when the tool
+    declares ``ctx: ToolContext[Deps]``; a sub-agent's tools get the same, a background
+    job none (see docs/loop.md, "Typed dependencies"). ``budget`` (a
     :class:`~tooldeck.budget.Budget`) limits the requests, tokens, tool calls and cost of
     the whole session; :meth:`run` takes one for a single run. A turn that reaches a
     limit ends with stop reason ``budget`` and the usage so far.
@@ -170,6 +174,7 @@ class Session:
     continue_on_max_tokens: ContinuePolicy | None = None
     owns_model: bool = False  # aclose() / async with also close the model
     budget: Budget | None = None  # limits of the whole session (tooldeck.budget)
+    deps: DepsT = None  # type: ignore[assignment]  # every tool's ctx.deps (None: none)
     _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
     notices: NoticeSource | None = None  # e.g. ended background jobs, seen once before a prompt
     _source: ToolList | ToolPlanner | None = field(
@@ -342,7 +347,7 @@ class Session:
         budget: Budget | None = None,
     ) -> RunResult:
         """One turn: its context, tools, guard and dispatcher, run by a :class:`Turn`."""
-        ctx = turn or self.turn or TurnContext(self.session_id, signal=signal or AbortSignal())
+        ctx = self._turn_context(turn, signal)
         guard = session_guard(
             self.result_hooks,
             enabled=self.guard,
@@ -396,6 +401,14 @@ class Session:
             cost=run.meter.cost if run.meter is not None else None,
         )
 
+    def _turn_context(self, turn: TurnContext | None, signal: AbortSignal | None) -> TurnContext:
+        """The turn's context: the one given (run's, then the session's) or a new one; the
+        session's ``deps`` on it unless it has its own."""
+        ctx = turn or self.turn or TurnContext(self.session_id, signal=signal or AbortSignal())
+        if ctx.deps is None and self.deps is not None:
+            ctx = dataclasses.replace(ctx, deps=self.deps)
+        return ctx
+
     def _meter(self, budget: Budget | None, start: int) -> Meter | None:
         """What checks the run's and the session's budgets (``None``: neither is set)."""
         if budget is None and self.budget is None:
@@ -408,7 +421,7 @@ class Session:
         if close is not None:
             await close()
 
-    async def __aenter__(self) -> Session:
+    async def __aenter__(self) -> Session[DepsT]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -54,6 +54,7 @@ async def run(
     continue_on_max_tokens: ContinuePolicy | None = None,
     owns_model: bool = False,
     budget: Budget | None = None,
+    deps: object = None,
 ) -> RunResult:
     """Run one turn: ``await tooldeck.run(model, tools, "prompt")``.
 
@@ -92,6 +93,7 @@ async def run(
       (a model made from a string is always closed).
     - ``budget``: a :class:`~tooldeck.budget.Budget`: the requests, tokens, tool calls and
       cost the turn may use; past it the turn ends with stop reason ``budget``.
+    - ``deps``: what every tool reads as ``ctx.deps`` (``ToolContext[Deps]`` types it).
     """
     session = _session(
         model,
@@ -114,6 +116,7 @@ async def run(
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
         budget=budget,
+        deps=deps,
     )
     async with session:  # a model it made is closed after
         return await session.run(prompt, signal=signal)
@@ -143,6 +146,7 @@ def stream(
     continue_on_max_tokens: ContinuePolicy | None = None,
     owns_model: bool = False,
     budget: Budget | None = None,
+    deps: object = None,
 ) -> TurnStream[RunResult]:
     """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
 
@@ -169,6 +173,7 @@ def stream(
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
         budget=budget,
+        deps=deps,
     )
     return session.stream(prompt, signal=signal)
 
@@ -197,6 +202,7 @@ def run_sync(
     continue_on_max_tokens: ContinuePolicy | None = None,
     owns_model: bool = False,
     budget: Budget | None = None,
+    deps: object = None,
 ) -> RunResult:
     """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
 
@@ -227,6 +233,7 @@ def run_sync(
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
         budget=budget,
+        deps=deps,
     )
     return block_on(turn_of_run, instead="await tooldeck.run(...)")
 
@@ -253,7 +260,8 @@ def _session(
     continue_on_max_tokens: ContinuePolicy | None,
     owns_model: bool,
     budget: Budget | None,
-) -> Session:
+    deps: object,
+) -> Session[object]:
     """The session of one turn; ``output_type`` / ``output_retries`` folded into settings."""
     settings = settings or ModelSettings()
     if output_type is not None or output_retries is not None:
@@ -279,4 +287,5 @@ def _session(
         owns_model=owns_model,
         notices=notices,
         budget=budget,
+        deps=deps,
     )
