@@ -14,7 +14,8 @@ next) or :class:`Stop` (the turn ends, and why):
   :class:`~tooldeck._continuation.ContinuePolicy` says so), a paused turn sent back, a
   final answer ending the turn;
 - **calls**: the step's calls dispatched; a step that waits for approval is *held*
-  (:class:`~tooldeck.approvals.PendingStep` on the session and in its store);
+  (:class:`~tooldeck.approvals.PendingStep` on the session and in its store); a stored
+  session (``Session(store=...)``) is saved after each response and each step's outputs;
 - **failure** bookkeeping when the turn raises (every open call gets an output), and
   the **close**: telemetry ended, usage added to the session, :class:`TurnFinished`.
 
@@ -172,6 +173,7 @@ class Turn:
         "announce",
         "answer",
         "calls",
+        "checkpoint",
         "continued",
         "dispatcher",
         "earlier",
@@ -209,6 +211,7 @@ class Turn:
         guard: ResultGuard,
         dispatcher: Dispatcher,
         meter: Meter | None = None,
+        checkpoint: Callable[[Usage], Awaitable[None]] | None = None,
     ) -> None:
         self.host = host
         self.prompt = prompt
@@ -222,6 +225,7 @@ class Turn:
         self.guard = guard
         self.dispatcher = dispatcher
         self.meter = meter  # None: no budget to check
+        self.checkpoint = checkpoint  # None: nothing stores the session after each step
         self.calls = calls_made(host.transcript, start) if resuming else 0  # dispatched
         self.usage = _NO_USAGE
         self.earlier = resuming[0].usage if resuming else _NO_USAGE  # before the step waited
@@ -328,6 +332,8 @@ class Turn:
         self.usage += message.usage
         if self.meter is not None:
             self.meter.responded(message)
+        if self.checkpoint is not None:
+            await self.checkpoint(self.usage)
         await host.events.emit(ModelStepFinished(host.session_id, steps, message))
         return message
 
@@ -393,6 +399,8 @@ class Turn:
             self.host.transcript.extend(partial)  # one output per call, then it goes on
             raise
         self.host.transcript.extend(result.outputs)
+        if self.checkpoint is not None:
+            await self.checkpoint(self.usage)
         if result.terminated_by is not None:
             return Stop.ended_by(result.terminated_by)
         return None

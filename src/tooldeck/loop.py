@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
@@ -48,6 +48,7 @@ from .offload.defaults import session_guard
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .policy.protection import Protection
 from .providers import model_from_string
+from .session_state import Keeper, SessionStorage
 from .sources.listed import ToolList, Tools
 from .structured import OutputType
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
@@ -175,6 +176,8 @@ class Session(Generic[DepsT]):
     owns_model: bool = False  # aclose() / async with also close the model
     budget: Budget | None = None  # limits of the whole session (tooldeck.budget)
     deps: DepsT = None  # type: ignore[assignment]  # every tool's ctx.deps (None: none)
+    store: SessionStorage | None = None  # keeps the session by id (tooldeck.sessions)
+    _keeper: Keeper | None = field(default=None, init=False, repr=False, compare=False)
     _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
     notices: NoticeSource | None = None  # e.g. ended background jobs, seen once before a prompt
     _source: ToolList | ToolPlanner | None = field(
@@ -245,7 +248,7 @@ class Session(Generic[DepsT]):
         ``budget`` limits this run (the session's own ``budget`` is checked too).
         """
         start = await self._begin(prompt)
-        return await self._drive(prompt, start, signal, turn, None, budget=budget)
+        return await self._kept(self._drive(prompt, start, signal, turn, None, budget=budget))
 
     def stream(
         self,
@@ -265,8 +268,8 @@ class Session(Generic[DepsT]):
 
         async def drive(live: LiveTurn[RunResult]) -> RunResult:
             start = await self._begin(prompt, live)
-            return await self._drive(
-                prompt, start, signal, turn, None, streaming=True, budget=budget
+            return await self._kept(
+                self._drive(prompt, start, signal, turn, None, streaming=True, budget=budget)
             )
 
         return TurnStream(drive, self.events)
@@ -275,9 +278,11 @@ class Session(Generic[DepsT]):
         """Check that a turn may start, append its user message; where the turn starts."""
         await self._settle_stream()
         self._live = live
+        await self._claim()
         if self.pending is not None or (
             self.pending_store is not None and self.pending_store.load(self.session_id)
         ):
+            await self._release()
             raise RuntimeError(
                 f"session {self.session_id} is waiting for approval: call resume(answers)"
             )
@@ -315,6 +320,16 @@ class Session(Generic[DepsT]):
         claimed, so it is finished at most once.
         """
         await self._settle_stream()
+        await self._claim()
+        return await self._kept(self._resume(answers, signal, turn, budget))
+
+    async def _resume(
+        self,
+        answers: Mapping[str, ApprovalAnswer] | Sequence[ApprovalAnswer],
+        signal: AbortSignal | None,
+        turn: TurnContext | None,
+        budget: Budget | None,
+    ) -> RunResult:
         step = self.pending
         restored: list[Item] | None = None
         if step is None and self.pending_store is not None:
@@ -382,6 +397,7 @@ class Session(Generic[DepsT]):
             guard=guard,
             dispatcher=dispatcher,
             meter=self._meter(budget, start),
+            checkpoint=self._checkpoint if self._keeper is not None else None,
         )
         return self._result(run, await run.drive())
 
@@ -408,6 +424,44 @@ class Session(Generic[DepsT]):
         if ctx.deps is None and self.deps is not None:
             ctx = dataclasses.replace(ctx, deps=self.deps)
         return ctx
+
+    async def _claim(self) -> None:
+        """A stored session: take its lease and load it (kept as it is when new)."""
+        if self.store is None:
+            return
+        keeper = self._keeper
+        if keeper is None or keeper.session_id != self.session_id:
+            keeper = self._keeper = Keeper(self.store, self.session_id)
+        state = await keeper.claim()
+        if state.revision or state.transcript:
+            self.transcript[:] = state.transcript
+            self.usage, self.pending = state.usage, state.pending
+
+    async def _checkpoint(self, turn_usage: Usage) -> None:
+        """A stored session after a model response or a step's outputs."""
+        if self._keeper is not None:
+            await self._keeper.save(self.transcript, self.usage + turn_usage, self.pending)
+
+    async def _kept(self, turn: Awaitable[RunResult]) -> RunResult:
+        """A turn of a stored session, which is saved and released however it ends."""
+        try:
+            return await turn
+        finally:
+            await self._settle_store()
+
+    async def _settle_store(self) -> None:
+        """A stored session at the end of a turn: saved, its lease given back."""
+        keeper = self._keeper
+        if keeper is None:
+            return
+        try:
+            await keeper.save(self.transcript, self.usage, self.pending)
+        finally:
+            await keeper.release()
+
+    async def _release(self) -> None:
+        if self._keeper is not None:
+            await self._keeper.release()
 
     def _meter(self, budget: Budget | None, start: int) -> Meter | None:
         """What checks the run's and the session's budgets (``None``: neither is set)."""
