@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision
     from .arguments import ValidatedArguments, validate_arguments
     from .assembly import Toolset, ToolSource, TurnContext, assemble
+    from .budget import Budget
     from .context import Aborted, AbortSignal, ToolContext
     from .dispatch import Dispatcher
     from .errors import ArgumentError, SchemaError, TooldeckError, ToolDefinitionError
@@ -53,6 +54,7 @@ _LAZY: dict[str, str] = {
     "ToolSource": "assembly",
     "TurnContext": "assembly",
     "assemble": "assembly",
+    "Budget": "budget",
     "Aborted": "context",
     "AbortSignal": "context",
     "ToolContext": "context",
@@ -108,6 +110,7 @@ __all__ = [
     "ApprovalRequest",
     "ArgumentError",
     "AssistantMessage",
+    "Budget",
     "ContentPart",
     "ContinuePolicy",
     "Dispatcher",

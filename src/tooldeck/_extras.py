@@ -54,6 +54,7 @@ EXTRAS: dict[str, Extra] = {
     "search": Extra(("Stemmer",), "tool search needs"),
     "cron": Extra(("cronsim",), "cron schedules need"),
     "postgres": Extra(("psycopg",), "PostgreSQL storage needs"),
+    "prices": Extra(("genai_prices",), "pricing responses for a cost budget needs"),
     "dbos": Extra(("dbos", "sqlalchemy", "psycopg"), "DBOS queues and workers need"),
     "semantic": Extra(("wordllama", "numpy", "tokenizers"), "semantic tool search needs"),
     "web": Extra(

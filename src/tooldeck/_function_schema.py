@@ -160,8 +160,8 @@ def _camel(name: str) -> str:
 
 
 def _is_context(annotation: Any) -> bool:
-    if annotation is ToolContext:
-        return True
+    if annotation is ToolContext or typing.get_origin(annotation) is ToolContext:
+        return True  # ToolContext, or ToolContext[Deps]
     if typing.get_origin(annotation) is typing.Annotated:
         return _is_context(typing.get_args(annotation)[0])
     return False

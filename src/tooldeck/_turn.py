@@ -4,7 +4,8 @@ A :class:`Turn` holds one turn's state and runs it (:meth:`Turn.drive`) as a loo
 phases, each a method that returns a small outcome: :class:`Next` (what the loop does
 next) or :class:`Stop` (the turn ends, and why):
 
-- **limits**: the abort signal and ``max_steps``, checked before every model step;
+- **limits**: the abort signal, ``max_steps`` and the budgets (:mod:`tooldeck.budget`),
+  checked before every model step (the budgets also before a step's calls run);
 - **model step**: the tools re-planned and announced, the request sent (streamed or not,
   traced when telemetry is on), usage counted;
 - **review** of the response: a structured answer checked (sent back with the validation
@@ -13,7 +14,8 @@ next) or :class:`Stop` (the turn ends, and why):
   :class:`~tooldeck._continuation.ContinuePolicy` says so), a paused turn sent back, a
   final answer ending the turn;
 - **calls**: the step's calls dispatched; a step that waits for approval is *held*
-  (:class:`~tooldeck.approvals.PendingStep` on the session and in its store);
+  (:class:`~tooldeck.approvals.PendingStep` on the session and in its store); a stored
+  session (``Session(store=...)``) is saved after each response and each step's outputs;
 - **failure** bookkeeping when the turn raises (every open call gets an output), and
   the **close**: telemetry ended, usage added to the session, :class:`TurnFinished`.
 
@@ -35,6 +37,7 @@ from typing import Protocol
 from ._continuation import ContinuePolicy
 from ._streaming import stream_step
 from .approvals import ApprovalAnswer, PendingApproval, PendingCall, PendingStep, PendingStore
+from .budget import Budget, Meter, calls_made
 from .context import AbortSignal
 from .dispatch import Dispatcher
 from .events import (
@@ -104,6 +107,10 @@ class Stop:
         return cls(StopReason.TOOL_CALLS, f"max_steps ({limit}) reached")
 
     @classmethod
+    def budget(cls, why: str) -> Stop:
+        return cls(StopReason.BUDGET, why)
+
+    @classmethod
     def invalid_answer(cls, why: str) -> Stop:
         return cls(StopReason.ERROR, why)
 
@@ -153,6 +160,7 @@ class TurnHost(Protocol):
     usage: Usage
     pending: PendingStep | None
     pending_store: PendingStore | None
+    budget: Budget | None
 
 
 Resuming = tuple[PendingStep, dict[str, ApprovalAnswer]]
@@ -164,6 +172,8 @@ class Turn:
     __slots__ = (
         "announce",
         "answer",
+        "calls",
+        "checkpoint",
         "continued",
         "dispatcher",
         "earlier",
@@ -171,6 +181,7 @@ class Turn:
         "guard",
         "host",
         "last",
+        "meter",
         "plan",
         "prompt",
         "replan",
@@ -199,6 +210,8 @@ class Turn:
         announce: Callable[[ToolPlan], Awaitable[None]] | None,
         guard: ResultGuard,
         dispatcher: Dispatcher,
+        meter: Meter | None = None,
+        checkpoint: Callable[[Usage], Awaitable[None]] | None = None,
     ) -> None:
         self.host = host
         self.prompt = prompt
@@ -211,6 +224,9 @@ class Turn:
         self.announce = announce  # None: no planner to announce the tools of a step
         self.guard = guard
         self.dispatcher = dispatcher
+        self.meter = meter  # None: no budget to check
+        self.checkpoint = checkpoint  # None: nothing stores the session after each step
+        self.calls = calls_made(host.transcript, start) if resuming else 0  # dispatched
         self.usage = _NO_USAGE
         self.earlier = resuming[0].usage if resuming else _NO_USAGE  # before the step waited
         self.steps = resuming[0].steps if resuming else 0
@@ -280,6 +296,10 @@ class Turn:
             return Stop.aborted(self.signal)
         if self.steps >= self.host.max_steps:
             return Stop.max_steps(self.host.max_steps)
+        if self.meter is not None:
+            why = self.meter.before_request(self.earlier, self.usage)
+            if why is not None:
+                return Stop.budget(why)
         return None
 
     async def _model_step(self) -> AssistantMessage:
@@ -310,6 +330,10 @@ class Turn:
                 message = self.last = await self._ask(request)
                 chat.finished(message)
         self.usage += message.usage
+        if self.meter is not None:
+            self.meter.responded(message)
+        if self.checkpoint is not None:
+            await self.checkpoint(self.usage)
         await host.events.emit(ModelStepFinished(host.session_id, steps, message))
         return message
 
@@ -356,6 +380,14 @@ class Turn:
         answers: dict[str, ApprovalAnswer] | None = None,
     ) -> Stop | None:
         """The step's calls, dispatched; their outputs in the transcript (on failure too)."""
+        if answers is None:  # a new step's calls (a resumed step's were counted before)
+            if self.meter is not None:
+                why = self.meter.before_calls(self.earlier, self.usage, len(calls))
+                if why is not None:
+                    await self._not_run(message, why)
+                    return Stop.budget(why)
+                self.meter.dispatched(len(calls))
+            self.calls += len(calls)
         partial: list[ToolOutput] = []
         try:
             result = await self.dispatcher.dispatch(
@@ -367,6 +399,8 @@ class Turn:
             self.host.transcript.extend(partial)  # one output per call, then it goes on
             raise
         self.host.transcript.extend(result.outputs)
+        if self.checkpoint is not None:
+            await self.checkpoint(self.usage)
         if result.terminated_by is not None:
             return Stop.ended_by(result.terminated_by)
         return None

@@ -57,7 +57,9 @@ class TurnContext:
     - ``rpc``: a client slot for tools that talk to a control plane;
     - ``signal``: the turn's abort signal;
     - ``status_sources``: named callables the ``status`` tool reports on (offload
-      store, approvals... each part registers its own).
+      store, approvals... each part registers its own);
+    - ``deps``: the session's dependencies, which every tool reads as ``ctx.deps``
+      (``Session(deps=...)`` sets it on a turn that has none of its own).
     """
 
     session_id: str
@@ -71,6 +73,8 @@ class TurnContext:
     rpc: Any = None
     signal: AbortSignal = field(default_factory=AbortSignal)
     status_sources: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
+    # not compared, not shown: two turns differ by their facts, not by the user's objects
+    deps: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.turn_kind not in ("text", "workflow_task"):

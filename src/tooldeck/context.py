@@ -9,13 +9,17 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, cast
+
+from typing_extensions import TypeVar
 
 from .errors import TooldeckError
 
 __all__ = ["LiveProtection"]
 
 _log = logging.getLogger("tooldeck.tool")
+
+DepsT = TypeVar("DepsT", default=Any)  # what ``ToolContext[Deps].deps`` is
 
 
 class Aborted(TooldeckError):
@@ -166,11 +170,12 @@ def _drop_event(_event: Any) -> None:
 
 
 @dataclass(slots=True)
-class ToolContext:
+class ToolContext(Generic[DepsT]):
     """Per-call facts handed to a tool next to its validated parameters.
 
     A function decorated with :func:`tooldeck.tool` receives it by declaring a parameter
-    annotated ``ToolContext``; that parameter never appears in the model's schema.
+    annotated ``ToolContext`` (or ``ToolContext[Deps]``, so that ``ctx.deps`` is typed);
+    that parameter never appears in the model's schema.
     """
 
     call_id: str = ""
@@ -182,6 +187,12 @@ class ToolContext:
     turn: Any = None  # the TurnContext of the turn this call belongs to (tooldeck.assembly)
     toolset: Any = None  # the Toolset the call was dispatched from
     protection: LiveProtection | None = None  # the session's policy, approver, result hooks
+
+    @property
+    def deps(self) -> DepsT:
+        """The session's dependencies (``Session(deps=...)``, carried by the turn's
+        ``TurnContext.deps``); ``None`` when it has none."""
+        return cast(DepsT, getattr(self.turn, "deps", None))
 
     def emit(self, event: Any) -> None:
         """Send a presentation event (progress, a partial result, a UI hint) to listeners."""

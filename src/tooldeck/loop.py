@@ -24,20 +24,23 @@ runs the turn itself, phase by phase, and says why it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, TypeVar
+from decimal import Decimal
+from typing import Any, Generic, TypeVar
 
 from ._call import ResultHook
 from ._continuation import ContinuePolicy
 from ._notices import NoticeSource, notice_messages
 from ._streaming import LiveTurn, TurnStream
 from ._sync import block_on
-from ._turn import Turn
+from ._turn import Stop, Turn
 from .approvals import ApprovalAnswer, PendingStep, PendingStore
 from .assembly import TurnContext
-from .context import AbortSignal
+from .budget import Budget, Meter
+from .context import AbortSignal, DepsT
 from .dispatch import Dispatcher
 from .events import EventBus
 from .model import Model, ModelSettings
@@ -45,6 +48,7 @@ from .offload.defaults import session_guard
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .policy.protection import Protection
 from .providers import model_from_string
+from .session_state import Keeper, SessionStorage
 from .sources.listed import ToolList, Tools
 from .structured import OutputType
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
@@ -71,7 +75,9 @@ class RunResult:
     """The outcome of one turn (``pending`` is set when it waits for approval).
 
     ``output`` is the final answer's text; ``structured`` the validated instance of the
-    requested output type (``ModelSettings.output_type``), or ``None``.
+    requested output type (``ModelSettings.output_type``), or ``None``. ``usage`` is what
+    the turn used, ``tool_calls`` how many calls it dispatched, ``cost`` its price in
+    dollars when a budget has a cost limit (else ``None``; see :mod:`tooldeck.budget`).
     """
 
     output: str
@@ -83,6 +89,8 @@ class RunResult:
     structured: Any = None
     last_message: AssistantMessage | None = None
     pending: PendingStep | None = None
+    tool_calls: int = 0
+    cost: Decimal | None = None
 
     @property
     def tool_outputs(self) -> list[ToolOutput]:
@@ -104,7 +112,7 @@ class RunResult:
 
 
 @dataclass
-class Session:
+class Session(Generic[DepsT]):
     """A conversation: keeps the transcript across turns and runs each turn through the loop.
 
     ``Session(model, tools, protect=Protection.ask("WRITE"), ...)``: everything after ``model`` and
@@ -131,7 +139,13 @@ class Session:
     ``pending_store`` keeps a step that waits for approval, so that another process can
     :meth:`resume` it. ``continue_on_max_tokens`` (a
     :class:`~tooldeck._continuation.ContinuePolicy`, off by default) goes on with a larger
-    output limit after a response is cut off at its limit.
+    output limit after a response is cut off at its limit. ``deps`` (anything: a database
+    handle, a client, settings) reaches every tool as ``ctx.deps``, typed when the tool
+    declares ``ctx: ToolContext[Deps]``; a sub-agent's tools get the same, a background
+    job none (see docs/loop.md, "Typed dependencies"). ``budget`` (a
+    :class:`~tooldeck.budget.Budget`) limits the requests, tokens, tool calls and cost of
+    the whole session; :meth:`run` takes one for a single run. A turn that reaches a
+    limit ends with stop reason ``budget`` and the usage so far.
 
     ``async with Session(...)`` / :meth:`aclose` close only what the session was told
     to own: the model when ``owns_model=True`` (default ``False``: a model passed in
@@ -160,6 +174,10 @@ class Session:
     guard: bool = True  # add the default size guard when no result hook is an offload store
     continue_on_max_tokens: ContinuePolicy | None = None
     owns_model: bool = False  # aclose() / async with also close the model
+    budget: Budget | None = None  # limits of the whole session (tooldeck.budget)
+    deps: DepsT = None  # type: ignore[assignment]  # every tool's ctx.deps (None: none)
+    store: SessionStorage | None = None  # keeps the session by id (tooldeck.sessions)
+    _keeper: Keeper | None = field(default=None, init=False, repr=False, compare=False)
     _live: LiveTurn[RunResult] | None = field(default=None, init=False, repr=False, compare=False)
     notices: NoticeSource | None = None  # e.g. ended background jobs, seen once before a prompt
     _source: ToolList | ToolPlanner | None = field(
@@ -218,14 +236,27 @@ class Session:
         )
 
     async def run(
-        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+        self,
+        prompt: str,
+        *,
+        signal: AbortSignal | None = None,
+        turn: TurnContext | None = None,
+        budget: Budget | None = None,
     ) -> RunResult:
-        """Run one turn for ``prompt`` and append everything to the transcript."""
+        """Run one turn for ``prompt`` and append everything to the transcript.
+
+        ``budget`` limits this run (the session's own ``budget`` is checked too).
+        """
         start = await self._begin(prompt)
-        return await self._drive(prompt, start, signal, turn, None)
+        return await self._kept(self._drive(prompt, start, signal, turn, None, budget=budget))
 
     def stream(
-        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+        self,
+        prompt: str,
+        *,
+        signal: AbortSignal | None = None,
+        turn: TurnContext | None = None,
+        budget: Budget | None = None,
     ) -> TurnStream[RunResult]:
         """Run one turn for ``prompt`` as a stream of its events (see ``docs/loop.md``).
 
@@ -237,7 +268,9 @@ class Session:
 
         async def drive(live: LiveTurn[RunResult]) -> RunResult:
             start = await self._begin(prompt, live)
-            return await self._drive(prompt, start, signal, turn, None, streaming=True)
+            return await self._kept(
+                self._drive(prompt, start, signal, turn, None, streaming=True, budget=budget)
+            )
 
         return TurnStream(drive, self.events)
 
@@ -245,9 +278,11 @@ class Session:
         """Check that a turn may start, append its user message; where the turn starts."""
         await self._settle_stream()
         self._live = live
+        await self._claim()
         if self.pending is not None or (
             self.pending_store is not None and self.pending_store.load(self.session_id)
         ):
+            await self._release()
             raise RuntimeError(
                 f"session {self.session_id} is waiting for approval: call resume(answers)"
             )
@@ -274,6 +309,7 @@ class Session:
         *,
         signal: AbortSignal | None = None,
         turn: TurnContext | None = None,
+        budget: Budget | None = None,
     ) -> RunResult:
         """Finish the step that waits for approval with ``answers``, then go on with the turn.
 
@@ -284,6 +320,16 @@ class Session:
         claimed, so it is finished at most once.
         """
         await self._settle_stream()
+        await self._claim()
+        return await self._kept(self._resume(answers, signal, turn, budget))
+
+    async def _resume(
+        self,
+        answers: Mapping[str, ApprovalAnswer] | Sequence[ApprovalAnswer],
+        signal: AbortSignal | None,
+        turn: TurnContext | None,
+        budget: Budget | None,
+    ) -> RunResult:
         step = self.pending
         restored: list[Item] | None = None
         if step is None and self.pending_store is not None:
@@ -302,7 +348,7 @@ class Session:
         self.pending = None
         first = self.transcript[step.start]
         prompt = first.text if isinstance(first, UserMessage) else ""
-        return await self._drive(prompt, step.start, signal, turn, (step, by_id))
+        return await self._drive(prompt, step.start, signal, turn, (step, by_id), budget=budget)
 
     async def _drive(
         self,
@@ -313,9 +359,10 @@ class Session:
         resuming: tuple[PendingStep, dict[str, ApprovalAnswer]] | None,
         *,
         streaming: bool = False,
+        budget: Budget | None = None,
     ) -> RunResult:
         """One turn: its context, tools, guard and dispatcher, run by a :class:`Turn`."""
-        ctx = turn or self.turn or TurnContext(self.session_id, signal=signal or AbortSignal())
+        ctx = self._turn_context(turn, signal)
         guard = session_guard(
             self.result_hooks,
             enabled=self.guard,
@@ -349,20 +396,78 @@ class Session:
             announce=self._announce if isinstance(self.tools, ToolPlanner) else None,
             guard=guard,
             dispatcher=dispatcher,
+            meter=self._meter(budget, start),
+            checkpoint=self._checkpoint if self._keeper is not None else None,
         )
-        stop = await run.drive()
+        return self._result(run, await run.drive())
+
+    def _result(self, run: Turn, stop: Stop) -> RunResult:
         last = run.last
         return RunResult(
             output=last.text if last else "",
             stop_reason=stop.stop_reason,
             reason=stop.reason,
-            items=self.transcript[start:],
+            items=self.transcript[run.start :],
             usage=run.earlier + run.usage,
             steps=run.steps,
             structured=run.answer.value if run.answer is not None else None,
             last_message=last,
             pending=run.waiting,
+            tool_calls=run.calls,
+            cost=run.meter.cost if run.meter is not None else None,
         )
+
+    def _turn_context(self, turn: TurnContext | None, signal: AbortSignal | None) -> TurnContext:
+        """The turn's context: the one given (run's, then the session's) or a new one; the
+        session's ``deps`` on it unless it has its own."""
+        ctx = turn or self.turn or TurnContext(self.session_id, signal=signal or AbortSignal())
+        if ctx.deps is None and self.deps is not None:
+            ctx = dataclasses.replace(ctx, deps=self.deps)
+        return ctx
+
+    async def _claim(self) -> None:
+        """A stored session: take its lease and load it (kept as it is when new)."""
+        if self.store is None:
+            return
+        keeper = self._keeper
+        if keeper is None or keeper.session_id != self.session_id:
+            keeper = self._keeper = Keeper(self.store, self.session_id)
+        state = await keeper.claim()
+        if state.revision or state.transcript:
+            self.transcript[:] = state.transcript
+            self.usage, self.pending = state.usage, state.pending
+
+    async def _checkpoint(self, turn_usage: Usage) -> None:
+        """A stored session after a model response or a step's outputs."""
+        if self._keeper is not None:
+            await self._keeper.save(self.transcript, self.usage + turn_usage, self.pending)
+
+    async def _kept(self, turn: Awaitable[RunResult]) -> RunResult:
+        """A turn of a stored session, which is saved and released however it ends."""
+        try:
+            return await turn
+        finally:
+            await self._settle_store()
+
+    async def _settle_store(self) -> None:
+        """A stored session at the end of a turn: saved, its lease given back."""
+        keeper = self._keeper
+        if keeper is None:
+            return
+        try:
+            await keeper.save(self.transcript, self.usage, self.pending)
+        finally:
+            await keeper.release()
+
+    async def _release(self) -> None:
+        if self._keeper is not None:
+            await self._keeper.release()
+
+    def _meter(self, budget: Budget | None, start: int) -> Meter | None:
+        """What checks the run's and the session's budgets (``None``: neither is set)."""
+        if budget is None and self.budget is None:
+            return None
+        return Meter(budget, self.budget, before=self.usage, items=self.transcript, start=start)
 
     async def aclose(self) -> None:
         """Close what this session owns: the model, when ``owns_model`` is set."""
@@ -370,14 +475,19 @@ class Session:
         if close is not None:
             await close()
 
-    async def __aenter__(self) -> Session:
+    async def __aenter__(self) -> Session[DepsT]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     def run_sync(
-        self, prompt: str, *, signal: AbortSignal | None = None, turn: TurnContext | None = None
+        self,
+        prompt: str,
+        *,
+        signal: AbortSignal | None = None,
+        turn: TurnContext | None = None,
+        budget: Budget | None = None,
     ) -> RunResult:
         """:meth:`run` from synchronous code; refuses inside a running event loop.
 
@@ -385,7 +495,8 @@ class Session:
         its connections between calls (see :mod:`tooldeck._sync`).
         """
         return block_on(
-            self.run(prompt, signal=signal, turn=turn), instead="await session.run(...)"
+            self.run(prompt, signal=signal, turn=turn, budget=budget),
+            instead="await session.run(...)",
         )
 
 

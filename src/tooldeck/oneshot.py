@@ -17,6 +17,7 @@ from ._streaming import TurnStream
 from ._sync import block_on
 from .approvals import PendingStore
 from .assembly import TurnContext
+from .budget import Budget
 from .context import AbortSignal
 from .events import EventBus
 from .loop import MAX_STEPS, TIMEOUT, RunResult, Session, new_session_id
@@ -52,6 +53,8 @@ async def run(
     notices: NoticeSource | None = None,
     continue_on_max_tokens: ContinuePolicy | None = None,
     owns_model: bool = False,
+    budget: Budget | None = None,
+    deps: object = None,
 ) -> RunResult:
     """Run one turn: ``await tooldeck.run(model, tools, "prompt")``.
 
@@ -88,6 +91,9 @@ async def run(
     - ``continue_on_max_tokens``: go on after a response cut off at its output limit.
     - ``owns_model``: close a :class:`~tooldeck.model.Model` passed in after the turn
       (a model made from a string is always closed).
+    - ``budget``: a :class:`~tooldeck.budget.Budget`: the requests, tokens, tool calls and
+      cost the turn may use; past it the turn ends with stop reason ``budget``.
+    - ``deps``: what every tool reads as ``ctx.deps`` (``ToolContext[Deps]`` types it).
     """
     session = _session(
         model,
@@ -109,6 +115,8 @@ async def run(
         notices=notices,
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
+        budget=budget,
+        deps=deps,
     )
     async with session:  # a model it made is closed after
         return await session.run(prompt, signal=signal)
@@ -137,6 +145,8 @@ def stream(
     notices: NoticeSource | None = None,
     continue_on_max_tokens: ContinuePolicy | None = None,
     owns_model: bool = False,
+    budget: Budget | None = None,
+    deps: object = None,
 ) -> TurnStream[RunResult]:
     """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
 
@@ -162,6 +172,8 @@ def stream(
         notices=notices,
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
+        budget=budget,
+        deps=deps,
     )
     return session.stream(prompt, signal=signal)
 
@@ -189,6 +201,8 @@ def run_sync(
     notices: NoticeSource | None = None,
     continue_on_max_tokens: ContinuePolicy | None = None,
     owns_model: bool = False,
+    budget: Budget | None = None,
+    deps: object = None,
 ) -> RunResult:
     """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
 
@@ -218,6 +232,8 @@ def run_sync(
         notices=notices,
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
+        budget=budget,
+        deps=deps,
     )
     return block_on(turn_of_run, instead="await tooldeck.run(...)")
 
@@ -243,7 +259,9 @@ def _session(
     notices: NoticeSource | None,
     continue_on_max_tokens: ContinuePolicy | None,
     owns_model: bool,
-) -> Session:
+    budget: Budget | None,
+    deps: object,
+) -> Session[object]:
     """The session of one turn; ``output_type`` / ``output_retries`` folded into settings."""
     settings = settings or ModelSettings()
     if output_type is not None or output_retries is not None:
@@ -268,4 +286,6 @@ def _session(
         continue_on_max_tokens=continue_on_max_tokens,
         owns_model=owns_model,
         notices=notices,
+        budget=budget,
+        deps=deps,
     )

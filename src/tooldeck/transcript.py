@@ -32,6 +32,7 @@ class StopReason(StrEnum):
     PAUSE_TURN = "pause_turn"
     CONTENT_FILTER = "content_filter"
     ERROR = "error"
+    BUDGET = "budget"  # never a provider's: a turn stopped by its budget (tooldeck.budget)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,9 @@ COMMANDS: dict[str, LazyCommand] = {
         "worker:worker_command", "Run workflow task turns from the DBOS queue in PostgreSQL."
     ),
     "jobs": LazyCommand("jobs:jobs_app", "Inspect and cancel background agent jobs."),
+    "sessions": LazyCommand(
+        "sessions:sessions_app", "List, show and delete stored sessions (Session(store=...))."
+    ),
     "schedules": LazyCommand(
         "schedules:schedules_app", "Inspect, cancel and fire schedules (cron, interval, once)."
     ),

@@ -222,6 +222,32 @@ def _v6(json: str, ts: str) -> list[str]:
     ]
 
 
+def _v7(json: str, ts: str) -> list[str]:
+    """Stored agent sessions (:mod:`tooldeck.sessions`): one row per session, with its
+    lease and revision, and its transcript one item per row."""
+    return [
+        f"""CREATE TABLE agent_sessions (
+            id TEXT PRIMARY KEY,
+            revision INTEGER NOT NULL CHECK (revision >= 0),
+            items INTEGER NOT NULL CHECK (items >= 0),
+            usage {json} NOT NULL,
+            pending {json},
+            preview TEXT NOT NULL DEFAULT '',
+            lease_owner TEXT,
+            lease_until {ts},
+            created_at {ts} NOT NULL,
+            updated_at {ts} NOT NULL
+        )""",
+        "CREATE INDEX agent_sessions_updated ON agent_sessions (updated_at)",
+        f"""CREATE TABLE agent_session_items (
+            session_id TEXT NOT NULL REFERENCES agent_sessions (id) ON DELETE CASCADE,
+            position INTEGER NOT NULL CHECK (position >= 0),
+            item {json} NOT NULL,
+            PRIMARY KEY (session_id, position)
+        )""",
+    ]
+
+
 MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
     "sqlite": [
         (1, _v1("TEXT", "TEXT", "INTEGER PRIMARY KEY AUTOINCREMENT")),
@@ -230,6 +256,7 @@ MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
         (4, _v4("REAL")),
         (5, _v5("TEXT")),
         (6, _v6("TEXT", "TEXT")),
+        (7, _v7("TEXT", "TEXT")),
     ],
     "postgres": [
         (1, _v1("JSONB", "TIMESTAMPTZ", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")),
@@ -238,6 +265,7 @@ MIGRATIONS: dict[str, Sequence[tuple[int, Sequence[str]]]] = {
         (4, _v4("DOUBLE PRECISION")),
         (5, _v5("JSONB")),
         (6, _v6("JSONB", "TIMESTAMPTZ")),
+        (7, _v7("JSONB", "TIMESTAMPTZ")),
     ],
 }
 
