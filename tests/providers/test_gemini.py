@@ -485,3 +485,19 @@ def test_grounding_and_citations_are_kept_with_the_message(fake_provider: FakePr
     t = st.turn(WIRE, fake_provider, [], streamed=False)
     data = t.of(ModelStepFinished)[0].message.provider_data
     assert data["groundingMetadata"] == grounding and data["citationMetadata"] == citations
+
+
+def test_a_saved_gemini_session_resumes_with_the_same_signed_contents(
+    fake_provider: FakeProvider,
+) -> None:
+    from tooldeck.policy._pending_json import decode_item, encode_item
+
+    history = _gemini_history(fake_provider)
+    saved = json.loads(json.dumps([encode_item(i) for i in history]))
+    resumed = [decode_item(d) for d in saved]
+    assert resumed == history
+    fake_provider.queue(WIRE.reply(st.Step(text="a"), 3), WIRE.reply(st.Step(text="b"), 4))
+    for transcript in (history, resumed):
+        asyncio.run(_continue(WIRE.model(fake_provider), transcript))
+    first, second = fake_provider.bodies()[-2:]
+    assert first == second and "sig1" in json.dumps(first)

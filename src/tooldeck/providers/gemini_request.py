@@ -176,9 +176,9 @@ def _model_parts(
     ours = (message.provider, message.adapter) == (PROVIDER, ADAPTER)
     signed_ok = same_origin(message, PROVIDER, ADAPTER, model)
     signed = {
-        int(s["index"]): s["part"]
+        s["index"]: s.get("part")
         for s in ((message.provider_data or {}).get("signed_text") or ())
-        if signed_ok and isinstance(s, Mapping)
+        if signed_ok and isinstance(s, Mapping) and isinstance(s.get("index"), int)
     }
     parts: list[dict[str, Any]] = []
     kept = {id(p) for p in replay_parts(message, PROVIDER, ADAPTER, model)}
