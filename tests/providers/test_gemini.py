@@ -485,3 +485,43 @@ def test_grounding_and_citations_are_kept_with_the_message(fake_provider: FakePr
     t = st.turn(WIRE, fake_provider, [], streamed=False)
     data = t.of(ModelStepFinished)[0].message.provider_data
     assert data["groundingMetadata"] == grounding and data["citationMetadata"] == citations
+
+
+def test_a_saved_gemini_session_resumes_with_the_same_signed_contents(
+    fake_provider: FakeProvider,
+) -> None:
+    from tooldeck.policy._pending_json import decode_item, encode_item
+
+    history = _gemini_history(fake_provider)
+    saved = json.loads(json.dumps([encode_item(i) for i in history]))
+    resumed = [decode_item(d) for d in saved]
+    assert resumed == history
+    fake_provider.queue(WIRE.reply(st.Step(text="a"), 3), WIRE.reply(st.Step(text="b"), 4))
+    for transcript in (history, resumed):
+        asyncio.run(_continue(WIRE.model(fake_provider), transcript))
+    first, second = fake_provider.bodies()[-2:]
+    assert first == second and "sig1" in json.dumps(first)
+
+
+def test_streamed_calls_without_ids_run_and_are_answered(fake_provider: FakeProvider) -> None:
+    fake_provider.queue(
+        sse(
+            chunk(call_part(None, "add", {"a": 1, "b": 2}, "sigA")),
+            chunk(call_part(None, "add", {"a": 3, "b": 4})),
+            chunk(finishReason="STOP", usageMetadata={"promptTokenCount": 9}),
+        ),
+        WIRE.sse(st.Step(text="3 and 7"), 2),
+    )
+    t = st.turn(WIRE, fake_provider, [], prompt="1+2, 3+4?")
+    assert t.result.output == "3 and 7" and st.RAN == ["add:1+2", "add:3+4"]
+    done = [e.call for e in t.of(st.ToolCallDone)]
+    assert [c.call_id for c in done] == [
+        c.call_id for c in t.of(ModelStepFinished)[0].message.tool_calls
+    ]
+    assert [e.index for e in t.of(st.ToolCallStarted)] == [0, 1]
+    answers = fake_provider.bodies()[1]["contents"][2]["parts"]
+    assert [p["functionResponse"] for p in answers] == [
+        {"name": "add", "response": {"output": "3"}},
+        {"name": "add", "response": {"output": "7"}},
+    ]
+    checked(fake_provider)

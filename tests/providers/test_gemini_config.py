@@ -479,3 +479,41 @@ def test_vertex_without_a_project_or_credentials_is_one_line(
             asyncio.run(main())
         assert "\n" not in str(caught.value)
     assert fake_provider.requests == []  # nothing unsigned was sent
+
+
+def test_the_demo_runs_a_live_turn_on_gemini(
+    fake_provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from tooldeck.cli import app
+
+    first = st.Step(
+        text="Reading the notes first.", calls=(("call_1", "read_document", {"path": "notes.md"}),)
+    )
+    fake_provider.queue(WIRE.sse(first, 1), WIRE.sse(st.Step(text="Two items are open."), 2))
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.setenv("TOOLDECK_BASE_URL", fake_provider.url)
+    result = CliRunner().invoke(app, ["demo", "--model", f"gemini:{MODEL}"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "Reading the notes first." in result.output
+    assert "final answer: Two items are open." in result.output
+    assert all(r.path.endswith(":streamGenerateContent?alt=sse") for r in fake_provider.requests)
+    answer = fake_provider.bodies()[1]["contents"][-1]["parts"][0]["functionResponse"]
+    assert answer["id"] == "call_1" and answer["name"] == "read_document"
+
+
+@pytest.mark.usefixtures("no_keys")
+def test_the_demo_without_a_key_is_one_line(fake_provider: FakeProvider) -> None:
+    from typer.testing import CliRunner
+
+    from tooldeck.cli import app
+
+    result = CliRunner().invoke(app, ["demo", "--model", f"gemini:{MODEL}"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: Gemini model {MODEL!r}: no API key; set GEMINI_API_KEY or GOOGLE_API_KEY "
+        "(or pass api_key=)"
+    ]
+    assert fake_provider.requests == []

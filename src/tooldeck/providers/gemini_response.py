@@ -89,6 +89,8 @@ def _refusal(candidate: Mapping[str, Any], reason: str, feedback: Any) -> str:
 
 
 def _stop(reason: Any, has_calls: bool) -> StopReason:
+    if not isinstance(reason, str):  # missing (a cut stream) or not Gemini's
+        return StopReason.ERROR
     if reason == "STOP":
         return StopReason.TOOL_CALLS if has_calls else StopReason.END_TURN
     if reason == "MAX_TOKENS":
@@ -143,6 +145,7 @@ def parse_response(
         candidate = candidates[0]
     feedback = raw.get("promptFeedback")
     blocked = feedback.get("blockReason") if isinstance(feedback, Mapping) else None
+    blocked = blocked if isinstance(blocked, str) else None
     reason = candidate.get("finishReason")
     content = candidate.get("content")
     raw_parts = content.get("parts") if isinstance(content, Mapping) else None
