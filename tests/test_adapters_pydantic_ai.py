@@ -348,3 +348,20 @@ def test_a_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         "tooldeck tools in a pydantic-ai agent need the pydantic-ai extra "
         "(no module named 'pydantic_ai'): pip install 'tooldeck[pydantic-ai]'"
     )
+
+
+def test_an_mcp_servers_tools_run_through_the_toolset() -> None:
+    import sys
+
+    from tooldeck.mcp import McpSource
+
+    config = {"time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]}}
+    arguments = {"timezone": "UTC"}
+    model, seen = scripted(
+        [ToolCallPart("mcp__time__get_current_time", arguments, tool_call_id="c1")], "noted"
+    )
+    with McpSource(config) as source:
+        result = Agent(model, toolsets=[TooldeckToolset([add, source])]).run_sync("time?")
+    assert "mcp__time__get_current_time" in [t.name for t in seen[0].function_tools]
+    [returned] = returns(result.all_messages())
+    assert json.loads(str(returned.content))["timezone"] == "UTC"
