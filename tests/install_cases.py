@@ -97,6 +97,9 @@ CASES = {
     "onnx": embedder("onnx"),
     "fastembed": embedder("fastembed"),
     "semantic": embedder("semantic"),
+    "pydantic-ai adapter": lambda: __import__("tooldeck.adapters.pydantic_ai"),
+    "openai-agents adapter": lambda: __import__("tooldeck.adapters.openai_agents"),
+    "langchain adapter": lambda: __import__("tooldeck.adapters.langchain"),
 }
 for name in sys.argv[1:]:
     try:

@@ -88,6 +88,20 @@ async def test_the_step_task_cancelled_gives_the_other_calls_their_outputs() -> 
 
 
 @sync
+async def test_the_first_call_cancelled_before_the_step_runs_leaves_no_call_waiting() -> None:
+    bridge = Bridge([echo])
+    leader = asyncio.create_task(bridge.call(ToolCall("c1", "echo", '{"text": "a"}')))
+    follower = asyncio.create_task(bridge.call(ToolCall("c2", "echo", '{"text": "b"}')))
+    await asyncio.sleep(0)  # both joined the step; it has not run yet
+    leader.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leader
+    outcome = await asyncio.wait_for(follower, 5)  # never hangs
+    assert (outcome.kind, outcome.text) == ("failed", "Not executed: the step was cancelled.")
+    assert bridge.steps == 0  # nothing ran
+
+
+@sync
 async def test_a_follower_gone_leaves_the_step_running_to_its_end() -> None:
     bridge = Bridge([echo, slow])
     leader = asyncio.create_task(bridge.call(ToolCall("c1", "echo", '{"text": "kept"}')))

@@ -303,3 +303,18 @@ def test_a_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         "tooldeck tools in an openai-agents agent need the openai-agents extra "
         "(no module named 'agents'): pip install 'tooldeck[openai-agents]'"
     )
+
+
+def test_an_mcp_servers_tools_run_through_the_function_tools() -> None:
+    import sys
+
+    from tooldeck.mcp import McpSource
+
+    config = {"time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]}}
+    model = ScriptedAgentsModel(
+        [("c1", "mcp__time__get_current_time", '{"timezone": "UTC"}')], "noted"
+    )
+    with McpSource(config) as source:
+        result = run(model, function_tools([add, source]))
+    assert "mcp__time__get_current_time" in model.offered[0]
+    assert json.loads(outputs(result)["c1"])["timezone"] == "UTC"

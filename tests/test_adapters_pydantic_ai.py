@@ -33,10 +33,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import tooldeck
+from test_telemetry_support import Recorded, attrs
 from tooldeck import ApprovalAnswer, ApprovalRequest, Protection, TurnContext
 from tooldeck.adapters.pydantic_ai import TooldeckToolset
 from tooldeck.approvals import PendingApproval
 from tooldeck.plan import ToolPlanner
+
+pytest_plugins = ["test_telemetry_support"]  # the otel fixture
 
 
 @tooldeck.tool(read_only=True)
@@ -348,3 +351,28 @@ def test_a_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         "tooldeck tools in a pydantic-ai agent need the pydantic-ai extra "
         "(no module named 'pydantic_ai'): pip install 'tooldeck[pydantic-ai]'"
     )
+
+
+def test_an_mcp_servers_tools_run_through_the_toolset() -> None:
+    import sys
+
+    from tooldeck.mcp import McpSource
+
+    config = {"time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]}}
+    arguments = {"timezone": "UTC"}
+    model, seen = scripted(
+        [ToolCallPart("mcp__time__get_current_time", arguments, tool_call_id="c1")], "noted"
+    )
+    with McpSource(config) as source:
+        result = Agent(model, toolsets=[TooldeckToolset([add, source])]).run_sync("time?")
+    assert "mcp__time__get_current_time" in [t.name for t in seen[0].function_tools]
+    [returned] = returns(result.all_messages())
+    assert json.loads(str(returned.content))["timezone"] == "UTC"
+
+
+def test_each_call_has_tooldecks_telemetry_span(otel: Recorded) -> None:
+    model, _ = scripted([ToolCallPart("add", '{"a": 1, "b": 2,}', tool_call_id="r1")], "done")
+    Agent(model, toolsets=[TooldeckToolset([add], session_id="s-span")]).run_sync("1+2?")
+    span = attrs(otel.one("execute_tool add"))
+    assert span["tooldeck.tool.repairs"] == ("trailing_commas",)
+    assert span["tooldeck.tool.outcome"] == "ok"

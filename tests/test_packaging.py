@@ -190,7 +190,7 @@ def test_the_wheel_installs_into_a_clean_venv_and_runs(
 # Python, it prints one JSON line per case named, the message the case ended with.
 CASES_SCRIPT = Path(__file__).with_name("install_cases.py")
 LINE = re.compile(
-    r"^(?P<kind>\w+): (?P<purpose>.+) the (?P<extra>\w+) extra "
+    r"^(?P<kind>\w+): (?P<purpose>.+) the (?P<extra>[\w-]+) extra "
     r"\(no module named '(?P<module>[^']+)'\): pip install 'tooldeck\[(?P=extra)\]'$"
 )
 # case -> the extra its one line must name, in the core environment
@@ -207,13 +207,17 @@ CORE_CASES = {
     "postgres": "postgres",
     "dbos": "dbos",
     "otel": "otel",
+    "pydantic-ai adapter": "pydantic-ai",
+    "openai-agents adapter": "openai-agents",
+    "langchain adapter": "langchain",
 }
 # with the demo extra added: the embedders are reachable (tooldeck.search imports)
 DEMO_CASES = {"onnx": "onnx", "fastembed": "fastembed", "semantic": "semantic"}
 OPTIONAL_DISTRIBUTIONS = {
     "openai", "anthropic", "mcp", "typer", "rich", "psycopg", "cronsim", "pystemmer",
     "dbos", "wordllama", "trafilatura", "ddgs", "onnxruntime", "numpy", "fastembed",
-    "opentelemetry-sdk", "google-genai",
+    "opentelemetry-sdk", "google-genai", "pydantic-ai-slim", "openai-agents", "langchain-core",
+    "langgraph",
 }  # fmt: skip
 
 

@@ -212,6 +212,12 @@ class Bridge:
         try:
             for _ in range(_GATHER_TICKS):
                 await asyncio.sleep(0)
+        except BaseException:  # cancelled before the step ran: nothing of it runs
+            step.done.set_result(
+                {c.call_id: Outcome(error(c, "Not executed: the step was cancelled."), "failed")
+                 for c in step.calls}
+            )  # fmt: skip
+            raise
         finally:
             step.closed = True
             if self._step is step:
