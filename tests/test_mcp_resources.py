@@ -309,3 +309,34 @@ def test_cli_lists_and_reads_resources(tmp_path: Path) -> None:
     assert "Traceback" not in refused.output
     unknown = runner.invoke(app, ["mcp", "resource", str(path), "ghost", FEATURES])
     assert unknown.exit_code == 2 and "ghost" in unknown.output
+
+
+def test_server_filesystem_has_no_resources_and_keeps_working(tmp_path: Path) -> None:
+    """npm's server-filesystem offers tools only: with every client capability declared
+    (elicitation, sampling, roots) it connects, has no resource tools, and works."""
+    entry = npm_server(
+        "@modelcontextprotocol/server-filesystem", "2026.8.31", "mcp-server-filesystem"
+    )
+    (tmp_path / "data.txt").write_text("configured")
+    config = {"mcpServers": {"fs": {"command": "node", "args": [str(entry)]}}}
+    sampler = ScriptedModel([])
+
+    async def main() -> None:
+        async with McpSource(config, roots=[tmp_path], sampling=sampler) as source:
+            names = {t.name for t in source.tools()}
+            assert "mcp__fs__read_text_file" in names
+            assert not any("resources_" in n for n in names)
+            assert await source.list_resources("fs") == []
+            with pytest.raises(ResourceError) as caught:
+                await source.read_resource("fs", (tmp_path / "data.txt").as_uri())
+            assert "'fs'" in str(caught.value) and "\n" not in str(caught.value)
+            for _ in range(100):  # the server asks for the roots, then applies them
+                read = await source.call(
+                    "fs", "read_text_file", {"path": str(tmp_path / "data.txt")}
+                )
+                if not read.is_error:
+                    break
+                await asyncio.sleep(0.1)
+            assert "configured" in read.text()
+
+    asyncio.run(main())

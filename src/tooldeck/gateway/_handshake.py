@@ -1,16 +1,16 @@
 """``initialize`` answered before the MCP SDK is loaded (``tooldeck serve`` over stdio).
 
-Loading the MCP SDK is most of the gateway's start (hundreds of milliseconds of imports),
-and a client waits for its ``initialize`` answer all that time. Nothing in that answer
-needs the SDK: the gateway's name, version, instructions and capabilities
-(``tools.listChanged``), and the protocol version (the client's when it is one the SDK
-speaks by handshake, else the latest of those). So :class:`EarlyInitialize`, a thread
-started before the imports, reads the client's first message and, when it is a
-well-formed ``initialize``, answers it at once. The message is then handed to the SDK as
-if it had just arrived (:class:`~._stdin.WireStdin`, so the SDK's session knows the
-client, its capabilities included), and the SDK's own answer to it is not sent again
-(:class:`~._stdin.WireStdout`). Any other first message (a 2026-07-28 client's request,
-anything unusual) is left to the SDK, unanswered here.
+Loading the MCP SDK is most of the gateway's start (hundreds of milliseconds of
+imports), and a client waits for its ``initialize`` answer all that time. Nothing in
+that answer needs the SDK: the gateway's name, version, instructions and capabilities
+(``tools.listChanged``, ``resources``, ``prompts``), and the protocol version (the
+client's when it is one the SDK speaks by handshake, else the latest of those). So
+:class:`EarlyInitialize`, a thread started before the imports, reads the client's first
+message and, when it is a well-formed ``initialize``, answers it at once. The message is
+then handed to the SDK as if it had just arrived (:class:`~._stdin.WireStdin`, so the
+SDK's session knows the client, its capabilities included), and the SDK's own answer to
+it is not sent again (:class:`~._stdin.WireStdout`). Any other first message (a
+2026-07-28 client's request, anything unusual) is left to the SDK, unanswered here.
 
 This module imports nothing of the SDK (nor of the gateway); tests/test_gateway_startup.py
 checks that its answer is the SDK's, for every protocol version.
@@ -34,7 +34,11 @@ INSTRUCTIONS = (
 )
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 """The SDK's ``mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS``, the last the latest."""
-_CAPABILITIES = {"tools": {"listChanged": True}}
+_CAPABILITIES = {  # as the SDK declares them for the gateway's handlers (content.py too)
+    "prompts": {"listChanged": False},
+    "resources": {"listChanged": False, "subscribe": False},
+    "tools": {"listChanged": True},
+}
 _MAX_FIRST = 1 << 20  # a first message longer than this is the SDK's to read
 
 

@@ -56,6 +56,7 @@ from .approval import (
     nobody_asker,
 )
 from .catalog import Catalog, client_name, name_problems
+from .content import UpstreamContent
 from .http_auth import LOOPBACK, IntrospectionVerifier, OAuthResourceServer
 from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
@@ -194,6 +195,7 @@ class Gateway:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=self._listen,
+            **self._content_handlers(catalog),  # upstream resources and prompts (content.py)
             # each session lists its own tools, which change: never cached, never shared
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
             get_tool_input_schema=self._input_schema,
@@ -207,6 +209,16 @@ class Gateway:
             self._record_initialize,
             RequestStateBoundary(security, default_audience=self.server.name),
         ]
+
+    def _content_handlers(self, catalog: Catalog) -> dict[str, Any]:
+        content = UpstreamContent(catalog.source, self._client)
+        return {
+            "on_list_resources": content.list_resources,
+            "on_list_resource_templates": content.list_resource_templates,
+            "on_read_resource": content.read_resource,
+            "on_list_prompts": content.list_prompts,
+            "on_get_prompt": content.get_prompt,
+        }
 
     def new_session(self, session_id: str | None = None) -> GatewaySession:
         shared = self.sessions is not None and session_id is not None

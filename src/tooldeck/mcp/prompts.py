@@ -37,6 +37,7 @@ from .results import content_part
 __all__ = [
     "check_arguments",
     "fetch_prompt",
+    "fetch_prompt_result",
     "list_server_prompts",
 ]
 
@@ -163,6 +164,19 @@ async def fetch_prompt(
     conn: Connection, prompt: McpPrompt, arguments: dict[str, str]
 ) -> PromptResult:
     """``prompts/get`` of ``prompt`` with checked ``arguments`` (runs on the I/O loop)."""
+    result = await fetch_prompt_result(conn, prompt, arguments)
+    return PromptResult(
+        server=conn.config.name,
+        name=prompt.name,
+        description=result.description,
+        messages=tuple(PromptMessage(m.role, content_part(m.content)) for m in result.messages),
+    )
+
+
+async def fetch_prompt_result(
+    conn: Connection, prompt: McpPrompt, arguments: dict[str, str]
+) -> types.GetPromptResult:
+    """``prompts/get`` as the server answered it (the gateway passes it on)."""
     client = await _client(conn)
     name = conn.config.name
     try:
@@ -178,9 +192,4 @@ async def fetch_prompt(
         raise PromptError(
             f"getting the prompt {prompt.name!r} of {name!r} failed: {describe_error(exc)}"
         ) from exc
-    return PromptResult(
-        server=name,
-        name=prompt.name,
-        description=result.description,
-        messages=tuple(PromptMessage(m.role, content_part(m.content)) for m in result.messages),
-    )
+    return result

@@ -46,7 +46,7 @@ from ..transcript import AssistantMessage, Item, StopReason, UserMessage
 from .asking import Asker, request_call
 from .naming import namespace_name
 
-__all__ = ["REFUSED", "Sampling", "SamplingRequest", "serve_sampling"]
+__all__ = ["REFUSED", "serve_sampling"]
 
 _log = logging.getLogger("tooldeck.mcp")
 REFUSED = -1

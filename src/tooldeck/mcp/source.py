@@ -59,7 +59,14 @@ from .config import McpConfig, ServerConfig
 from .connection import Connection, ConnectionState
 from .elicitation import answer_elicitation
 from .naming import Collision, map_names, namespace_name
-from .prompts import McpPrompt, PromptError, PromptResult, check_arguments, fetch_prompt
+from .prompts import (
+    McpPrompt,
+    PromptError,
+    PromptResult,
+    check_arguments,
+    fetch_prompt,
+    fetch_prompt_result,
+)
 from .prompts import list_server_prompts as _list_server_prompts
 from .resource_tools import LIST, LIST_SCHEMA, READ, READ_SCHEMA, descriptions, executors
 from .resources import (
@@ -931,6 +938,18 @@ class McpSource(Source):
             raise PromptError(f"no prompt {name!r} on {server!r}; its prompts: {names}")
         checked = check_arguments(found, arguments or {})
         return await self._on_io(fetch_prompt(conn, found, checked))
+
+    async def get_prompt_result(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> types.GetPromptResult:
+        """:meth:`get_prompt`, answered as the server sent it (the gateway passes it on)."""
+        conn = self._server(server).conn
+        listed = await self._on_io(_list_server_prompts(conn))
+        found = next((p for p in listed if p.name == name), None)
+        if found is None:
+            raise PromptError(f"no prompt {name!r} on {server!r}")
+        checked = check_arguments(found, arguments or {})
+        return await self._on_io(fetch_prompt_result(conn, found, checked))
 
     # -- a server's requests ---------------------------------------------------------------------
     def _elicitation_handler(self, name: str) -> Callable[..., Awaitable[types.ElicitResult]]:
