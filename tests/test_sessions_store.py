@@ -265,3 +265,28 @@ def test_the_sessions_command_lists_shows_and_deletes(tmp_path: Path) -> None:
     empty = cli("list", env={"HOME": str(home), "TOOLDECK_WORKFLOWS_DB": ""})
     assert empty.returncode == 0 and "no database yet" in empty.stdout
     assert list(home.iterdir()) == []
+
+
+def test_a_session_budget_holds_across_session_objects(where: Where) -> None:
+    from tooldeck import Budget, StopReason
+
+    async def main() -> None:
+        async with where.store() as store:
+            for expected in ("one", "two"):
+                model = ScriptedModel([reply(expected)])
+                session = Session(model, store=store, session_id="b", budget=Budget(requests=2))
+                assert (await session.run("go")).output == expected
+            third = Session(ScriptedModel([reply("three")]), store=store, session_id="b")
+            result = await third.run("go", budget=None)
+            assert result.output == "three"  # no budget on this object
+            limited = Session(
+                ScriptedModel([reply("four")]),
+                store=store,
+                session_id="b",
+                budget=Budget(requests=3),
+            )
+            stopped = await limited.run("go")
+            assert stopped.stop_reason is StopReason.BUDGET
+            assert stopped.reason == "budget: the session's requests limit (3) reached: 3"
+
+    asyncio.run(main())

@@ -145,7 +145,9 @@ class Session(Generic[DepsT]):
     job none (see docs/loop.md, "Typed dependencies"). ``budget`` (a
     :class:`~tooldeck.budget.Budget`) limits the requests, tokens, tool calls and cost of
     the whole session; :meth:`run` takes one for a single run. A turn that reaches a
-    limit ends with stop reason ``budget`` and the usage so far.
+    limit ends with stop reason ``budget`` and the usage so far. ``store`` (a
+    :class:`tooldeck.sessions.SessionStore`) keeps the session by ``session_id``: each turn
+    loads it and saves it after every step, one process at a time (docs/sessions.md).
 
     ``async with Session(...)`` / :meth:`aclose` close only what the session was told
     to own: the model when ``owns_model=True`` (default ``False``: a model passed in

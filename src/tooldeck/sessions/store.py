@@ -28,7 +28,7 @@ from ..workflows.store import PostgresStore, SQLiteStore, WorkflowStore, open_st
 from ..workflows.store.protocol import StoreError, now
 from .ops import Busy, Head, op_claim, op_delete, op_list, op_release, op_save, op_show
 
-__all__ = ["SessionInfo", "SessionStore"]
+__all__: list[str] = []  # tooldeck.sessions exports them
 
 LEASE = 600.0  # seconds a turn's lease lasts without a save (longer than a tool's timeout)
 _PREVIEW = 80
