@@ -290,3 +290,58 @@ def test_a_session_budget_holds_across_session_objects(where: Where) -> None:
             assert stopped.reason == "budget: the session's requests limit (3) reached: 3"
 
     asyncio.run(main())
+
+
+def test_approve_always_grants_kept_in_memory_are_stored_with_the_session(
+    where: Where,
+) -> None:
+    from tooldeck import Protection
+    from tooldeck.approvals import ApprovalAnswer, ApprovalRequest
+    from tooldeck.policy import SessionPolicy
+    from tooldeck.policy.session import approve_always
+
+    wrote: list[str] = []
+
+    @tool
+    def note(text: str) -> str:
+        """Write a note (a WRITE tool: asked before it runs)."""
+        wrote.append(text)
+        return "noted"
+
+    async def always(requests: Any) -> list[ApprovalAnswer]:
+        return [approve_always() for _ in requests]
+
+    async def nobody(requests: list[ApprovalRequest]) -> list[ApprovalAnswer]:
+        raise AssertionError(f"asked again: {[r.call.name for r in requests]}")
+
+    def session(store: SessionStore, approver: Any, text: str) -> Session:
+        policy = SessionPolicy(session_id="granted")  # its grants in memory only
+        model = ScriptedModel([reply(call("note", {"text": text})), reply("ok")])
+        protect = Protection.policy(policy, approver=policy.approver(approver))
+        return Session(model, [note], store=store, session_id="granted", protect=protect)
+
+    async def main() -> None:
+        async with where.store() as store:
+            first = await session(store, always, "one").run("note one")
+            assert first.output == "ok"
+            later = session(store, nobody, "two")  # another process: a fresh policy
+            assert (await later.run("note two")).output == "ok"
+            judge = later.protect.judges[0] if later.protect else None
+            assert isinstance(judge, SessionPolicy)
+            assert [g.tool for g in judge.grants] == ["note"]
+        assert wrote == ["one", "two"]
+
+    asyncio.run(main())
+
+
+def test_the_one_turn_functions_continue_a_stored_conversation(where: Where) -> None:
+    import tooldeck
+
+    async def main() -> None:
+        async with where.store() as store:
+            for prompt in ("first", "second"):
+                model = ScriptedModel(lambda r: reply(f"sent {len(r.transcript)}"))
+                result = await tooldeck.run(model, [], prompt, store=store, session_id="one")
+            assert result.output == "sent 3"
+
+    asyncio.run(main())

@@ -148,6 +148,7 @@ class SessionStore:
             _usage(head.usage),
             _pending(session_id, head.pending, len(transcript)),
             head.revision,
+            head.grants if isinstance(head.grants, list) else None,
         )
 
     async def save(
@@ -158,6 +159,7 @@ class SessionStore:
         fields = {
             "usage": asdict(state.usage),
             "pending": None if state.pending is None else _pending_doc(session_id, state.pending),
+            "grants": state.grants,
             "preview": _preview(transcript),
         }
         items = [encode_item(i) for i in transcript[unchanged:]]
