@@ -345,3 +345,72 @@ def test_the_one_turn_functions_continue_a_stored_conversation(where: Where) -> 
             assert result.output == "sent 3"
 
     asyncio.run(main())
+
+
+def test_a_stored_item_that_is_not_what_a_session_writes_is_one_line(where: Where) -> None:
+    from test_workflows_support import raw_execute
+    from tooldeck.workflows.store import StoreError
+
+    async def main() -> None:
+        async with where.store() as store:
+            await Session(ScriptedModel([reply("hi")]), store=store, session_id="bad").run("x")
+            bad = '{"type": "tool_output", "call_id": 7}'
+            if where.kind == "postgres":
+                raw_execute(
+                    store.db,
+                    f"UPDATE agent_session_items SET item = '{bad}'::jsonb WHERE position = 1",
+                )
+            else:
+                import sqlite3
+
+                with sqlite3.connect(where.where) as conn:
+                    conn.execute(
+                        "UPDATE agent_session_items SET item = ? WHERE position = 1", (bad,)
+                    )
+            again = Session(ScriptedModel([reply("never")]), store=store, session_id="bad")
+            with pytest.raises(StoreError, match="stored session bad cannot be read") as raised:
+                await again.run("y")
+            assert "\n" not in str(raised.value)
+            infos = await store.sessions()
+            assert infos[0].running is None  # the lease was given back
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_turn_is_saved_with_one_output_per_call_and_released(
+    where: Where,
+) -> None:
+    started = asyncio.Event()
+
+    @tool(read_only=True)
+    async def hang() -> str:
+        """Never ends."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async def main() -> None:
+        async with where.store() as store:
+            model = ScriptedModel([reply(call("hang"))])
+            session = Session(model, [hang], store=store, session_id="cancelled")
+            stream = session.stream("hang")
+
+            async def consume() -> None:
+                async for _ in stream:
+                    pass
+
+            task = asyncio.create_task(consume())
+            await started.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            found = await store.show("cancelled")
+            assert found is not None
+            info, items = found
+            assert info.running is None
+            one_output_per_call(items)
+            assert "cancelled" in items[-1].text  # type: ignore[union-attr]
+            later = Session(ScriptedModel([reply("fine")]), store=store, session_id="cancelled")
+            assert (await later.run("again")).output == "fine"
+
+    asyncio.run(main())

@@ -142,14 +142,18 @@ class SessionStore:
         if isinstance(got, Busy):
             raise SessionBusy(_busy(session_id, got))
         head, data = got
-        transcript = [decode_item(d) for d in data]
-        return StoredSession(
-            transcript,
-            _usage(head.usage),
-            _pending(session_id, head.pending, len(transcript)),
-            head.revision,
-            head.grants if isinstance(head.grants, list) else None,
-        )
+        try:
+            transcript = [decode_item(d) for d in data]
+            return StoredSession(
+                transcript,
+                _usage(head.usage),
+                _pending(session_id, head.pending, len(transcript)),
+                head.revision,
+                head.grants if isinstance(head.grants, list) else None,
+            )
+        except (ValueError, StoreError) as exc:  # not what a session writes: never loaded
+            await self.release(session_id, holder)
+            raise StoreError(f"stored session {session_id} cannot be read: {exc}") from None
 
     async def save(
         self, session_id: str, holder: str, state: StoredSession, *, unchanged: int
