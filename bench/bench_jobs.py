@@ -38,12 +38,12 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import BackgroundLoad, machine_lines, percentile, table, wait_for_idle
-from tooldeck import ScriptedModel, Toolset
+from tooldeck import Toolset
 from tooldeck.approvals import allow_all
 from tooldeck.jobs import JobManager, LiveJob, NewJob
 from tooldeck.jobs.durable import DbosJobQueue
-from tooldeck.providers.scripted import reply
 from tooldeck.schedules import ScheduleBook, Scheduler, parse_timing
+from tooldeck.testing import ScriptedModel, reply
 from tooldeck.workflows.store import PostgresStore, SQLiteStore, WorkflowStore
 
 ROOT = Path(__file__).resolve().parent.parent

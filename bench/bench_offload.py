@@ -66,7 +66,7 @@ def _memory_child(kind: str, size: int, home: str, traced: bool) -> None:
 
     from tooldeck import Dispatcher, JsonPart, ToolContext, ToolResult, Toolset, tool
     from tooldeck.offload import RECALL_TOOL_NAME, OffloadStore
-    from tooldeck.providers.scripted import call
+    from tooldeck.testing import call
     from tooldeck.transcript import ToolCall
 
     def rss() -> int:

@@ -41,9 +41,8 @@ def child(blocks: int, reps: int, whole: bool) -> None:
     import importlib
 
     import tooldeck
-    from tooldeck import ScriptedModel
     from tooldeck.loop import Session as New
-    from tooldeck.providers.scripted import call, reply
+    from tooldeck.testing import ScriptedModel, call, reply
 
     old_package = "tooldeck_before" if whole else "tooldeck"
     Old = importlib.import_module(

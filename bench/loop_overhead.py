@@ -105,8 +105,7 @@ class Framework:
 
 def make_tooldeck() -> list[Framework]:
     import tooldeck
-    from tooldeck import ScriptedModel
-    from tooldeck.providers.scripted import call, reply
+    from tooldeck.testing import ScriptedModel, call, reply
 
     @tooldeck.tool
     async def add(a: int, b: int) -> int:

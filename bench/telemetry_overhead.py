@@ -51,7 +51,7 @@ class Case:
 
 def cases() -> list[Case]:
     from tooldeck import Dispatcher, Toolset, telemetry, tool
-    from tooldeck.providers.scripted import ScriptedModel, call, reply
+    from tooldeck.testing import ScriptedModel, call, reply
     from tooldeck.transcript import AssistantMessage, ToolCall, ToolOutput
 
     @tool

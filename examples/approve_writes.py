@@ -7,8 +7,9 @@ arguments). Leave approver= out to be asked at the console instead.
 """
 
 import tooldeck
-from tooldeck import ApprovalAnswer, ApprovalRequest, Protection, ScriptedModel
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck import ApprovalAnswer, ApprovalRequest, Protection
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 notes: dict[str, str] = {}
 

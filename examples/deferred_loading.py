@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 
 import tooldeck
-from tooldeck import ScriptedModel, Tool, Toolset
+from tooldeck import Tool, Toolset
 from tooldeck.plan import ToolPlanner
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 CATALOG = Path(tooldeck.__file__).parent / "data" / "demo_catalog.json"
 

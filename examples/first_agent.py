@@ -5,8 +5,8 @@ TOOLDECK_MODEL=openai:gpt-5.4 OPENAI_API_KEY=... python examples/first_agent.py
 """
 
 import tooldeck
-from tooldeck import ScriptedModel
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 
 @tooldeck.tool(read_only=True)

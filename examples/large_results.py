@@ -11,8 +11,9 @@ import tempfile
 from pathlib import Path
 
 import tooldeck
-from tooldeck import ScriptedModel, TurnContext
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck import TurnContext
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 
 @tooldeck.tool(read_only=True)

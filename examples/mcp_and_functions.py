@@ -6,9 +6,9 @@ One flat list: the function, then the server's tools. No TurnContext, no assembl
 import sys
 
 import tooldeck
-from tooldeck import ScriptedModel
 from tooldeck.mcp import McpSource
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 
 @tooldeck.tool(read_only=True)

@@ -10,9 +10,10 @@ import tempfile
 from pathlib import Path
 
 import tooldeck
-from tooldeck import Protection, ScriptedModel
+from tooldeck import Protection
 from tooldeck.policy import Policy, SessionPolicy
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 POLICY = """
 [profile]

@@ -6,9 +6,9 @@ The same turn as run() (same dispatcher, same transcript), its model steps strea
 import asyncio
 
 import tooldeck
-from tooldeck import ScriptedModel
 from tooldeck.events import CallFinished, CallStarted, TextDelta, TurnFinished
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 
 @tooldeck.tool(read_only=True)

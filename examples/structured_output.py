@@ -7,8 +7,8 @@ not validate goes back to the model with the error, a bounded number of times.
 from pydantic import BaseModel, Field
 
 import tooldeck
-from tooldeck import ScriptedModel
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 
 class Invoice(BaseModel):

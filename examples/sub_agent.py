@@ -5,10 +5,10 @@ and session id) and the parent gets its answer as the tool's output.
 """
 
 import tooldeck
-from tooldeck import ScriptedModel
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 PRICES = {"apple": 0.5, "pear": 0.75}
 

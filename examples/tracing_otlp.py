@@ -15,8 +15,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 import tooldeck
-from tooldeck import ScriptedModel, telemetry
-from tooldeck.providers import call, model_from_env, reply
+from tooldeck import telemetry
+from tooldeck.providers import model_from_env
+from tooldeck.testing import ScriptedModel, call, reply
 
 received: list[str] = []
 

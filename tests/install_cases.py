@@ -12,8 +12,8 @@ import json
 import sys
 
 import tooldeck
-from tooldeck import ScriptedModel
-from tooldeck.providers import call, model_from_string, reply
+from tooldeck.providers import model_from_string
+from tooldeck.testing import ScriptedModel, call, reply
 
 
 @tooldeck.tool(read_only=True)
@@ -83,6 +83,7 @@ CASES = {
     "openai": lambda: model_from_string("openai:gpt-5.4"),
     "openrouter": lambda: model_from_string("openrouter:z-ai/glm-4.6"),
     "anthropic": lambda: model_from_string("anthropic:claude-sonnet-4-6"),
+    "gemini": lambda: model_from_string("gemini:gemini-2.5-flash"),
     "mcp": lambda: __import__("tooldeck.mcp"),
     "gateway": lambda: __import__("tooldeck.gateway"),
     "search": lambda: __import__("tooldeck.search"),

@@ -12,15 +12,11 @@ from typing import Any
 import pytest
 
 import tooldeck
-from tooldeck import ApprovalAnswer, Protection, ScriptedModel, Session, StopReason, Toolset, tool
+from tooldeck import ApprovalAnswer, Protection, Session, StopReason, Toolset, tool
 from tooldeck.approvals import PendingApproval
 from tooldeck.budget import Budget, calls_made, per_million
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolOutput, Usage
-
-try:  # the scripted helpers' new home (tooldeck.testing), or their old one
-    from tooldeck.testing import call, reply  # type: ignore[import-not-found,unused-ignore]
-except ImportError:
-    from tooldeck.providers.scripted import call, reply
 
 RAN: list[str] = []
 

@@ -17,22 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from tooldeck import (
-    Dispatcher,
-    Protection,
-    ScriptedModel,
-    Session,
-    TextPart,
-    Tool,
-    ToolContext,
-    Toolset,
-)
+from tooldeck import Dispatcher, Protection, Session, TextPart, Tool, ToolContext, Toolset
 from tooldeck.assembly import TurnContext
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli.approve import approve_command
 from tooldeck.policy import PendingFiles, SessionPolicy, load_answers, wait_for_human
 from tooldeck.providers.anthropic import AnthropicModel
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolCall, distinct_call_ids
 
 REGISTRY = load_builtin_registry()

@@ -36,11 +36,11 @@ from typer.testing import CliRunner, Result
 
 from test_telemetry_support import Recorded
 from test_timeline import recorded_timeline, turn
-from tooldeck import Protection, ScriptedModel, Session, Tool, ToolResult
+from tooldeck import Protection, Session, Tool, ToolResult
 from tooldeck.cli import app
 from tooldeck.policy import PendingFiles, SessionPolicy, load_answers, wait_for_human
-from tooldeck.providers.scripted import call, reply
 from tooldeck.telemetry.timeline import Bar, Timeline, render
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import ToolOutput
 
 pytest_plugins = ["test_telemetry_support"]

@@ -13,7 +13,6 @@ from tooldeck import (
     AssistantMessage,
     ContinuePolicy,
     ModelSettings,
-    ScriptedModel,
     Session,
     StopReason,
     ToolOutput,
@@ -28,7 +27,7 @@ from tooldeck.events import (
     TurnContinued,
     TurnFinished,
 )
-from tooldeck.providers import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 
 RAN: list[tuple[int, int]] = []
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tooldeck import ScriptedModel, Toolset, tool
+from tooldeck import Toolset, tool
 from tooldeck.agents.delegation import SubAgentSpawned, delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.events import Event, ToolEvent
 from tooldeck.loop import Session
 from tooldeck.model import ModelRequest
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolOutput
 
 RAN: list[str] = []

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext, tool
+from tooldeck import Protection, Session, Toolset, TurnContext, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.approvals import (
@@ -33,7 +33,7 @@ from tooldeck.builtin import load_builtin_registry
 from tooldeck.context import LiveProtection, ToolContext
 from tooldeck.dispatch import Dispatcher
 from tooldeck.policy import Policy, SessionPolicy, approve, deny
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import ToolCall, ToolOutput
 
 ROOT = Path(__file__).resolve().parents[1]

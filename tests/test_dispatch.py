@@ -14,7 +14,7 @@ from tooldeck import AbortSignal, ToolContext, ToolResult, Toolset, tool
 from tooldeck.approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision, not_answered
 from tooldeck.dispatch import Dispatcher
 from tooldeck.events import ApprovalRequested, CallFinished, CallStarted, Event, EventBus
-from tooldeck.providers.scripted import call
+from tooldeck.testing import call
 
 LOG: list[str] = []
 

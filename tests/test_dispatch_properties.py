@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tooldeck import AbortSignal, Toolset, tool
 from tooldeck.approvals import PolicyDecision
 from tooldeck.dispatch import Dispatcher
-from tooldeck.providers.scripted import call
+from tooldeck.testing import call
 
 
 @tool(read_only=True)

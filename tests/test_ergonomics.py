@@ -20,7 +20,7 @@ from tooldeck.agents.skills import Skill, SkillCatalog
 from tooldeck.assembly import AssemblyError
 from tooldeck.mcp import McpSource
 from tooldeck.policy import Policy, SessionPolicy
-from tooldeck.providers.scripted import ScriptedModel, call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 ran: list[str] = []

@@ -25,7 +25,6 @@ from tooldeck import (
     Dispatcher,
     JsonPart,
     Protection,
-    ScriptedModel,
     Session,
     Tool,
     ToolContext,
@@ -41,7 +40,7 @@ from tooldeck.policy._pending_json import decode_item, encode_item
 from tooldeck.providers.anthropic import AnthropicModel
 from tooldeck.providers.chat_completions import ChatCompletionsModel
 from tooldeck.providers.openai_responses import OpenAIResponsesModel
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, Item, ToolCall, ToolOutput, UserMessage
 
 EMPTY = {"type": "object", "properties": {}}

@@ -456,7 +456,7 @@ def test_the_desk_keeps_nothing_of_an_ask_that_ended(tmp_path: Path) -> None:
     from tooldeck.gateway.out_of_band import ApprovalDesk
     from tooldeck.policy.pending import save_answers
     from tooldeck.policy.session import approve
-    from tooldeck.providers.scripted import call
+    from tooldeck.testing import call
 
     @tool
     def echo(text: str) -> str:

@@ -305,8 +305,8 @@ def test_initialize_answered_early_is_answered_once_and_the_session_goes_on(
 ) -> None:
     """A raw client over pipes: its ``initialize`` answered once (the SDK's own answer to
     the same request is not sent again), then the session serves as usual; a malformed
-    first line is left to the SDK (which answers nothing: it has no id), and initialize
-    after it still works."""
+    first line is left to the SDK's reader (answered with a parse error, no id: it has
+    none), and initialize after it still works."""
     gate = tmp_path / "gate"  # never opened: the upstream never serves
     config = write_config(tmp_path, {"slow": gated(gate)})
     for first in (None, b"{oops\n"):
@@ -317,11 +317,14 @@ def test_initialize_answered_early_is_answered_once_and_the_session_goes_on(
         )  # fmt: skip
         assert proc.stdin is not None
         try:
-            if first is not None:  # the SDK logs it and answers nothing (no id to answer)
+            if first is not None:
                 proc.stdin.write(first)
                 proc.stdin.flush()
             proc.stdin.write(_raw(_initialize("2025-06-18", "init")))
             proc.stdin.flush()
+            if first is not None:  # answered as JSON-RPC says: a parse error, no id
+                error = _read_line(proc)
+                assert error["id"] is None and error["error"]["code"] == -32700, error
             answer = _read_line(proc)
             assert answer["id"] == "init" and answer["result"]["protocolVersion"] == "2025-06-18"
             proc.stdin.write(_raw({"jsonrpc": "2.0", "method": "notifications/initialized"}))

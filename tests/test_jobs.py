@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from test_workflows_support import StoreFactory, raw_query
-from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext
+from tooldeck import Protection, Session, Toolset, TurnContext
 from tooldeck._notices import NOTICE_PREFIX
 from tooldeck.approvals import ApprovalAnswer, ApprovalRequest, allow_all
 from tooldeck.builtin import load_builtin_registry
@@ -28,7 +28,7 @@ from tooldeck.jobs import (
 )
 from tooldeck.model import ModelRequest
 from tooldeck.policy import Policy, SessionPolicy, approve
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, UserMessage
 from tooldeck.workflows.store import WorkflowStore
 
@@ -462,7 +462,7 @@ def test_a_notice_before_the_prompt_is_a_valid_request_for_every_adapter() -> No
 
 
 def test_a_workflow_task_turn_calling_job_tools_gets_unknown_tool(tmp_path: Path) -> None:
-    from tooldeck.providers.scripted import call as make_call
+    from tooldeck.testing import call as make_call
     from tooldeck.workflows import SQLiteStore, Task, TaskRun, Workflow, WorkflowEngine
     from tooldeck.workflows.scripted import submitting
 

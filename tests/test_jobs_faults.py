@@ -25,7 +25,7 @@ import pytest
 
 from test_workflows_support import PG_DSN, raw_query
 from test_workflows_workers import Outage, outage
-from tooldeck import ScriptedModel, Toolset
+from tooldeck import Toolset
 from tooldeck.approvals import allow_all
 from tooldeck.jobs import JobManager, JobNotices, JobRuntime, LiveJob, NewJob
 from tooldeck.jobs.store import (
@@ -39,7 +39,6 @@ from tooldeck.jobs.store import (
     op_take_over,
 )
 from tooldeck.model import ModelRequest
-from tooldeck.providers.scripted import reply
 from tooldeck.schedules import ScheduleBook, Scheduler, Timing
 from tooldeck.schedules.store import (
     NewSchedule,
@@ -48,6 +47,7 @@ from tooldeck.schedules.store import (
     op_fire_now,
     op_tick,
 )
+from tooldeck.testing import ScriptedModel, reply
 from tooldeck.transcript import AssistantMessage
 from tooldeck.workflows.store import (
     NewTask,

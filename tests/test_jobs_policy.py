@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from test_jobs_dbos import JobWorkers
 from test_policy_properties import ALL, args_strategy, config, context
 from test_workflows_support import PG_DSN, StoreFactory
-from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext
+from tooldeck import Protection, Session, Toolset, TurnContext
 from tooldeck.approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision, allow_all
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli.schedules import load_job_script
@@ -31,7 +31,7 @@ from tooldeck.jobs.durable import DbosJobQueue
 from tooldeck.jobs.policy import creator_policy, job_policy, record_creator
 from tooldeck.jobs.runner import registry_tools
 from tooldeck.policy import Policy, SessionPolicy, approve
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import ToolCall, ToolOutput
 from tooldeck.workflows.store import PostgresStore
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 import tooldeck
-from tooldeck import ScriptedModel, Session, StopReason, ToolResult, Toolset, Usage, tool
+from tooldeck import Session, StopReason, ToolResult, Toolset, Usage, tool
 from tooldeck.events import Event
 from tooldeck.model import ModelRequest
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolOutput
 
 RAN: list[str] = []

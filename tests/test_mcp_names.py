@@ -39,7 +39,7 @@ from tooldeck.mcp import McpConfig, McpConfigError, McpSource, McpTool
 from tooldeck.mcp.naming import exposed_name, namespace_name, namespace_of
 from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.policy.rules import Selector, ToolFacts
-from tooldeck.providers.scripted import ScriptedModel, call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.tools import TOOL_NAME_PATTERN
 
 ISSUE = {"docs": ["internal__read"], "docs__internal": ["read"]}

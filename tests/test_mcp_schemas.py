@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from tooldeck import Dispatcher, Toolset, TurnContext
 from tooldeck.cli.mcp import app as mcp_app
 from tooldeck.mcp import McpSource
-from tooldeck.providers.scripted import call
+from tooldeck.testing import call
 from tooldeck.transcript import ToolCall, ToolOutput
 from watchers import CountingServer, WatchedFifo
 

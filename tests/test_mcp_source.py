@@ -29,8 +29,8 @@ from tooldeck.cli.mcp import app as mcp_app
 from tooldeck.events import Event, ToolEvent
 from tooldeck.mcp import McpProgress, McpServerStatusChanged, McpSource, McpTool
 from tooldeck.mcp.connection import RETRY_FLOOR
-from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.result import JsonPart
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import ToolCall, ToolOutput
 
 SERVERS = Path(__file__).parent / "mcp_servers"

@@ -25,7 +25,6 @@ from tooldeck import (
     EventBus,
     ImagePart,
     JsonPart,
-    ScriptedModel,
     Session,
     TextPart,
     ToolContext,
@@ -46,7 +45,7 @@ from tooldeck.offload import (
     RecallError,
     ToolResultOffloaded,
 )
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.tokens import estimate_tokens
 from tooldeck.transcript import AssistantMessage, ToolCall, ToolOutput
 

@@ -198,6 +198,7 @@ CORE_CASES = {
     "openai": "openai",
     "openrouter": "openai",
     "anthropic": "anthropic",
+    "gemini": "gemini",
     "mcp": "mcp",
     "gateway": "mcp",
     "search": "search",
@@ -212,7 +213,7 @@ DEMO_CASES = {"onnx": "onnx", "fastembed": "fastembed", "semantic": "semantic"}
 OPTIONAL_DISTRIBUTIONS = {
     "openai", "anthropic", "mcp", "typer", "rich", "psycopg", "cronsim", "pystemmer",
     "dbos", "wordllama", "trafilatura", "ddgs", "onnxruntime", "numpy", "fastembed",
-    "opentelemetry-sdk",
+    "opentelemetry-sdk", "google-genai",
 }  # fmt: skip
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tooldeck import ScriptedModel, Session, Tool, Toolset
+from tooldeck import Session, Tool, Toolset
 from tooldeck.events import Event
 from tooldeck.model import ModelRequest
 from tooldeck.plan import ToolPlanned, ToolPlanner, hosted_search_for
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolOutput
 
 DESCRIPTIONS = {

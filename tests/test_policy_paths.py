@@ -16,18 +16,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tooldeck import (
-    Protection,
-    ScriptedModel,
-    Session,
-    ToolContext,
-    TurnContext,
-    validate_arguments,
-)
+from tooldeck import Protection, Session, ToolContext, TurnContext, validate_arguments
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.policy import GrantStore, Policy, PolicyContext, SessionPolicy
 from tooldeck.policy.rules import ArgPredicate, path_under
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.tools import Tool
 
 REGISTRY = load_builtin_registry()

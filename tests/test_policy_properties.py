@@ -18,13 +18,13 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from tooldeck import Protection, ScriptedModel, Session, Tool, Toolset
+from tooldeck import Protection, Session, Tool, Toolset
 from tooldeck.approvals import ApprovalAnswer, ApprovalRequest
 from tooldeck.plan import ToolPlanner
 from tooldeck.policy import GrantStore, Policy, PolicyContext, SessionPolicy
 from tooldeck.policy.rules import RANK
 from tooldeck.policy.session import ApproveAlways
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import ToolOutput
 
 # -- the universe: tools, argument values, rule pieces -----------------------------------------

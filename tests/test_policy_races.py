@@ -106,10 +106,10 @@ def _waiting_session(tmp_path: Path, state: Path) -> None:
     """A session whose step waits for approval, kept in ``state``."""
     import asyncio
 
-    from tooldeck import ScriptedModel, Session, TurnContext
+    from tooldeck import Session, TurnContext
     from tooldeck.builtin import load_builtin_registry
     from tooldeck.policy import PendingFiles, SessionPolicy, wait_for_human
-    from tooldeck.providers.scripted import call, reply
+    from tooldeck.testing import ScriptedModel, call, reply
 
     policy = SessionPolicy(session_id="s", directory=state)
     turn = TurnContext(session_id="s", home=tmp_path)

@@ -21,7 +21,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import tooldeck
-from tooldeck import Protection, ScriptedModel, Session, Toolset, tool
+from tooldeck import Protection, Session, Toolset, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.switch_model import ModelRoles, switch_model_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
@@ -45,7 +45,7 @@ from tooldeck.policy import (
     wait_for_human,
 )
 from tooldeck.policy.prompt import PromptApprover
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolCall, ToolOutput
 
 REGISTRY = load_builtin_registry()

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import tooldeck
-from tooldeck import ScriptedModel, Session, Toolset, TurnContext, tool
+from tooldeck import Session, Toolset, TurnContext, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.model import ModelRequest
 from tooldeck.offload import RECALL_TOOL_NAME, OffloadStore
 from tooldeck.offload.defaults import child_hooks, session_guard, store_of
-from tooldeck.providers.scripted import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.tokens import estimate_tokens
 from tooldeck.transcript import AssistantMessage, ToolCall, ToolOutput
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tooldeck import ScriptedModel, Session, Tool, ToolContext, ToolResult, Toolset
+from tooldeck import Session, Tool, ToolContext, ToolResult, Toolset
 from tooldeck.dispatch import Dispatcher
 from tooldeck.errors import ResultEncodingError
-from tooldeck.providers.scripted import call, reply
 from tooldeck.result import encode_json
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import ToolOutput
 
 EMPTY = {"type": "object", "properties": {}}

@@ -18,11 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_workflows_support import StoreFactory, raw_query
-from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext
+from tooldeck import Protection, Session, Toolset, TurnContext
 from tooldeck.approvals import ApprovalAnswer, ApprovalRequest
 from tooldeck.jobs import JobManager, JobNotices, JobRuntime
 from tooldeck.policy import Policy, SessionPolicy, approve
-from tooldeck.providers.scripted import call, reply
 from tooldeck.schedules import (
     ScheduleBook,
     ScheduleError,
@@ -32,6 +31,7 @@ from tooldeck.schedules import (
     parse_timing,
     schedule_tools_source,
 )
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.workflows.store import PostgresStore, SQLiteStore, WorkflowStore
 
 pytest_plugins = ["test_workflows_support"]

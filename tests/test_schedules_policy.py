@@ -38,15 +38,15 @@ from test_jobs_policy import (
 from test_jobs_processes import Processes, processes, store_args
 from test_schedules import Clock
 from test_workflows_support import StoreFactory, raw_execute
-from tooldeck import Protection, ScriptedModel, Session, Toolset, TurnContext
+from tooldeck import Protection, Session, Toolset, TurnContext
 from tooldeck.approvals import PolicyDecision, allow_all
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.cli import app
 from tooldeck.jobs import JobManager, JobNotices, JobRuntime, JobTable
 from tooldeck.jobs.policy import record_creator
 from tooldeck.policy import Policy, SessionPolicy
-from tooldeck.providers.scripted import call, reply
 from tooldeck.schedules import ScheduleBook, Scheduler, schedule_tools_source
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import ToolCall
 from tooldeck.workflows.store import WorkflowStore
 

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from tooldeck import ArgumentError, Dispatcher, SchemaError, Tool, Toolset, tool, validate_arguments
 from tooldeck.cli import app
-from tooldeck.providers.scripted import call
 from tooldeck.registry import Handlers, RegistryError, ToolRegistry, check_document
+from tooldeck.testing import call
 from watchers import CountingServer, WatchedFifo
 
 RUN = CliRunner()

@@ -21,16 +21,12 @@ from typing import Any
 import pytest
 
 from test_workflows_support import PG_DSN
-from tooldeck import ScriptedModel, Session, tool
+from tooldeck import Session, tool
 from tooldeck.session_state import UNRECORDED
 from tooldeck.sessions import SessionBusy, SessionConflict, SessionStore
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, Item, ToolOutput, UserMessage
 from tooldeck.workflows.store import PostgresStore
-
-try:
-    from tooldeck.testing import call, reply  # type: ignore[import-not-found,unused-ignore]
-except ImportError:
-    from tooldeck.providers.scripted import call, reply
 
 pytest_plugins = ["test_workflows_support"]  # the store fixtures, both backends
 

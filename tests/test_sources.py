@@ -32,8 +32,8 @@ from tooldeck.assembly import AssemblyError
 from tooldeck.errors import ToolDefinitionError
 from tooldeck.mcp import McpSource
 from tooldeck.plan import ToolPlanner
-from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.registry import Handlers, ToolRegistry
+from tooldeck.testing import ScriptedModel, call, reply
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 BASIC = {"basic": {"command": sys.executable, "args": [str(SERVERS / "basic.py"), "stdio"]}}

@@ -7,9 +7,8 @@ import asyncio
 from pydantic import BaseModel
 
 import tooldeck
-from tooldeck import ScriptedModel
 from tooldeck.events import ModelStepFinished, TextDelta
-from tooldeck.providers import reply
+from tooldeck.testing import ScriptedModel, reply
 
 
 class Answer(BaseModel):

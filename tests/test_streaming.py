@@ -24,7 +24,6 @@ from tooldeck import (
     OpaqueItem,
     PolicyDecision,
     Protection,
-    ScriptedModel,
     Session,
     StopReason,
     ToolCall,
@@ -52,7 +51,7 @@ from tooldeck.events import (
     TurnStarted,
 )
 from tooldeck.model import ModelDelta, ModelRequest
-from tooldeck.providers import call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 
 RAN: list[str] = []
 

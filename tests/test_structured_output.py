@@ -21,16 +21,9 @@ from pydantic import BaseModel, Field, RootModel, TypeAdapter, field_validator
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
 import tooldeck
-from tooldeck import (
-    ModelRequest,
-    ModelSettings,
-    SchemaError,
-    ScriptedModel,
-    StopReason,
-    UserMessage,
-)
-from tooldeck.providers import call, reply
+from tooldeck import ModelRequest, ModelSettings, SchemaError, StopReason, UserMessage
 from tooldeck.structured import AnswerCheck, OutputType, project_output
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage
 
 # -- the four kinds of output type -------------------------------------------------------------

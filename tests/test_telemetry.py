@@ -21,8 +21,8 @@ from tooldeck.approvals import ApprovalAnswer, ApprovalRequest, PolicyDecision
 from tooldeck.context import AbortSignal, ToolContext
 from tooldeck.dispatch import Dispatcher
 from tooldeck.errors import MissingExtra
-from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.telemetry.tracing import UNTRACED
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import StopReason, ToolCall, Usage
 
 pytest_plugins = ["test_telemetry_support"]

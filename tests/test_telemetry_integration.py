@@ -28,7 +28,7 @@ from test_telemetry_support import Recorded, attrs, events
 from tooldeck import Session, TurnContext, telemetry
 from tooldeck.mcp import McpSource
 from tooldeck.offload import OffloadStore
-from tooldeck.providers.scripted import ScriptedModel, call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.workflows import Task, TaskRun, Workflow, WorkflowEngine
 from tooldeck.workflows.scripted import submitting
 from tooldeck.workflows.store import SQLiteStore

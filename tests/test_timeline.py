@@ -20,8 +20,8 @@ from test_telemetry_support import Recorded
 from tooldeck import Protection
 from tooldeck.approvals import ApprovalAnswer, PolicyDecision
 from tooldeck.cli import app
-from tooldeck.providers.scripted import ScriptedModel, call, reply
 from tooldeck.telemetry.timeline import Bar, Timeline, TimelineError, TimelineRecorder, render
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import ToolCall
 
 pytest_plugins = ["test_telemetry_support"]

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 import tooldeck
 from tooldeck import ModelSettings, Session, tool
 from tooldeck.events import TurnStarted
-from tooldeck.providers.scripted import ScriptedModel, call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_POINTS = {"run": tooldeck.run, "run_sync": tooldeck.run_sync, "stream": tooldeck.stream}
@@ -61,7 +61,7 @@ def test_mypy_names_a_misspelt_keyword(tmp_path: Path) -> None:
         tmp_path,
         """
         import tooldeck
-        from tooldeck.providers.scripted import ScriptedModel, reply
+        from tooldeck.testing import ScriptedModel, reply
 
         async def main() -> None:
             model = ScriptedModel([reply("hi")])
@@ -98,7 +98,7 @@ def test_mypy_accepts_the_documented_keywords(tmp_path: Path) -> None:
         from dataclasses import dataclass
         import tooldeck
         from tooldeck import AbortSignal, ApprovalRequest, EventBus, ModelSettings
-        from tooldeck.providers.scripted import ScriptedModel, reply
+        from tooldeck.testing import ScriptedModel, reply
 
         @dataclass
         class Answer:

@@ -219,7 +219,7 @@ def test_plain_text_is_kept_and_max_chars_cuts(site: str, turn: TurnContext) -> 
 
 def test_a_large_page_goes_through_offload(site: str, tmp_path: Path) -> None:
     from tooldeck import Session
-    from tooldeck.providers.scripted import ScriptedModel, call, reply
+    from tooldeck.testing import ScriptedModel, call, reply
 
     big = (
         "<html><body><main>"

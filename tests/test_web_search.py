@@ -19,7 +19,7 @@ from tooldeck.assembly import AssemblyError, TurnContext
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.builtin.web.search import BUDGET_CHARS, format_results
 from tooldeck.policy import Policy, SessionPolicy
-from tooldeck.providers.scripted import ScriptedModel, call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.web import SearchResult, SearchResults, WebSearchError
 
 

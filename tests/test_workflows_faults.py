@@ -39,7 +39,7 @@ from test_workflows_workers import (
     workers,
 )
 from tooldeck.model import ModelRequest
-from tooldeck.providers.scripted import ScriptedModel, call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage
 from tooldeck.workflows import StoreUnavailable, TaskRun, WorkflowEngine
 from tooldeck.workflows.scripted import submitting

@@ -17,7 +17,7 @@ from test_workflows_support import StoreFactory
 from tooldeck import Session, ToolContext, TurnContext, assemble
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.model import ModelDelta, ModelRequest
-from tooldeck.providers.scripted import ScriptedModel, call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolOutput
 from tooldeck.workflows import (
     AsyncioExecutor,

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from .model import Model, ModelRequest, ModelSettings
     from .oneshot import run, run_sync, stream
     from .policy.protection import Protection
-    from .providers.scripted import ScriptedModel
     from .registry import Handlers, ToolRegistry
     from .result import ContentPart, ImagePart, JsonPart, TextPart, ToolResult
     from .schema import Projection, project, project_tools
@@ -78,7 +77,6 @@ _LAZY: dict[str, str] = {
     "Model": "model",
     "ModelRequest": "model",
     "ModelSettings": "model",
-    "ScriptedModel": "providers.scripted",
     "Handlers": "registry",
     "ToolRegistry": "registry",
     "ContentPart": "result",
@@ -130,7 +128,6 @@ __all__ = [
     "Protection",
     "RunResult",
     "SchemaError",
-    "ScriptedModel",
     "Session",
     "StopReason",
     "TextPart",

@@ -25,7 +25,7 @@ from .context import AbortSignal, LiveProtection, ToolContext
 from .errors import ResultEncodingError
 from .events import CallFinished, CallStarted, EventBus, ToolEvent
 from .result import ToolResult
-from .telemetry.tracing import StepTracing
+from .telemetry.tracing import UNTRACED, StepTracing
 from .tools import Tool
 from .transcript import ToolCall, ToolOutput
 
@@ -54,6 +54,7 @@ class Slot:
 
 
 _new = object.__new__
+_monotonic = time.monotonic
 _set_call_id = ToolOutput.__dict__["call_id"].__set__
 _set_name = ToolOutput.__dict__["name"].__set__
 _set_result = ToolOutput.__dict__["result"].__set__
@@ -79,6 +80,13 @@ def error(
     call: ToolCall, message: str, details: Any = None, repairs: tuple[str, ...] = ()
 ) -> ToolOutput:
     return output(call, ToolResult.error(short(message), details=details), repairs)
+
+
+def _detached(signal: AbortSignal) -> AbortSignal:
+    """A child of ``signal`` that keeps its state now and follows it no longer."""
+    child = signal.child()
+    child.detach()
+    return child
 
 
 def _failure(log: logging.Logger, call: ToolCall, exc: BaseException) -> ToolResult:
@@ -136,38 +144,49 @@ class CallRunner:
         end (its output recorded, or never to be).
         """
         call = slot.call
-        if turn_signal.aborted:  # the turn was aborted while this call's group started
+        # the turn was aborted while this call's group started (`turn_signal.aborted`,
+        # read without its property for a signal with neither a reason nor a parent)
+        if turn_signal._reason is not None or (
+            turn_signal._parent is not None and turn_signal.aborted
+        ):
             slot.output = error(call, f"Not run: the turn was aborted ({turn_signal.reason}).")
             return
-        running = trace.started(slot)
+        traced = trace is not UNTRACED  # telemetry off: its hooks are not even called
+        running = trace.started(slot) if traced else None
         try:
-            loop = asyncio.get_running_loop()
-            signal = turn_signal.child()
+            tool = slot.tool
+            assert tool is not None
             emitted: list[asyncio.Task[None]] = []  # deliveries of what the tool emitted
-            ctx = self._context(call, signal, emitted, loop)
+            # a tool that takes no context gets none, nor a signal of its own (made by
+            # _wait, only if the call waits): nothing of it could ever be read
+            signal: AbortSignal | None = None
+            ctx: ToolContext | None = None
+            if tool._takes_context:
+                signal = turn_signal.child()
+                ctx = self._context(call, signal, emitted)
             listening = self.events.active
             label = ""
             started = 0.0
             if listening:
                 label = self._label(slot)
                 await self.events.emit(CallStarted(self.session_id, call, label, slot.repairs))
-                if signal.aborted:  # aborted while CallStarted was delivered
-                    signal.detach()
-                    slot.output = error(call, f"Not run: the turn was aborted ({signal.reason}).")
+                watched = turn_signal if signal is None else signal
+                if watched.aborted:  # aborted while CallStarted was delivered
+                    if signal is not None:
+                        signal.detach()
+                    slot.output = error(call, f"Not run: the turn was aborted ({watched.reason}).")
                     return
                 started = time.perf_counter()
-            tool = slot.tool
-            assert tool is not None
-            began = loop.time()
+            began = _monotonic()
             result: ToolResult
             try:
-                coro = tool.invoke(slot.params, ctx)
+                coro = tool.invoke(slot.params, ctx)  # type: ignore[arg-type]  # see invoke
                 try:
                     waiting_for = coro.send(None)
                 except StopIteration as finished:
                     result = finished.value
                 else:
-                    result = await self._wait(slot, coro, waiting_for, signal, began)
+                    result = await self._wait(slot, coro, waiting_for, signal, turn_signal, began)
             except asyncio.CancelledError as exc:
                 if slot.output is not None:
                     raise  # the run is being cancelled: _wait recorded the call's output
@@ -179,32 +198,46 @@ class CallRunner:
                 # throws what the tool raised in a thread (GeneratorExit too) into it
                 result = _failure(self.log, call, exc)
             finally:
-                signal.detach()  # the call is over: the turn's signal need not keep it
+                if signal is not None:
+                    signal.detach()  # the call is over: the turn's signal need not keep it
             if emitted or listening or self.result_hooks:
+                if ctx is None:  # the result hooks see a context all the same
+                    ctx = self._context(call, _detached(turn_signal), emitted)
                 await self._finish(slot, result, ctx, emitted, label, started)
             else:
                 slot.output = output(call, result, slot.repairs)
         finally:
-            trace.ended(slot, running)
+            if traced:
+                trace.ended(slot, running)
 
     async def _wait(
         self,
         slot: Slot,
         coro: Coroutine[Any, Any, ToolResult],
         waiting_for: Any,
-        signal: AbortSignal,
+        signal: AbortSignal | None,
+        turn_signal: AbortSignal,
         began: float,
     ) -> ToolResult:
-        """The rest of a call whose tool waits: with its deadline and abort armed.
+        """The rest of a call whose tool waits: with its deadline (counted from
+        ``began``, a ``time.monotonic()``) and abort armed. ``signal`` is the call's own
+        (``None``: the tool has none, and one is made here, a child of ``turn_signal``).
 
         Raises ``CancelledError`` only when this task is cancelled from outside, after
         recording the call's "stopped" output on ``slot``.
         """
+        if signal is None:
+            signal = turn_signal.child()
+            try:
+                return await self._wait(slot, coro, waiting_for, signal, turn_signal, began)
+            finally:
+                signal.detach()
         call = slot.call
         timeout = self.timeouts.get(call.name, self.timeout) if self.timeouts else self.timeout
         watch = Watch(asyncio.current_task(), signal)
+        loop = asyncio.get_running_loop()
         handle = (
-            asyncio.get_running_loop().call_at(began + timeout, watch.expire, timeout)
+            loop.call_at(loop.time() + (began + timeout - _monotonic()), watch.expire, timeout)
             if timeout is not None
             else None
         )
@@ -242,12 +275,9 @@ class CallRunner:
             return f"Running {slot.call.name}"
 
     def _context(
-        self,
-        call: ToolCall,
-        signal: AbortSignal,
-        emitted: list[asyncio.Task[None]],
-        loop: asyncio.AbstractEventLoop,
+        self, call: ToolCall, signal: AbortSignal, emitted: list[asyncio.Task[None]]
     ) -> ToolContext:
+        """The context of one call (every ``ToolContext`` the dispatcher makes, here)."""
         protection = self._protected
         if (
             protection is None
@@ -264,7 +294,7 @@ class CallRunner:
             self.session_id,
             signal,
             self.log,
-            _partial(self._sink, call, emitted, loop),
+            _partial(self._sink, call, emitted, asyncio.get_running_loop()),
             self.turn,
             self.toolset,
             protection,

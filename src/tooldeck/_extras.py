@@ -46,6 +46,7 @@ EXTRAS: dict[str, Extra] = {
     "anthropic": Extra(("anthropic",), "Anthropic models need"),
     "bedrock": Extra(("anthropic", "botocore", "boto3"), "Claude on Amazon Bedrock needs"),
     "vertex": Extra(("anthropic", "google.auth"), "Claude on Google Vertex AI needs"),
+    "gemini": Extra(("google.genai", "google"), "Gemini models need"),
     "mcp": Extra(
         ("mcp", "mcp_types", "httpx2", "starlette", "uvicorn"), "MCP servers and the gateway need"
     ),
@@ -64,6 +65,11 @@ EXTRAS: dict[str, Extra] = {
     "fastembed": Extra(("fastembed", "numpy"), "the fastembed embedder needs"),
     # the offline tour (`tooldeck demo`): the command, the gateway, tool search
     "demo": Extra(("typer", "rich", "mcp", "Stemmer"), "the offline demo needs"),
+    "pydantic-ai": Extra(("pydantic_ai",), "tooldeck tools in a pydantic-ai agent need"),
+    "openai-agents": Extra(("agents",), "tooldeck tools in an openai-agents agent need"),
+    "langchain": Extra(
+        ("langchain_core", "langgraph"), "tooldeck tools in LangChain and LangGraph need"
+    ),
     "otel": Extra(("opentelemetry.sdk", "opentelemetry.exporter"), "exporting over OTLP needs"),
 }
 

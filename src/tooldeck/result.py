@@ -244,7 +244,7 @@ def _freeze_details(details: Any) -> Any:
     return json.loads(encode_json(details))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ToolResult:
     """The outcome of one tool call, frozen when it is made (see the module docstring).
 
@@ -296,13 +296,20 @@ class ToolResult:
         kind = type(value)
         if kind is ToolResult:
             return value  # type: ignore[no-any-return]
+        if cls is ToolResult:  # the common plain values, without the generic checks
+            if kind is int:
+                return _json_result(repr(value))
+            if kind is str:
+                return _made(_utf8_safe(value), None)
+            if kind in _JSON_KINDS and not (kind is list and _all_parts(value)):
+                return _json_result(_utf8_safe(encode_json(value)))
+            if value is None:
+                return _json_result("null")
         if kind is str:
             return cls(value)
-        if kind in _JSON_KINDS:  # the common plain JSON values, before any ABC check
-            if kind is list and value and all(isinstance(p, _PART_TYPES) for p in value):
+        if kind in _JSON_KINDS:  # the other plain JSON values, before any ABC check
+            if kind is list and _all_parts(value):
                 return cls(tuple(value))
-            if cls is ToolResult:
-                return _of_json(JsonPart(value))
             return cls((JsonPart(value),))
         if isinstance(value, ToolResult):
             return value
@@ -340,17 +347,37 @@ class ToolResult:
         return self._text
 
 
+_new = object.__new__
 _set = object.__setattr__
 
 
-def _of_json(part: JsonPart) -> ToolResult:
-    """What ``ToolResult((part,))`` makes, without the generic checks (the hot path)."""
-    result = object.__new__(ToolResult)
-    _set(result, "content", (part,))
-    _set(result, "details", None)
-    _set(result, "events", ())
-    _set(result, "is_error", False)
-    _set(result, "terminate", False)
-    _set(result, "complete_actor_event", False)
-    _set(result, "_text", part.text)
+def _all_parts(value: list[Any]) -> bool:
+    return bool(value) and all(isinstance(p, _PART_TYPES) for p in value)
+
+
+def _json_result(text: str) -> ToolResult:
+    """``ToolResult((JsonPart(value),))`` for ``text``, the value's JSON (UTF-8 safe)."""
+    part: JsonPart = _new(JsonPart)
+    _set(part, "text", text)
+    return _made(text, part)
+
+
+def _made(text: str, part: JsonPart | None) -> ToolResult:
+    """What ``ToolResult(text)`` (``part`` None) or ``ToolResult((part,))`` makes, frozen
+    content whose text is ``text``, without the dataclass's generic ``__init__`` and
+    checks (the hot path): one ``__dict__`` set instead of seven frozen attribute sets."""
+    result: ToolResult = _new(ToolResult)
+    _set(
+        result,
+        "__dict__",
+        {
+            "content": text if part is None else (part,),
+            "details": None,
+            "events": (),
+            "is_error": False,
+            "terminate": False,
+            "complete_actor_event": False,
+            "_text": text,
+        },
+    )
     return result

@@ -154,6 +154,7 @@ class Tool:
         "_params",
         "_params_schema",
         "_projections",
+        "_takes_context",
         "_validator",
         "defer_loading",
         "description",
@@ -221,6 +222,9 @@ class Tool:
         self._describe_completed = describe_completed_activity
         self._execute = execute  # None: a subclass overrides execute()
         self._is_async: bool | None = None  # whether execute is a coroutine function
+        # whether execute reads its ToolContext: False only for a function without a
+        # ToolContext parameter, whose calls the dispatcher then makes no context for
+        self._takes_context = getattr(execute, "_tooldeck_takes_context", True) is not False
         self._projections: dict[Any, Any] = {}
         self._arg_spec: Any = None  # built by tooldeck.arguments on first use
         model = parameters.model
@@ -376,7 +380,9 @@ class Tool:
     async def invoke(self, params: Any, ctx: ToolContext) -> ToolResult:
         """Run :meth:`execute` with validated ``params`` and freeze what it returns.
 
-        Only the dispatcher calls this. Sync work runs in a worker thread unless the tool
+        Only the dispatcher calls this. It passes ``ctx=None`` to a tool made from a
+        function that takes no :class:`ToolContext` (which never sees it), and makes no
+        context for such a call. Sync work runs in a worker thread unless the tool
         opted out, and its result is frozen in that thread, the moment ``execute``
         returns; async work runs on the caller's loop so cancellation reaches it, and is
         frozen right after it returns, before anything else can run (see
@@ -394,7 +400,7 @@ class Tool:
             value = execute(params, ctx)
         if type(value) not in _PLAIN and inspect.isawaitable(value):
             value = await value
-        return ToolResult.wrap(value)
+        return _wrap(value)
 
     def replace(self, *, name: str | None = None, tier: Tier | None = None) -> Tool:
         """A copy under another ``name`` or ``tier`` (the source combinators make these):
@@ -425,6 +431,7 @@ def _is_async_callable(fn: Any) -> bool:
 
 
 _PLAIN = frozenset({str, int, float, bool, dict, list, tuple, type(None), ToolResult})
+_wrap = ToolResult.wrap
 
 
 def _call_and_freeze(execute: Execute, params: Any, ctx: ToolContext) -> Any:
@@ -432,7 +439,7 @@ def _call_and_freeze(execute: Execute, params: Any, ctx: ToolContext) -> Any:
     value = execute(params, ctx)
     if inspect.isawaitable(value):
         return value  # awaited (and frozen) on the loop
-    return ToolResult.wrap(value)
+    return _wrap(value)
 
 
 def _function_executor(fn: Callable[..., Any], context_param: str | None) -> Execute:
@@ -442,6 +449,8 @@ def _function_executor(fn: Callable[..., Any], context_param: str | None) -> Exe
         def call(params: BaseModel, ctx: ToolContext) -> Any:
             # the model forbids extra keys, so its __dict__ holds exactly the parameters
             return fn(**params.__dict__)
+
+        call._tooldeck_takes_context = False  # type: ignore[attr-defined]
 
     else:
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tooldeck.model import ModelRequest
-from tooldeck.providers.scripted import ScriptedModel, call, reply
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolOutput
 
 

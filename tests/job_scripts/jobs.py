@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from tooldeck.model import ModelRequest
-from tooldeck.providers.scripted import ScriptedModel, reply
+from tooldeck.testing import ScriptedModel, reply
 from tooldeck.transcript import AssistantMessage
 
 

@@ -89,7 +89,7 @@ def assert_one_line(result: Any, line: str, code: int) -> None:
         (
             "foo",
             "unknown model string 'foo': use KIND:MODEL with KIND one of openai, openai-chat, "
-            "openrouter, glm, compatible, anthropic, bedrock, vertex, azure, azure-chat "
+            "openrouter, glm, compatible, anthropic, bedrock, vertex, azure, azure-chat, gemini "
             "(e.g. openai:gpt-5.4, anthropic:claude-sonnet-4-6)",
         ),
         (

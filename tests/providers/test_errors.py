@@ -167,7 +167,7 @@ def test_unknown_model_strings(spec: str, start: str) -> None:
         model_from_string(spec)
     assert str(info.value) == (
         f"{start}: use KIND:MODEL with KIND one of openai, openai-chat, openrouter, glm, "
-        "compatible, anthropic, bedrock, vertex, azure, azure-chat "
+        "compatible, anthropic, bedrock, vertex, azure, azure-chat, gemini "
         "(e.g. openai:gpt-5.4, anthropic:claude-sonnet-4-6)"
     )
 

@@ -16,14 +16,10 @@ import openai
 import pytest
 
 import tooldeck
-from tooldeck import ModelRequest, ScriptedModel, Session, UserMessage
+from tooldeck import ModelRequest, Session, UserMessage
 from tooldeck.model import Model
-from tooldeck.providers import (
-    AnthropicModel,
-    ChatCompletionsModel,
-    OpenAIResponsesModel,
-    reply,
-)
+from tooldeck.providers import AnthropicModel, ChatCompletionsModel, OpenAIResponsesModel
+from tooldeck.testing import ScriptedModel, reply
 
 from .fake_server import FakeProvider, Reply
 

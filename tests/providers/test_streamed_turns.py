@@ -445,7 +445,15 @@ async def _turn(
         session.events.subscribe(events.append)
         return Turn(session, events, await session.run(prompt))
     finally:
-        await model.client.close()  # type: ignore[attr-defined]
+        await close_client(model)
+
+
+async def close_client(model: Model) -> None:
+    """Close the SDK client of a wire's model (google-genai closes its async side with
+    ``aio.aclose()``; the other SDKs with ``close()``)."""
+    client = model.client  # type: ignore[attr-defined]
+    aio = getattr(client, "aio", None)
+    await (aio.aclose() if aio is not None else client.close())
 
 
 def turn(wire: Wire, fake: FakeProvider, steps: Sequence[Step], **options: Any) -> Turn:
@@ -766,7 +774,7 @@ def test_cancel_during_a_tool_call_one_output_per_call_and_a_valid_next_request(
             ("call_2", "5"),
         ]
         assert (await session.run("and now?")).output == LAST.text
-        await model.client.close()  # type: ignore[attr-defined]
+        await close_client(model)
         return session
 
     asyncio.run(main())

@@ -19,7 +19,7 @@ from tooldeck.assembly import TurnContext
 from tooldeck.builtin import load_builtin_registry
 from tooldeck.plan import ToolPlanner
 from tooldeck.providers import AnthropicModel, OpenAIResponsesModel
-from tooldeck.providers.scripted import ScriptedModel, reply
+from tooldeck.testing import ScriptedModel, reply
 from tooldeck.transcript import AssistantMessage
 from tooldeck.web import HostedSearch, SearchResult, SearchResults
 from tooldeck.web.hosted import LOCAL_NAME, apply_web_mode

@@ -1,5 +1,5 @@
 """``tooldeck mcp ...``: list the servers of an MCP config, call their tools, fetch their
-prompts, log in to them."""
+prompts, log in to them (the resource commands: :mod:`.mcp_resources`)."""
 
 from __future__ import annotations
 
@@ -8,64 +8,31 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .report import VERBOSE_KEY, existing_file, json_kind, user_error
+from . import _mcp_common as common
+from ._mcp_common import ConfigArg, JsonOption, ServerArg
+from .mcp_resources import resource_command, resources_command
+from .report import json_kind, user_error
 
 if TYPE_CHECKING:  # imported where used, so that ``--help`` loads no MCP client
     from ..mcp import McpConfig, McpTool, ServerConfig, ServerStatus
     from ..result import ToolResult
 
 app = typer.Typer(
-    help="List MCP servers from a config file, call their tools, fetch their prompts, log in.",
+    help="List MCP servers from a config file, call their tools, fetch their prompts and "
+    "resources, log in.",
     no_args_is_help=True,
 )
-
-ConfigArg = Annotated[Path, typer.Argument(help='An MCP config file ({"mcpServers": {...}}).')]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-
-
-def _load(console: Console, path: Path) -> McpConfig:
-    from ..mcp import McpConfig, McpConfigError
-
-    what = 'an MCP config file ({"mcpServers": {...}})'
-    existing_file(path, what)
-    try:
-        return McpConfig.load(path)
-    except McpConfigError as exc:
-        raise user_error(f"{exc.source}: {'; '.join(exc.problems)}; give {what}") from exc
-
-
-@contextmanager
-def _quiet(ctx: typer.Context, logger: str, level: int) -> Iterator[None]:
-    """``logger`` at ``level`` while the command runs, unless ``-v``."""
-    log = logging.getLogger(logger)
-    saved = log.level
-    if not ctx.meta.get(VERBOSE_KEY):
-        log.setLevel(level)
-    try:
-        yield
-    finally:
-        log.setLevel(saved)
-
-
-def _server_failures_in_the_output(ctx: typer.Context) -> contextlib.AbstractContextManager[None]:
-    """While an ``mcp`` command runs, a server that fails to start is said once, by the
-    command's own output (its table row, its error line): not also as a log warning
-    (``-v`` shows both)."""
-    return _quiet(ctx, "tooldeck.mcp", logging.ERROR)
-
-
-def _first_line(text: str, limit: int = 80) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+_first_line = common.first_line
+_load = common.load_config
+_quiet = common.quiet
+_server = common.server_config
+_server_failures_in_the_output = common.server_failures_in_the_output
 
 
 def _tool_row(tool: McpTool) -> dict[str, Any]:
@@ -243,17 +210,6 @@ def call_command(
     _print_result(console, result, json_output)
     if result.is_error:
         raise typer.Exit(1)
-
-
-ServerArg = Annotated[str, typer.Argument(help="The server's name in the config.")]
-
-
-def _server(cfg: McpConfig, name: str) -> ServerConfig:
-    """The configured server ``name``, or a one-line error naming the ones there are."""
-    try:
-        return cfg[name]
-    except KeyError as exc:
-        raise user_error(str(exc.args[0])) from exc
 
 
 def _oauth_server(cfg: McpConfig, name: str) -> ServerConfig:
@@ -451,3 +407,7 @@ def prompt_command(
         typer.echo(json.dumps(out, indent=2))
     else:
         typer.echo(result.text())
+
+
+app.command("resources")(resources_command)
+app.command("resource")(resource_command)

@@ -23,6 +23,7 @@ null device), which ``tooldeck serve`` reports as a start-up error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -32,20 +33,78 @@ from collections.abc import AsyncIterator
 
 import anyio
 
-__all__ = ["WireStdin", "WireStdout", "stdin_problem", "wire_stdin", "wire_stdout"]
+__all__ = [
+    "MAX_MESSAGE",
+    "TOO_LONG",
+    "WireStdin",
+    "WireStdout",
+    "stdin_problem",
+    "wire_stdin",
+    "wire_stdout",
+]
 
 _CHUNK = 65_536
 _log = logging.getLogger("tooldeck.gateway")
+
+
+MAX_MESSAGE = 32 << 20
+"""The longest message (bytes, one line) read from the client: a longer one is dropped
+up to its newline and read as :data:`TOO_LONG` (answered with a JSON-RPC error)."""
+TOO_LONG = "\x00tooldeck: message too long"
+"""Yielded (this very object) by :class:`WireStdin` in place of a line over the limit."""
+
+
+class _Lines:
+    """Bytes in, lines out (text, newline dropped); a line over ``limit`` bytes is
+    :data:`TOO_LONG` once, its bytes dropped up to its newline. Linear in the bytes fed
+    (a long line is kept in pieces, joined once)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._skipping = False  # inside a line over the limit
+
+    def feed(self, chunk: bytes) -> list[str]:
+        out: list[str] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if not self._skipping:
+                if self._size + len(piece) > self.limit:
+                    out.append(TOO_LONG)
+                    self._skipping = True
+                    self._parts.clear()
+                elif end >= 0:
+                    self._parts.append(piece)
+                    out.append(b"".join(self._parts).decode("utf-8", "replace"))
+                    self._parts.clear()
+                elif piece:
+                    self._parts.append(piece)
+                    self._size += len(piece)
+            if end < 0:
+                return out
+            self._skipping = False
+            self._size = 0
+            start = end + 1
+
+    def end(self) -> list[str]:
+        """What is left when the input ends: the last line without its newline."""
+        rest = b"".join(self._parts)
+        self._parts.clear()
+        return [] if self._skipping or not rest else [rest.decode("utf-8", "replace")]
 
 
 class WireStdin:
     """An async iterator over stdin's lines (text, newline dropped), after the bytes
     ``read`` already (:mod:`._handshake`); :meth:`close` puts fd 0 back."""
 
-    def __init__(self, read: bytes = b"") -> None:
+    def __init__(self, read: bytes = b"", limit: int = MAX_MESSAGE) -> None:
         import fcntl
 
         self._read = read
+        self.limit = limit
         self.fd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
         self._blocking = os.get_blocking(self.fd)
         os.set_blocking(self.fd, False)
@@ -59,9 +118,9 @@ class WireStdin:
         return self._lines()
 
     async def _lines(self) -> AsyncIterator[str]:
-        *lines, pending = self._read.split(b"\n")
-        for line in lines:
-            yield line.decode("utf-8", "replace")
+        lines = _Lines(self.limit)
+        for line in lines.feed(self._read):
+            yield line
         while True:
             await anyio.wait_readable(self.fd)
             try:
@@ -70,11 +129,10 @@ class WireStdin:
                 continue
             if not chunk:
                 break
-            *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                yield line.decode("utf-8", "replace")
-        if pending:
-            yield pending.decode("utf-8", "replace")
+            for line in lines.feed(chunk):
+                yield line
+        for line in lines.end():
+            yield line
 
     def close(self) -> None:
         try:
@@ -93,6 +151,7 @@ class WireStdout:
         import fcntl
 
         self._answered = answered
+        self._lock = anyio.Lock()
         self.fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
         self._blocking = os.get_blocking(self.fd)
         os.set_blocking(self.fd, False)
@@ -108,12 +167,29 @@ class WireStdout:
     async def write(self, text: str) -> None:
         if self._answered is not None and self._again(text):
             return
-        data = memoryview(text.encode("utf-8"))
-        while data:
-            try:
-                data = data[os.write(self.fd, data) :]
-            except BlockingIOError:
-                await anyio.wait_writable(self.fd)
+        await self.send(text.encode("utf-8"))
+
+    async def send(self, data: bytes) -> None:
+        """Write ``data`` (whole messages, newline-ended) as one piece: two writers never
+        interleave (a message left half written by a full pipe holds the others back)."""
+        view = memoryview(data)
+        lock = self._lock
+        if not lock.locked():  # nobody is halfway through a message: write at once
+            with contextlib.suppress(BlockingIOError):
+                view = view[os.write(self.fd, view) :]
+            if not view:
+                return
+            lock.acquire_nowait()  # no await since locked() said no: ours
+        else:
+            await lock.acquire()
+        try:
+            while view:
+                try:
+                    view = view[os.write(self.fd, view) :]
+                except BlockingIOError:
+                    await anyio.wait_writable(self.fd)
+        finally:
+            lock.release()
 
     def _again(self, text: str) -> bool:
         """Whether ``text`` is the SDK's answer to the request answered already."""

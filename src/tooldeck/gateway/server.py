@@ -50,6 +50,7 @@ from .approval import (
     NOBODY,
     OTHERWISE,
     WATCH,
+    Progress,
     elicitation_asker,
     elicitation_supported,
     nobody_asker,
@@ -75,6 +76,7 @@ from .stateless import (
     principal_key,
     stateless,
 )
+from .stdio_calls import stdio_calls_around
 from .wire import to_call_result
 
 __all__ = ["STARTING_META", "http_socket"]
@@ -235,6 +237,15 @@ class Gateway:
             if self.sessions is not None and http_id is not None:  # the answer may come
                 asker = self.sessions.replies.asker(http_key(http_id), asker)  # elsewhere
             return asker, CLIENT_USER
+        return self._asker_of(session, progress)
+
+    def plain_asker(self, session: GatewaySession) -> tuple[Approver, str]:
+        """How a call of a client that cannot be asked by elicitation reaches a human,
+        with no progress sent (:mod:`.stdio_calls`)."""
+        return self._asker_of(session, None)
+
+    def _asker_of(self, session: GatewaySession, progress: Progress | None) -> tuple[Approver, str]:
+        mode = self.approvals
         desk = self.desk
         if desk is not None and (mode == "out-of-band" or (mode == "auto" and desk.watched())):
             asker = desk.asker(
@@ -287,6 +298,21 @@ class Gateway:
             shared.attach(known, record)
         async with shared.around(known, fresh=fresh):
             yield known
+
+    def stdio_session(self) -> GatewaySession:
+        """The session of the one client over stdio."""
+        return self._local()
+
+    async def listing_changed(
+        self, session: GatewaySession, announce: Callable[[], Awaitable[None]]
+    ) -> None:
+        """``session``'s listing changed during a call: ``announce`` it, and with it
+        the session's changes from now on."""
+        self._peers[session] = (announce, session.listing_key())
+        try:
+            await announce()
+        except Exception as exc:  # the client went away: the answer fails the same way
+            _log.debug("list_changed not sent: %s", exc)
 
     def _local(self) -> GatewaySession:
         if self._single is None:
@@ -501,9 +527,10 @@ class Gateway:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)
                 tg.start_soon(self._stop_on_signal, tg.cancel_scope)
-                wire: Any = {"stdin": stdin, "stdout": stdout}
-                async with stdio_server(**wire) as (read, write):
-                    await self.server.run(read, write, options)
+                async with stdio_calls_around(self, stdin, stdout) as lines:
+                    wire: Any = {"stdin": lines, "stdout": stdout}
+                    async with stdio_server(**wire) as (read, write):
+                        await self.server.run(read, write, options)
                 tg.cancel_scope.cancel()
         finally:
             if stdout is not None:

@@ -38,6 +38,7 @@ from ..tools import Tool
 __all__ = [
     "MAX_DESCRIPTION",
     "STRUCTURED_SINCE",
+    "call_result_json",
     "fit_structure",
     "listed_tool",
     "listing_tokens",
@@ -163,6 +164,15 @@ def listing_tokens(tools: Iterable[types.Tool]) -> int:
     return estimate_tokens(json.dumps([_wire(t) for t in tools], ensure_ascii=False))
 
 
+def _sent_structure(result: ToolResult, protocol: str | None) -> tuple[bool, Any]:
+    """``(True, value)`` when the structured content of ``result`` goes to a client of
+    ``protocol`` (see :func:`to_call_result`)."""
+    has, value = _structured(result)
+    dropped = isinstance(result.details, Mapping) and _DROPPED in result.details
+    sent = _any_json(protocol) or isinstance(value, dict)
+    return (True, value) if has and not dropped and _carries(protocol) and sent else (False, None)
+
+
 def to_call_result(result: ToolResult, protocol: str | None = None) -> types.CallToolResult:
     """What the client of ``protocol`` gets of a (hooked: offloaded, guarded, then
     :func:`fit_structure`) result: its content, and its structured content when the
@@ -178,11 +188,30 @@ def to_call_result(result: ToolResult, protocol: str | None = None) -> types.Cal
                 content.append(types.TextContent(type="text", text=f"[image: {part.url}]"))
         else:  # text, and JSON as its text
             content.append(types.TextContent(type="text", text=part.text))
-    has, value = _structured(result)
-    dropped = isinstance(result.details, Mapping) and _DROPPED in result.details
-    sent = _any_json(protocol) or isinstance(value, dict)
-    if has and not dropped and _carries(protocol) and sent:
+    sent, value = _sent_structure(result, protocol)
+    if sent:
         return types.CallToolResult(
             content=list(content), structured_content=value, is_error=result.is_error
         )
     return types.CallToolResult(content=list(content), is_error=result.is_error)
+
+
+def call_result_json(result: ToolResult, protocol: str) -> dict[str, Any]:
+    """:func:`to_call_result` as the MCP SDK's server puts it on the wire to a client of
+    ``protocol`` (a handshake version), built without the SDK's models
+    (:mod:`.stdio_calls`; tests/test_gateway_stdio_calls.py compares the two)."""
+    content: list[dict[str, Any]] = []
+    for part in result.parts:
+        if isinstance(part, ImagePart):
+            if part.data is not None:
+                content.append({"type": "image", "data": part.data, "mimeType": part.mime_type})
+            else:
+                content.append({"type": "text", "text": f"[image: {part.url}]"})
+        else:
+            content.append({"type": "text", "text": part.text})
+    out: dict[str, Any] = {"content": content}
+    sent, value = _sent_structure(result, protocol)
+    if sent:
+        out["structuredContent"] = value
+    out["isError"] = result.is_error
+    return out

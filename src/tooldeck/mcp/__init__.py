@@ -7,6 +7,13 @@ Built on the official ``mcp`` SDK (imported absolutely; this package never shado
 - :mod:`tooldeck.mcp.connection`: one supervised connection (reconnect, re-list, calls);
 - :mod:`tooldeck.mcp.source`: :class:`McpSource`, the servers' tools as a tool source;
 - :mod:`tooldeck.mcp.prompts`: servers' prompts, listed and fetched with arguments;
+- :mod:`tooldeck.mcp.resources`: servers' resources and templates, listed and read;
+- :mod:`tooldeck.mcp.resource_tools`: the two read-only tools per server with resources;
+- :mod:`tooldeck.mcp.asking`: who answers a server's own requests (the session of the
+  call running);
+- :mod:`tooldeck.mcp.elicitation`: a server's questions, answered by that session's approver;
+- :mod:`tooldeck.mcp.sampling`: a server's sampling requests, served by a model when
+  the policy allows, within a token budget;
 - :mod:`tooldeck.mcp.roots`: the client's roots (the turn's home, configured ones);
 - :mod:`tooldeck.mcp.oauth_store`, :mod:`tooldeck.mcp.oauth`,
   :mod:`tooldeck.mcp.oauth_login`: OAuth for HTTP servers (the token files, the SDK's
@@ -23,6 +30,7 @@ from .._extras import require_extra
 require_extra("mcp")  # before any module of the package imports the SDK
 
 from .config import McpConfig, McpConfigError, OAuthSettings, ServerConfig, expand_vars  # noqa: E402
+from .elicitation import ElicitationRequest  # noqa: E402
 from .naming import Collision, exposed_name, map_names  # noqa: E402
 from .prompts import (  # noqa: E402
     McpPrompt,
@@ -31,8 +39,18 @@ from .prompts import (  # noqa: E402
     PromptMessage,
     PromptResult,
 )
+from .resources import (  # noqa: E402
+    McpResource,
+    McpResourceTemplate,
+    ResourceContent,
+    ResourceError,
+    ResourceResult,
+)
+from .sampling import Sampling, SamplingRequest  # noqa: E402
 from .source import (  # noqa: E402
     McpProgress,
+    McpResourceListChanged,
+    McpResourceUpdated,
     McpServerStatusChanged,
     McpSource,
     McpTool,
@@ -43,10 +61,15 @@ from .source import (  # noqa: E402
 
 __all__ = [
     "Collision",
+    "ElicitationRequest",
     "McpConfig",
     "McpConfigError",
     "McpProgress",
     "McpPrompt",
+    "McpResource",
+    "McpResourceListChanged",
+    "McpResourceTemplate",
+    "McpResourceUpdated",
     "McpServerStatusChanged",
     "McpSource",
     "McpTool",
@@ -56,6 +79,11 @@ __all__ = [
     "PromptError",
     "PromptMessage",
     "PromptResult",
+    "ResourceContent",
+    "ResourceError",
+    "ResourceResult",
+    "Sampling",
+    "SamplingRequest",
     "ServerConfig",
     "ServerStatus",
     "expand_vars",

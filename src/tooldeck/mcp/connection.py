@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any, TextIO, cast
@@ -250,6 +250,14 @@ class Connection:
     ever_connected: bool = False
     needs_login: bool = False  # the last attempt failed for want of an (OAuth) login
     roots: Roots | None = None  # the client's roots (roots.py), answered on roots/list
+    capabilities: types.ServerCapabilities | None = None  # the connected server's
+    # the source's hooks: resource notifications (resources.py), elicitation and sampling
+    # requests from the server (elicitation.py, sampling.py); None: not handled here
+    on_notification: Callable[[Connection, Any], None] | None = None
+    probe: Callable[[Connection, Client], Awaitable[None]] | None = None  # before install
+    elicitation: Any = None
+    sampling: Any = None
+    sampling_capabilities: types.SamplingCapability | None = None
     _client: Client | None = None
     _changed: anyio.Event | None = None
     _wake: anyio.Event | None = None
@@ -416,6 +424,9 @@ class Connection:
                         cache=None,
                         mode=cfg.protocol,
                         list_roots_callback=None if self.roots is None else self._list_roots,
+                        elicitation_callback=self.elicitation,
+                        sampling_callback=self.sampling,
+                        sampling_capabilities=self.sampling_capabilities,
                     )
                     await stack.enter_async_context(client)
                     session = client.session
@@ -424,6 +435,7 @@ class Connection:
                     self.server_name = info.name if info else None
                     self.server_version = info.version if info else None
                     self.instructions = client.instructions
+                    self.capabilities = session.server_capabilities
                     await self._list(client)
                     scope.deadline = math.inf
                     connected = self.ever_connected = True
@@ -491,6 +503,8 @@ class Connection:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.mark_dirty()
+        elif self.on_notification is not None and not isinstance(message, Exception):
+            self.on_notification(self, message)
         elif isinstance(message, Exception):
             _log.debug("MCP server %r: transport message %r", self.config.name, message)
 
@@ -549,6 +563,8 @@ class Connection:
                         )
                         break
                     seen.add(cursor)
+                if self.probe is not None:  # the source's look at what else it offers
+                    await self.probe(self, client)
             self.listing = tools
             self.list_error = None
             self.install(self, tools)

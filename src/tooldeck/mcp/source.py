@@ -33,10 +33,11 @@ import atexit
 import concurrent.futures
 import contextlib
 import fnmatch
+import functools
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
@@ -44,18 +45,36 @@ from typing import Any, ClassVar, TypeVar
 import anyio
 import mcp_types as types
 
+from ..approvals import ApprovalCallback, Approver
 from ..assembly import Source, TurnContext
 from ..context import ToolContext
 from ..errors import SchemaError, ToolDefinitionError
 from ..events import Event, EventBus
+from ..model import Model
+from ..policy.ask import as_approver
 from ..result import ToolResult
 from ..tools import Tier, Tool
+from .asking import InFlight, request_name
 from .config import McpConfig, ServerConfig
 from .connection import Connection, ConnectionState
+from .elicitation import answer_elicitation
 from .naming import Collision, map_names, namespace_name
 from .prompts import McpPrompt, PromptError, PromptResult, check_arguments, fetch_prompt
 from .prompts import list_server_prompts as _list_server_prompts
+from .resource_tools import LIST, LIST_SCHEMA, READ, READ_SCHEMA, descriptions, executors
+from .resources import (
+    McpResource,
+    McpResourceTemplate,
+    ResourceError,
+    ResourceResult,
+    fetch_resource,
+    list_server_resources,
+    list_server_templates,
+    offers_resources,
+    subscribe,
+)
 from .roots import Roots
+from .sampling import Sampling, serve_sampling
 
 _log = logging.getLogger("tooldeck.mcp")
 _T = TypeVar("_T")
@@ -86,6 +105,23 @@ class McpServerStatusChanged(Event):
     state: str
     error: str | None = None
     tools: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class McpResourceUpdated(Event):
+    """A resource the source subscribed to changed on its server (read it again)."""
+
+    type: ClassVar[str] = "mcp_resource_updated"
+    server: str
+    uri: str
+
+
+@dataclass(frozen=True, slots=True)
+class McpResourceListChanged(Event):
+    """A server's list of resources changed (``notifications/resources/list_changed``)."""
+
+    type: ClassVar[str] = "mcp_resource_list_changed"
+    server: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +217,10 @@ def tier_for(
     return tier, read_only, destructive
 
 
+def _activity(text: str, params: Any) -> str:
+    return text
+
+
 def _normalised_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(schema)
     if "type" not in out:  # some servers omit the root type of an arguments object
@@ -265,6 +305,13 @@ class _Server:
     tools: tuple[McpTool, ...] = ()
     collisions: tuple[Collision, ...] = ()
     skipped: tuple[str, ...] = ()
+    # (connection attempt, resources, templates): the listing of one connection, dropped
+    # when the server says its list changed
+    resources: tuple[tuple[int, int], list[McpResource], list[McpResourceTemplate]] | None = None
+    generation: int = 0  # resources/list_changed notifications seen
+    inflight: InFlight = field(default_factory=InFlight)  # the calls running (asking.py)
+    offers_resources: bool = False  # lists a resource or template (its resource tools)
+    subscribed: set[str] = field(default_factory=set)  # URIs, subscribed again on reconnect
 
 
 class McpSource(Source):
@@ -282,7 +329,19 @@ class McpSource(Source):
     - ``in_loop``: the connections run on the event loop :meth:`start` is called on,
       not on a thread of their own (see the module docstring);
     - ``roots``: directories every server is told as the client's MCP roots, after the
-      home of the latest turn (:mod:`.roots`).
+      home of the latest turn (:mod:`.roots`);
+    - ``elicitation``: declare the elicitation capability and answer a server's questions
+      with the approver of the session whose call is running (:mod:`.elicitation`); by
+      default with the library's names, not in the gateway;
+    - ``approver``: who answers a server's questions outside any session's call (an
+      async approver or a function of one request, as ``Protection`` takes); none:
+      they are declined;
+    - ``sampling``: serve servers' ``sampling/createMessage`` with this model (a
+      :class:`~tooldeck.mcp.sampling.Sampling` sets the per-server token budget), when
+      the policy lets the server sample (:mod:`.sampling`); none: not declared;
+    - ``resource_tools``: give each server that lists resources or templates its two
+      read-only, deferred tools (:mod:`.resource_tools`); by default with the library's names
+      (``prefixed=True``), not in the gateway, which serves resources as resources.
 
     Use it as an async (or plain) context manager so every server process is stopped
     when you are done; :meth:`close` does the same.
@@ -300,8 +359,17 @@ class McpSource(Source):
         prefixed: bool = True,
         in_loop: bool = False,
         roots: Iterable[str | Path] = (),
+        resource_tools: bool | None = None,
+        elicitation: bool | None = None,
+        approver: Approver | ApprovalCallback | None = None,
+        sampling: Sampling | Model | None = None,
     ) -> None:
         from .. import __version__
+
+        self.resource_tools = prefixed if resource_tools is None else resource_tools
+        self.elicitation = prefixed if elicitation is None else elicitation
+        self.approver = as_approver(approver)
+        self.sampling = sampling if isinstance(sampling, Sampling | None) else Sampling(sampling)
 
         self.config = config if isinstance(config, McpConfig) else McpConfig.from_dict(config)
         self.server_prefix = prefixed  # mcp__ before <server>__<tool>
@@ -325,10 +393,17 @@ class McpSource(Source):
                 config_source=self.config.source,
                 wanted=cfg.autostart,
                 roots=self._roots,
+                on_notification=self._on_notification,
+                probe=self._probe if self.resource_tools else None,
             )
+            if self.elicitation:
+                conn.elicitation = self._elicitation_handler(cfg.name)
+            if self.sampling is not None:
+                conn.sampling = self._sampling_handler(cfg.name, self.sampling)
             # McpConfig refused names that could share a tool name (naming.py)
             self._servers[cfg.name] = _Server(cfg, conn, namespace_name(cfg.name))
         self._reverse: dict[str, tuple[str, str]] = {}
+        self._tasks: set[asyncio.Future[None]] = set()
         self._stop: anyio.Event | None = None
         self._runner: concurrent.futures.Future[None] | None = None
 
@@ -607,7 +682,9 @@ class McpSource(Source):
             if any(fnmatch.fnmatchcase(t.name, p) for p in cfg.exclude_tools):
                 continue
             kept.append(t)
-        names, collisions = map_names(cfg.name, [t.name for t in kept], prefixed=self.server_prefix)
+        extra = self._resource_names(conn, seen, skipped)
+        raw = [t.name for t in kept] + extra
+        names, collisions = map_names(cfg.name, raw, prefixed=self.server_prefix)
         if tuple(collisions) != server.collisions:
             for collision in collisions:
                 _log.warning("MCP tool names collide: %s", collision.describe())
@@ -635,13 +712,80 @@ class McpSource(Source):
                 )
                 skipped.append(f"{t.name}: {reason}")
                 _log.warning("MCP server %r: tool %r skipped: %s", cfg.name, t.name, reason)
+        reverse = {tool.name: (cfg.name, tool.mcp.tool) for tool in tools}
+        tools.extend(self._resource_tools(server, {n: names[n] for n in extra if n in names}))
         server.tools = tuple(tools)
         server.collisions = tuple(collisions)
         server.skipped = tuple(skipped)
+        server.resources = None  # a new connection, or a new listing: list them again
         with self._lock:
-            self._reverse = {k: v for k, v in self._reverse.items() if v[0] != cfg.name} | {
-                tool.name: (cfg.name, tool.mcp.tool) for tool in tools
-            }
+            self._reverse = {k: v for k, v in self._reverse.items() if v[0] != cfg.name} | reverse
+
+    async def _probe(self, conn: Connection, client: Any) -> None:
+        """Whether the server has resources to offer tools for (before its tools install)."""
+        self._servers[conn.config.name].offers_resources = await offers_resources(client)
+
+    def _resource_names(self, conn: Connection, listed: set[str], skipped: list[str]) -> list[str]:
+        """The raw names of the resource tools a server gets (resource_tools.py): none
+        without resources, or when filtered out; a server tool of the same name wins."""
+        if not self.resource_tools or not self._servers[conn.config.name].offers_resources:
+            return []
+        cfg = conn.config
+        out: list[str] = []
+        for name in (LIST, READ):
+            if name in listed:
+                skipped.append(f"{name} (resources): the server has a tool of that name")
+                continue
+            included = any(fnmatch.fnmatchcase(name, p) for p in cfg.include_tools)
+            excluded = any(fnmatch.fnmatchcase(name, p) for p in cfg.exclude_tools)
+            if (included or not cfg.include_tools) and not excluded:
+                out.append(name)
+        return out
+
+    def _resource_tools(self, server: _Server, names: Mapping[str, str]) -> list[McpTool]:
+        """The list and read tools of one server (resource_tools.py), as named."""
+        cfg, conn = server.config, server.conn
+
+        async def lister() -> tuple[list[McpResource], list[McpResourceTemplate]]:
+            return await self._on_io(self._listed_resources(server))
+
+        async def reader(uri: str) -> ResourceResult:
+            return await self._on_io(fetch_resource(conn, uri))
+
+        run_list, run_read = executors(cfg.name, lister, reader)
+        about_list, about_read = descriptions(cfg.name)
+        specs = {
+            LIST: (LIST_SCHEMA, run_list, about_list),
+            READ: (READ_SCHEMA, run_read, about_read),
+        }
+        tools: list[McpTool] = []
+        for raw, exposed in names.items():
+            schema, execute, about = specs[raw]
+            tool = McpTool.from_schema(
+                name=exposed,
+                description=about,
+                json_schema=schema,
+                execute=execute,
+                namespace=server.namespace,
+                namespace_description=f"Resources and tools of the MCP server {cfg.name}",
+                defer_loading=True,
+                read_only=True,
+                execution_mode="parallel",
+                tier="STANDARD",
+                describe_activity=functools.partial(_activity, f"{cfg.name}: {raw}"),
+            )
+            tool.mcp = McpToolInfo(
+                server=cfg.name,
+                tool=raw,
+                exposed=exposed,
+                title=None,
+                input_schema=schema,
+                output_schema=None,
+                annotations={"readOnlyHint": True},
+                meta=None,
+            )
+            tools.append(tool)
+        return tools
 
     def _make_tool(
         self, server: _Server, listed: types.Tool, exposed: str, namespace_description: str
@@ -711,10 +855,15 @@ class McpSource(Source):
             with contextlib.suppress(RuntimeError):  # the caller's loop is gone
                 caller.call_soon_threadsafe(ctx.emit, payload)
 
-        if here:
-            return await conn.call(tool, arguments, progress)
-        future = self._io.submit(conn.call(tool, arguments, progress))
-        return await asyncio.wrap_future(future)
+        inflight = self._servers[server].inflight
+        inflight.add(ctx, caller)  # the session that answers the server's questions
+        try:
+            if here:
+                return await conn.call(tool, arguments, progress)
+            future = self._io.submit(conn.call(tool, arguments, progress))
+            return await asyncio.wrap_future(future)
+        finally:
+            inflight.remove(ctx)
 
     async def call(
         self,
@@ -783,6 +932,118 @@ class McpSource(Source):
         checked = check_arguments(found, arguments or {})
         return await self._on_io(fetch_prompt(conn, found, checked))
 
+    # -- a server's requests ---------------------------------------------------------------------
+    def _elicitation_handler(self, name: str) -> Callable[..., Awaitable[types.ElicitResult]]:
+        async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            server = self._servers[name]
+            asker = server.inflight.asker(self.approver, self._caller_loop)
+            called = request_name(name, "elicitation/create", prefixed=self.server_prefix)
+            return await answer_elicitation(name, called, params, asker, server.config.timeout)
+
+        return elicit
+
+    def _sampling_handler(
+        self, name: str, sampling: Sampling
+    ) -> Callable[..., Awaitable[types.CreateMessageResult | types.ErrorData]]:
+        async def sample(
+            context: Any, params: types.CreateMessageRequestParams
+        ) -> types.CreateMessageResult | types.ErrorData:
+            asker = self._servers[name].inflight.asker(self.approver, self._caller_loop)
+            called = request_name(name, "sampling/createMessage", prefixed=self.server_prefix)
+            return await serve_sampling(name, called, params, asker, sampling)
+
+        return sample
+
+    # -- resources --------------------------------------------------------------------------------
+    async def _listed_resources(
+        self, server: _Server
+    ) -> tuple[list[McpResource], list[McpResourceTemplate]]:
+        """A server's resources and templates, listed once per connection and change
+        (runs on the I/O loop)."""
+        conn = server.conn
+        cached = server.resources
+        if cached is not None and cached[0] == (conn.attempts, server.generation):
+            return list(cached[1]), list(cached[2])
+        key = (conn.attempts, server.generation)
+        resources = await list_server_resources(conn)
+        templates = await list_server_templates(conn)
+        if key == (conn.attempts, server.generation):  # no change was said meanwhile
+            server.resources = (key, resources, templates)
+        return list(resources), list(templates)
+
+    async def _each_server(self, server: str | None, index: int) -> list[Any]:
+        chosen = [server] if server is not None else self._active_names(None)
+        out: list[Any] = []
+        for name in chosen:
+            try:
+                out.extend((await self._on_io(self._listed_resources(self._server(name))))[index])
+            except ResourceError as exc:
+                if server is not None:
+                    raise
+                _log.warning("%s", exc)
+        return out
+
+    async def list_resources(self, server: str | None = None) -> list[McpResource]:
+        """The resources of ``server``, or of every active server (one that is not
+        connected is skipped); :class:`~tooldeck.mcp.resources.ResourceError` for one
+        server that is not connected. Listed once per connection, again after the server
+        says its list changed."""
+        found: list[McpResource] = await self._each_server(server, 0)
+        return found
+
+    async def list_resource_templates(self, server: str | None = None) -> list[McpResourceTemplate]:
+        """The resource templates of ``server``, or of every active server."""
+        found: list[McpResourceTemplate] = await self._each_server(server, 1)
+        return found
+
+    async def read_resource(self, server: str, uri: str) -> ResourceResult:
+        """The contents of ``uri`` on ``server`` (direct: no policy, like :meth:`call`;
+        in a turn the read tool is judged); :class:`~tooldeck.mcp.resources.ResourceError`
+        (one line) when the server refuses, times out or is not connected."""
+        return await self._on_io(fetch_resource(self._server(server).conn, uri))
+
+    async def subscribe_resource(self, server: str, uri: str) -> None:
+        """Ask ``server`` to say when ``uri`` changes: each change is an
+        :class:`McpResourceUpdated` on ``events``. Kept across reconnects;
+        :class:`~tooldeck.mcp.resources.ResourceError` when the server does not support
+        subscriptions."""
+        chosen = self._server(server)
+        await self._on_io(subscribe(chosen.conn, uri, True))
+        chosen.subscribed.add(uri)
+
+    async def unsubscribe_resource(self, server: str, uri: str) -> None:
+        """Undo :meth:`subscribe_resource`."""
+        chosen = self._server(server)
+        chosen.subscribed.discard(uri)
+        await self._on_io(subscribe(chosen.conn, uri, False))
+
+    async def _resubscribe(self, server: _Server) -> None:
+        for uri in sorted(server.subscribed):
+            try:
+                await subscribe(server.conn, uri, True)
+            except ResourceError as exc:
+                _log.warning("%s", exc)
+
+    def _on_notification(self, conn: Connection, message: Any) -> None:
+        """A server's notification the connection does not handle itself (I/O loop)."""
+        server = self._servers[conn.config.name]
+        if isinstance(message, types.ResourceListChangedNotification):
+            server.generation += 1
+            server.resources = None
+            if self.resource_tools and not server.offers_resources:
+                conn.mark_dirty()  # its first resources: list again, with the resource tools
+            self._emit(McpResourceListChanged("", server.config.name))
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            self._emit(McpResourceUpdated("", server.config.name, str(message.params.uri)))
+
+    def _emit(self, event: Event) -> None:
+        """Send ``event`` to ``events`` on the caller's loop (from the I/O loop)."""
+        bus, loop = self.events, self._caller_loop
+        if bus is None or loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed
+            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(bus.emit(event)))
+
     # -- status -----------------------------------------------------------------------------------
     def lookup(self, exposed: str) -> tuple[str, str] | None:
         """``(server, tool)`` for an exposed name (the reverse map), or ``None``."""
@@ -822,10 +1083,10 @@ class McpSource(Source):
     def _on_state(self, conn: Connection) -> None:
         """Report a state change (runs on the I/O thread)."""
         name = conn.config.name
-        tools = len(self._servers[name].tools) if conn.state == "connected" else 0
-        bus, loop = self.events, self._caller_loop
-        if bus is None or loop is None:
-            return
-        event = McpServerStatusChanged("", name, conn.state, conn.error, tools)
-        with contextlib.suppress(RuntimeError):  # the caller's loop is closed
-            loop.call_soon_threadsafe(lambda: asyncio.ensure_future(bus.emit(event)))
+        server = self._servers[name]
+        tools = len(server.tools) if conn.state == "connected" else 0
+        if conn.state == "connected" and server.subscribed:
+            task = asyncio.ensure_future(self._resubscribe(server))  # on the I/O loop
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        self._emit(McpServerStatusChanged("", name, conn.state, conn.error, tools))

@@ -21,6 +21,10 @@ string:
   a list of them) is one of these domains or a subdomain of one; a value with no host
   is uncertain. ``web_fetch`` judges every redirect hop with the rules on its ``url``,
   so a domain rule holds for the host the page finally comes from;
+- ``uri = ["file:///etc/*"]``: the argument, read as a URI (an MCP resource's), matches
+  one of these globs (:mod:`._uris`: scheme and host lower-cased, the path's escapes
+  decoded; ``.`` / ``..`` or empty segments, backslashes and double escapes are
+  uncertain);
 - ``program = ["git", "ls"]``: every command of a bash command line runs one of these
   programs (:mod:`._shell` reads the line as bash does, and calls anything it cannot
   read plainly uncertain: quoting or expansion in a command word, substitutions,
@@ -48,6 +52,7 @@ from .._paths import PathRefused, home_path, home_text, resolve_home, resolve_in
 from ..approvals import Verdict
 from ..tools import TIERS, Tier
 from ._shell import runs_only
+from ._uris import uri_matches, uri_samples
 
 __all__ = [
     "ACTIONS",
@@ -254,6 +259,7 @@ class ArgPredicate:
     prefix: str | None = None
     programs: frozenset[str] | None = None
     domains: tuple[str, ...] | None = None
+    uris: tuple[str, ...] | None = None
 
     def lookup(self, args: Mapping[str, Any]) -> Any:
         value: Any = args
@@ -279,6 +285,8 @@ class ArgPredicate:
             results.append(self._programs(value))
         if self.domains is not None:
             results.append(_on_domains(value, self.domains))
+        if self.uris is not None:
+            results.append(uri_matches(value, self.uris))
         return all_of(results)
 
     def _prefix(self, value: Any, home: Path | None) -> Tri:
@@ -303,6 +311,8 @@ class ArgPredicate:
             tests.append(f"runs {' or '.join(sorted(self.programs))}")
         if self.domains is not None:
             tests.append(f"on {' or '.join(self.domains)}")
+        if self.uris is not None:
+            tests.append(f"matches {' or '.join(self.uris)}")
         return f"{self.path} " + " and ".join(tests)
 
     def samples(self) -> Iterator[Any]:
@@ -328,6 +338,8 @@ class ArgPredicate:
                 yield f"https://tooldeck-sample.{name}/"
             yield "https://tooldeck-sample.invalid/"
             yield "not a url"  # uncertain
+        if self.uris is not None:
+            yield from uri_samples(self.uris)
 
 
 def _host_of(value: str) -> str | None:
@@ -390,7 +402,7 @@ def all_of(results: Iterable[Tri]) -> Tri:
     return True
 
 
-_OPS = {"equals", "in", "prefix", "program", "domain"}
+_OPS = {"equals", "in", "prefix", "program", "domain", "uri"}
 
 
 def parse_args(value: Any, where: str, problems: list[str]) -> tuple[ArgPredicate, ...]:
@@ -445,6 +457,16 @@ def parse_args(value: Any, where: str, problems: list[str]) -> tuple[ArgPredicat
                 problems.append(f"{here}: 'domain' must be a domain name or a list of them")
                 continue
             names = tuple(h for h in hosts if h is not None)
+        uri = tests.get("uri")
+        if isinstance(uri, str):
+            uri = [uri]
+        if uri is not None and (
+            not isinstance(uri, list)
+            or not uri
+            or not all(isinstance(u, str) and u.strip() and ":" in u for u in uri)
+        ):
+            problems.append(f"{here}: 'uri' must be a URI pattern or a list of them")
+            continue
         predicates.append(
             ArgPredicate(
                 path,
@@ -453,6 +475,7 @@ def parse_args(value: Any, where: str, problems: list[str]) -> tuple[ArgPredicat
                 prefix,
                 frozenset(posixpath.basename(p) or p for p in program) if program else None,
                 names,
+                tuple(u.strip() for u in uri) if uri else None,
             )
         )
     return tuple(predicates)

@@ -15,6 +15,7 @@
 ``azure:M``          Azure OpenAI Responses, M the deployment (``AZURE_OPENAI_ENDPOINT``,
                      ``AZURE_OPENAI_API_KEY``, ``OPENAI_API_VERSION``)
 ``azure-chat:M``     Azure OpenAI Chat Completions, M the deployment (the same variables)
+``gemini:M``         Gemini ``generateContent`` (``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``)
 ``scripted``         not a model: the offline demo's script
 ===================  ===========================================================
 
@@ -24,8 +25,8 @@
 408, 409, 429 and 5xx (it honours ``retry-after``); ``timeout`` (seconds per attempt, or
 ``TOOLDECK_TIMEOUT``; default the SDK's 600 s). tooldeck adds no retry loop of its own.
 
-Each SDK is an extra (``tooldeck[openai]`` for every kind but ``anthropic``,
-``tooldeck[anthropic]``); only the adapter asked for is imported, and a missing SDK is
+Each SDK is an extra (``tooldeck[openai]`` for the OpenAI kinds, ``tooldeck[anthropic]``,
+``tooldeck[gemini]`` for ``gemini``); only the adapter asked for is imported, and a missing SDK is
 :class:`~tooldeck.errors.MissingExtra`, one line naming the extra.
 
 A string that names no kind raises :class:`~tooldeck.errors.UnknownModel`, a provider
@@ -42,17 +43,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ModelConfigError, UnknownModel
 from ..model import Model
-from .scripted import call, reply
 
 if TYPE_CHECKING:
     from .anthropic import AnthropicModel
     from .chat_completions import ChatCompletionsModel
+    from .gemini import GeminiModel
     from .openai_responses import OpenAIResponsesModel
 
 # The adapters import their SDKs (seconds of start-up); load them on first use only.
 _LAZY = {
     "AnthropicModel": ".anthropic",
     "ChatCompletionsModel": ".chat_completions",
+    "GeminiModel": ".gemini",
     "OpenAIResponsesModel": ".openai_responses",
 }
 
@@ -66,11 +68,10 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AnthropicModel",
     "ChatCompletionsModel",
+    "GeminiModel",
     "OpenAIResponsesModel",
-    "call",
     "model_from_env",
     "model_from_string",
-    "reply",
 ]
 
 KINDS = (
@@ -84,6 +85,7 @@ KINDS = (
     "vertex",
     "azure",
     "azure-chat",
+    "gemini",
 )
 
 
@@ -136,6 +138,10 @@ def model_from_string(
         from .anthropic import AnthropicModel
 
         return AnthropicModel(name, base_url=base_url, cloud=kind, **options)  # type: ignore[arg-type]
+    if kind == "gemini":
+        from .gemini import GeminiModel
+
+        return GeminiModel(name, base_url=base_url, **options)
     if kind == "azure":
         from .openai_responses import OpenAIResponsesModel
 
@@ -149,7 +155,8 @@ def model_from_string(
 
 def model_from_env(offline: Model, *, variable: str = "TOOLDECK_MODEL", **options: Any) -> Model:
     """The model named by ``$TOOLDECK_MODEL`` (``kind:model``, as ``tooldeck demo --model``
-    takes), else ``offline`` (a :class:`ScriptedModel`, so a program runs without a key).
+    takes), else ``offline`` (a :class:`~tooldeck.providers.scripted.ScriptedModel`, so a
+    program runs without a key).
 
     A set variable with a bad spec or a missing key raises one line, as
     :func:`model_from_string` does; it never falls back silently.

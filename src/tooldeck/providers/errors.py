@@ -64,6 +64,7 @@ _LABELS = {
     "bedrock": "Claude on Amazon Bedrock",
     "vertex": "Claude on Google Vertex AI",
     "azure": "Azure OpenAI",
+    "gemini": "Gemini",
 }
 _DETAIL_LIMIT = 200
 
@@ -125,10 +126,12 @@ _TYPE_STATUS = {
 # Context-window overflows by provider: OpenAI (Chat and Responses) and vLLM say "maximum
 # context length" / code context_length_exceeded, the Responses API "exceeds the context
 # window", OpenRouter "maximum context length", Anthropic "prompt is too long", llama.cpp
-# "exceed_context_size_error" / "context size", GLM code 1261 "Prompt exceeds max length".
+# "exceed_context_size_error" / "context size", GLM code 1261 "Prompt exceeds max length",
+# Gemini "The input token count (N) exceeds the maximum number of tokens allowed (M)".
 _CONTEXT = re.compile(
     r"context[ _-]?length|context window|context size|exceed_context_size|"
-    r"prompt is too long|prompt exceeds max length|input is too long|too many tokens",
+    r"prompt is too long|prompt exceeds max length|input is too long|too many tokens|"
+    r"input token count",
     re.IGNORECASE,
 )
 _CONTEXT_CODES = {"context_length_exceeded", "string_above_max_length", "1261"}
@@ -170,11 +173,16 @@ def provider_error(exc: BaseException, target: Target) -> ProviderError | None:
             if not isinstance(body, Mapping) or not (body.get("message") or body.get("error")):
                 body = {"message": str(exc), **(body if isinstance(body, Mapping) else {})}
             return _from_answer(exc, target, None, body)
+    for genai in _loaded("google.genai.errors"):  # an error answer (after the SDK's retries)
+        if isinstance(exc, genai.APIError):
+            code = exc.code if isinstance(exc.code, int) else None
+            return _from_answer(exc, target, code, exc.details or {"message": str(exc)})
     for http in _loaded("httpx2", "httpx"):
         if isinstance(exc, http.TimeoutException):
             return _timeout(exc, target)
         if isinstance(exc, http.TransportError):  # the connection dropped mid-stream
-            return _unreachable(exc, target, dropped=True)
+            # (google-genai raises httpx's own errors, connecting included)
+            return _unreachable(exc, target, dropped=not isinstance(exc, http.ConnectError))
     return None
 
 
