@@ -6,7 +6,9 @@ calls), ``priced`` (requests and a cost with a ``per_million`` table): 200 turns
 steps and 4 tool calls each with the scripted model. Per turn: (MODE - startup) / 200.
 """
 
-import asyncio, sys
+import asyncio
+import sys
+
 from tooldeck import Budget, Session, tool
 from tooldeck.budget import per_million
 from tooldeck.testing import ScriptedModel, call, reply
@@ -23,6 +25,8 @@ script = [reply(call("add", {"a": 1, "b": 2})) for _ in range(4)] + [reply("done
 
 
 async def main() -> None:
+    if mode == "startup":
+        return
     for _ in range(200):
         budget = None
         if mode == "budget":
@@ -30,10 +34,7 @@ async def main() -> None:
         elif mode == "priced":
             budget = Budget(requests=100, cost=100, prices=per_million({"scripted": (1.0, 2.0)}))
         session = Session(ScriptedModel(list(script)), [add], guard=False)
-        if mode != "none" and mode != "startup":
-            await session.run("go", budget=budget)
-        elif mode == "none":
-            await session.run("go")
+        await session.run("go", budget=budget)
 
 
 asyncio.run(main())
