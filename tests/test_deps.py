@@ -178,3 +178,16 @@ def test_mypy_checks_the_type_of_deps(tmp_path: Path) -> None:
     assert len(errors) == 2, text
     assert ':25: error: "Db" has no attribute "counts"' in text
     assert ':37: error: Incompatible types in assignment (expression has type "str"' in text
+
+
+def test_an_adapter_gives_its_turns_deps_to_the_tools() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from tooldeck.adapters.pydantic_ai import TooldeckToolset
+
+    db = Db({"a": 4})
+    toolset = TooldeckToolset([lookup], turn=TurnContext("adapted", deps=db))
+    agent = Agent(TestModel(), toolsets=[toolset])
+    result = agent.run_sync("look a up")
+    assert db.reads and "4" in str(result.output)
