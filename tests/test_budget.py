@@ -10,17 +10,15 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tooldeck
-from tooldeck import ApprovalAnswer, Protection, ScriptedModel, Session, StopReason, Toolset, tool
+from tooldeck import ApprovalAnswer, Protection, Session, StopReason, Toolset, tool
 from tooldeck.approvals import PendingApproval
 from tooldeck.budget import Budget, calls_made, per_million
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolOutput, Usage
-
-try:  # the scripted helpers' new home (tooldeck.testing), or their old one
-    from tooldeck.testing import call, reply  # type: ignore[import-not-found,unused-ignore]
-except ImportError:
-    from tooldeck.providers.scripted import call, reply
 
 RAN: list[str] = []
 
@@ -199,3 +197,39 @@ def test_a_bad_limit_is_one_line(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"^Budget\(") as raised:
         Budget(**bad)
     assert "\n" not in str(raised.value)
+
+
+@given(
+    value=st.one_of(
+        st.integers(-(10**20), 10**20),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=5),
+    ),
+    name=st.sampled_from(
+        ["requests", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "cost"]
+    ),
+)
+def test_any_limit_is_taken_as_given_or_refused_in_one_line(value: Any, name: str) -> None:
+    """A whole number >= 0 (or, for cost, any finite number >= 0) or None is a limit; any
+    other value is one ValueError line naming the limit."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    ok = value is None or (
+        number
+        and value >= 0
+        and (
+            isinstance(value, int)
+            or (name == "cost" and value == value and abs(value) != float("inf"))
+        )
+    )
+    if ok:
+        made = Budget(**{name: value})
+        got = getattr(made, name)
+        assert got == (
+            None if value is None else (Decimal(str(value)) if name == "cost" else value)
+        )
+    else:
+        with pytest.raises(ValueError, match=rf"^Budget\({name}=") as raised:
+            Budget(**{name: value})
+        assert "\n" not in str(raised.value)

@@ -15,19 +15,14 @@ import pytest
 from mypy import api as mypy_api
 
 import tooldeck
-from tooldeck import ScriptedModel, Session, ToolContext, Toolset, TurnContext, tool
+from test_typed_entry_points import ROOT
+from tooldeck import Session, ToolContext, Toolset, TurnContext, tool
 from tooldeck.agents.delegation import delegate_task_tool
 from tooldeck.agents.toolkits import AgentDefinition, ToolkitManifest
 from tooldeck.dispatch import Dispatcher
 from tooldeck.model import ModelRequest
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, ToolCall, ToolOutput
-
-try:  # the scripted helpers' new home (tooldeck.testing), or their old one
-    from tooldeck.testing import call, reply  # type: ignore[import-not-found,unused-ignore]
-except ImportError:
-    from tooldeck.providers.scripted import call, reply
-
-from test_typed_entry_points import ROOT
 
 
 @dataclass
@@ -143,7 +138,8 @@ def test_mypy_checks_the_type_of_deps(tmp_path: Path) -> None:
         """
         from dataclasses import dataclass
 
-        from tooldeck import ScriptedModel, Session, ToolContext, tool
+        from tooldeck import Session, ToolContext, tool
+        from tooldeck.testing import ScriptedModel
 
 
         @dataclass
@@ -180,5 +176,18 @@ def test_mypy_checks_the_type_of_deps(tmp_path: Path) -> None:
     )
     text = "\n".join(errors)
     assert len(errors) == 2, text
-    assert ':24: error: "Db" has no attribute "counts"' in text
-    assert ':36: error: Incompatible types in assignment (expression has type "str"' in text
+    assert ':25: error: "Db" has no attribute "counts"' in text
+    assert ':37: error: Incompatible types in assignment (expression has type "str"' in text
+
+
+def test_an_adapter_gives_its_turns_deps_to_the_tools() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from tooldeck.adapters.pydantic_ai import TooldeckToolset
+
+    db = Db({"a": 4})
+    toolset = TooldeckToolset([lookup], turn=TurnContext("adapted", deps=db))
+    agent = Agent(TestModel(), toolsets=[toolset])
+    result = agent.run_sync("look a up")
+    assert db.reads and "4" in str(result.output)

@@ -21,16 +21,12 @@ from typing import Any
 import pytest
 
 from test_workflows_support import PG_DSN
-from tooldeck import ScriptedModel, Session, tool
+from tooldeck import Session, tool
 from tooldeck.session_state import UNRECORDED
 from tooldeck.sessions import SessionBusy, SessionConflict, SessionStore
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, Item, ToolOutput, UserMessage
 from tooldeck.workflows.store import PostgresStore
-
-try:
-    from tooldeck.testing import call, reply  # type: ignore[import-not-found,unused-ignore]
-except ImportError:
-    from tooldeck.providers.scripted import call, reply
 
 pytest_plugins = ["test_workflows_support"]  # the store fixtures, both backends
 
@@ -265,3 +261,152 @@ def test_the_sessions_command_lists_shows_and_deletes(tmp_path: Path) -> None:
     empty = cli("list", env={"HOME": str(home), "TOOLDECK_WORKFLOWS_DB": ""})
     assert empty.returncode == 0 and "no database yet" in empty.stdout
     assert list(home.iterdir()) == []
+
+
+def test_a_session_budget_holds_across_session_objects(where: Where) -> None:
+    from tooldeck import Budget, StopReason
+
+    async def main() -> None:
+        async with where.store() as store:
+            for expected in ("one", "two"):
+                model = ScriptedModel([reply(expected)])
+                session = Session(model, store=store, session_id="b", budget=Budget(requests=2))
+                assert (await session.run("go")).output == expected
+            third = Session(ScriptedModel([reply("three")]), store=store, session_id="b")
+            result = await third.run("go", budget=None)
+            assert result.output == "three"  # no budget on this object
+            limited = Session(
+                ScriptedModel([reply("four")]),
+                store=store,
+                session_id="b",
+                budget=Budget(requests=3),
+            )
+            stopped = await limited.run("go")
+            assert stopped.stop_reason is StopReason.BUDGET
+            assert stopped.reason == "budget: the session's requests limit (3) reached: 3"
+
+    asyncio.run(main())
+
+
+def test_approve_always_grants_kept_in_memory_are_stored_with_the_session(
+    where: Where,
+) -> None:
+    from tooldeck import Protection
+    from tooldeck.approvals import ApprovalAnswer, ApprovalRequest
+    from tooldeck.policy import SessionPolicy
+    from tooldeck.policy.session import approve_always
+
+    wrote: list[str] = []
+
+    @tool
+    def note(text: str) -> str:
+        """Write a note (a WRITE tool: asked before it runs)."""
+        wrote.append(text)
+        return "noted"
+
+    async def always(requests: Any) -> list[ApprovalAnswer]:
+        return [approve_always() for _ in requests]
+
+    async def nobody(requests: list[ApprovalRequest]) -> list[ApprovalAnswer]:
+        raise AssertionError(f"asked again: {[r.call.name for r in requests]}")
+
+    def session(store: SessionStore, approver: Any, text: str) -> Session:
+        policy = SessionPolicy(session_id="granted")  # its grants in memory only
+        model = ScriptedModel([reply(call("note", {"text": text})), reply("ok")])
+        protect = Protection.policy(policy, approver=policy.approver(approver))
+        return Session(model, [note], store=store, session_id="granted", protect=protect)
+
+    async def main() -> None:
+        async with where.store() as store:
+            first = await session(store, always, "one").run("note one")
+            assert first.output == "ok"
+            later = session(store, nobody, "two")  # another process: a fresh policy
+            assert (await later.run("note two")).output == "ok"
+            judge = later.protect.judges[0] if later.protect else None
+            assert isinstance(judge, SessionPolicy)
+            assert [g.tool for g in judge.grants] == ["note"]
+        assert wrote == ["one", "two"]
+
+    asyncio.run(main())
+
+
+def test_the_one_turn_functions_continue_a_stored_conversation(where: Where) -> None:
+    import tooldeck
+
+    async def main() -> None:
+        async with where.store() as store:
+            for prompt in ("first", "second"):
+                model = ScriptedModel(lambda r: reply(f"sent {len(r.transcript)}"))
+                result = await tooldeck.run(model, [], prompt, store=store, session_id="one")
+            assert result.output == "sent 3"
+
+    asyncio.run(main())
+
+
+def test_a_stored_item_that_is_not_what_a_session_writes_is_one_line(where: Where) -> None:
+    from test_workflows_support import raw_execute
+    from tooldeck.workflows.store import StoreError
+
+    async def main() -> None:
+        async with where.store() as store:
+            await Session(ScriptedModel([reply("hi")]), store=store, session_id="bad").run("x")
+            bad = '{"type": "tool_output", "call_id": 7}'
+            if where.kind == "postgres":
+                raw_execute(
+                    store.db,
+                    f"UPDATE agent_session_items SET item = '{bad}'::jsonb WHERE position = 1",
+                )
+            else:
+                import sqlite3
+
+                with sqlite3.connect(where.where) as conn:
+                    conn.execute(
+                        "UPDATE agent_session_items SET item = ? WHERE position = 1", (bad,)
+                    )
+            again = Session(ScriptedModel([reply("never")]), store=store, session_id="bad")
+            with pytest.raises(StoreError, match="stored session bad cannot be read") as raised:
+                await again.run("y")
+            assert "\n" not in str(raised.value)
+            infos = await store.sessions()
+            assert infos[0].running is None  # the lease was given back
+
+    asyncio.run(main())
+
+
+def test_a_cancelled_turn_is_saved_with_one_output_per_call_and_released(
+    where: Where,
+) -> None:
+    started = asyncio.Event()
+
+    @tool(read_only=True)
+    async def hang() -> str:
+        """Never ends."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    async def main() -> None:
+        async with where.store() as store:
+            model = ScriptedModel([reply(call("hang"))])
+            session = Session(model, [hang], store=store, session_id="cancelled")
+            stream = session.stream("hang")
+
+            async def consume() -> None:
+                async for _ in stream:
+                    pass
+
+            task = asyncio.create_task(consume())
+            await started.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            found = await store.show("cancelled")
+            assert found is not None
+            info, items = found
+            assert info.running is None
+            one_output_per_call(items)
+            assert "cancelled" in items[-1].text  # type: ignore[union-attr]
+            later = Session(ScriptedModel([reply("fine")]), store=store, session_id="cancelled")
+            assert (await later.run("again")).output == "fine"
+
+    asyncio.run(main())

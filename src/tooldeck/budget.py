@@ -151,6 +151,9 @@ class _Tally:
     unpriced: str | None = None  # the model of a response that has no price
 
 
+_ZERO = Usage()  # a turn's ``earlier`` usage when it was not resumed
+
+
 class Meter:
     """One turn's use against the run's and the session's budgets (made only when one is set).
 
@@ -221,35 +224,41 @@ class Meter:
         return self._check(earlier, usage, calls=calls, reached=False)
 
     def _check(self, earlier: Usage, usage: Usage, *, calls: int, reached: bool) -> str | None:
-        scopes: list[tuple[str, Budget | None, Usage, _Tally]] = [
-            ("run", self.run, earlier + usage, self.this_run),
-            ("session", self.session, self.before + usage, self.this_session),
-        ]
-        for scope, budget, usage, tally in scopes:
-            if budget is None:
-                continue
-            why = _over(budget, usage, tally, calls=calls, reached=reached)
+        run, session = self.run, self.session
+        if run is not None:
+            used = usage if earlier == _ZERO else earlier + usage
+            why = _over(run, used, self.this_run, calls=calls, reached=reached)
             if why is not None:
-                return f"budget: the {scope}'s {why}"
+                return f"budget: the run's {why}"
+        if session is not None:
+            why = _over(
+                session, self.before + usage, self.this_session, calls=calls, reached=reached
+            )
+            if why is not None:
+                return f"budget: the session's {why}"
         return None
+
+
+def _used(name: str, limit: int | Decimal | float, used: int | Decimal) -> str:
+    return f"{name} limit ({limit}) {'reached' if used == limit else 'exceeded'}: {used}"
 
 
 def _over(budget: Budget, usage: Usage, tally: _Tally, *, calls: int, reached: bool) -> str | None:
     """Which limit of ``budget`` stops the turn. Before a request (``reached``) a limit that
     is used up stops it; before calls, one that was gone past, or that the calls would go
     past (the tool-call limit)."""
-    counts: list[tuple[str, int | Decimal | None, int | Decimal]] = [
-        ("requests", budget.requests, usage.requests),
+    if reached and budget.requests is not None and usage.requests >= budget.requests:
+        return _used("requests", budget.requests, usage.requests)
+    for name, limit, used in (
         ("input tokens", budget.input_tokens, usage.input_tokens),
         ("output tokens", budget.output_tokens, usage.output_tokens),
         ("total tokens", budget.total_tokens, usage.total_tokens),
-        ("cost in dollars", None if budget.cost is None else Decimal(budget.cost), tally.cost),
-    ]
-    for name, limit, used in counts:
-        if limit is None or (name == "requests" and not reached):
-            continue
-        if used > limit or (reached and used >= limit):
-            return f"{name} limit ({limit}) {'reached' if used == limit else 'exceeded'}: {used}"
+    ):
+        if limit is not None and (used > limit or (reached and used >= limit)):
+            return _used(name, limit, used)
+    cost = budget.cost
+    if cost is not None and (tally.cost > cost or (reached and tally.cost >= cost)):
+        return _used("cost in dollars", cost, tally.cost)
     if budget.cost is not None and tally.unpriced is not None:
         return (
             f"cost limit cannot be checked: no price is known for model {tally.unpriced!r} "

@@ -48,7 +48,7 @@ from .offload.defaults import session_guard
 from .plan import ToolPlan, ToolPlanned, ToolPlanner
 from .policy.protection import Protection
 from .providers import model_from_string
-from .session_state import Keeper, SessionStorage
+from .session_state import Keeper, SessionStorage, give_back, grants_of, kept_grants
 from .sources.listed import ToolList, Tools
 from .structured import OutputType
 from .transcript import AssistantMessage, Item, StopReason, ToolOutput, Usage, UserMessage
@@ -145,7 +145,9 @@ class Session(Generic[DepsT]):
     job none (see docs/loop.md, "Typed dependencies"). ``budget`` (a
     :class:`~tooldeck.budget.Budget`) limits the requests, tokens, tool calls and cost of
     the whole session; :meth:`run` takes one for a single run. A turn that reaches a
-    limit ends with stop reason ``budget`` and the usage so far.
+    limit ends with stop reason ``budget`` and the usage so far. ``store`` (a
+    :class:`tooldeck.sessions.SessionStore`) keeps the session by ``session_id``: each turn
+    loads it and saves it after every step, one process at a time (docs/sessions.md).
 
     ``async with Session(...)`` / :meth:`aclose` close only what the session was told
     to own: the model when ``owns_model=True`` (default ``False``: a model passed in
@@ -436,11 +438,13 @@ class Session(Generic[DepsT]):
         if state.revision or state.transcript:
             self.transcript[:] = state.transcript
             self.usage, self.pending = state.usage, state.pending
+            give_back(kept_grants(self.protect), state.grants)
 
     async def _checkpoint(self, turn_usage: Usage) -> None:
         """A stored session after a model response or a step's outputs."""
         if self._keeper is not None:
-            await self._keeper.save(self.transcript, self.usage + turn_usage, self.pending)
+            grants = grants_of(kept_grants(self.protect))
+            await self._keeper.save(self.transcript, self.usage + turn_usage, self.pending, grants)
 
     async def _kept(self, turn: Awaitable[RunResult]) -> RunResult:
         """A turn of a stored session, which is saved and released however it ends."""
@@ -455,7 +459,8 @@ class Session(Generic[DepsT]):
         if keeper is None:
             return
         try:
-            await keeper.save(self.transcript, self.usage, self.pending)
+            grants = grants_of(kept_grants(self.protect))
+            await keeper.save(self.transcript, self.usage, self.pending, grants)
         finally:
             await keeper.release()
 

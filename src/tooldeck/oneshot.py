@@ -23,6 +23,7 @@ from .events import EventBus
 from .loop import MAX_STEPS, TIMEOUT, RunResult, Session, new_session_id
 from .model import Model, ModelSettings
 from .policy.protection import Protection
+from .session_state import SessionStorage
 from .sources.listed import Tools
 from .structured import OutputTypeSpec
 from .transcript import Item
@@ -55,6 +56,7 @@ async def run(
     owns_model: bool = False,
     budget: Budget | None = None,
     deps: object = None,
+    store: SessionStorage | None = None,
 ) -> RunResult:
     """Run one turn: ``await tooldeck.run(model, tools, "prompt")``.
 
@@ -94,6 +96,8 @@ async def run(
     - ``budget``: a :class:`~tooldeck.budget.Budget`: the requests, tokens, tool calls and
       cost the turn may use; past it the turn ends with stop reason ``budget``.
     - ``deps``: what every tool reads as ``ctx.deps`` (``ToolContext[Deps]`` types it).
+    - ``store``: a :class:`tooldeck.sessions.SessionStore`: the turn continues the stored
+      session ``session_id`` and is saved there (docs/sessions.md).
     """
     session = _session(
         model,
@@ -117,6 +121,7 @@ async def run(
         owns_model=owns_model,
         budget=budget,
         deps=deps,
+        store=store,
     )
     async with session:  # a model it made is closed after
         return await session.run(prompt, signal=signal)
@@ -147,6 +152,7 @@ def stream(
     owns_model: bool = False,
     budget: Budget | None = None,
     deps: object = None,
+    store: SessionStorage | None = None,
 ) -> TurnStream[RunResult]:
     """Run one turn as a stream of events: ``async for e in tooldeck.stream(model, tools, p)``.
 
@@ -174,6 +180,7 @@ def stream(
         owns_model=owns_model,
         budget=budget,
         deps=deps,
+        store=store,
     )
     return session.stream(prompt, signal=signal)
 
@@ -203,6 +210,7 @@ def run_sync(
     owns_model: bool = False,
     budget: Budget | None = None,
     deps: object = None,
+    store: SessionStorage | None = None,
 ) -> RunResult:
     """:func:`run` from synchronous code: ``tooldeck.run_sync(model, tools, "prompt")``.
 
@@ -234,6 +242,7 @@ def run_sync(
         owns_model=owns_model,
         budget=budget,
         deps=deps,
+        store=store,
     )
     return block_on(turn_of_run, instead="await tooldeck.run(...)")
 
@@ -261,6 +270,7 @@ def _session(
     owns_model: bool,
     budget: Budget | None,
     deps: object,
+    store: SessionStorage | None,
 ) -> Session[object]:
     """The session of one turn; ``output_type`` / ``output_retries`` folded into settings."""
     settings = settings or ModelSettings()
@@ -288,4 +298,5 @@ def _session(
         notices=notices,
         budget=budget,
         deps=deps,
+        store=store,
     )

@@ -25,10 +25,13 @@ import secrets
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from .approvals import PendingStep
 from .errors import TooldeckError
+from .policy.grants import GrantStore, grant_of
+from .policy.protection import Protection
+from .policy.session import SessionPolicy
 from .result import ToolResult
 from .transcript import AssistantMessage, Item, ToolOutput, Usage
 
@@ -62,6 +65,7 @@ class StoredSession:
     usage: Usage = field(default_factory=Usage)
     pending: PendingStep | None = None
     revision: int = 0
+    grants: list[Any] | None = None  # approve-always grants (Grant.as_dict); None: none kept
 
 
 class SessionStorage(Protocol):
@@ -130,6 +134,39 @@ def close_unrecorded(items: list[Item]) -> int:
     return len(missing)
 
 
+def kept_grants(protect: Protection | None) -> list[GrantStore]:
+    """The grant stores of ``protect``'s session policies that only memory keeps (no grants
+    file): those a stored session keeps and gives back. One with a file of its own is kept
+    there, and the file stays the truth (a grant revoked there never comes back)."""
+    judges = protect.judges if protect is not None else ()
+    found: list[GrantStore] = []
+    for judge in judges:
+        grants = judge.grants if isinstance(judge, SessionPolicy) else None
+        if grants is not None and grants.path is None and all(grants is not g for g in found):
+            found.append(grants)
+    return found
+
+
+def grants_of(stores: Sequence[GrantStore]) -> list[Any] | None:
+    """What a stored session keeps of ``stores``' grants (``None``: no store to keep)."""
+    if not stores:
+        return None
+    seen: dict[str, Any] = {}
+    for store in stores:
+        for grant in store.grants:
+            seen.setdefault(grant.id, grant.as_dict())
+    return list(seen.values())
+
+
+def give_back(stores: Sequence[GrantStore], grants: list[Any] | None) -> None:
+    """The stored grants, back into the session's memory-only grant stores."""
+    if grants is None or not stores:
+        return
+    restored = tuple(grant_of(g, f"stored grants[{i}]") for i, g in enumerate(grants))
+    for store in stores:
+        store.replace(restored)
+
+
 class Keeper:
     """A session's side of its store: the lease it holds, what it saved last."""
 
@@ -149,11 +186,15 @@ class Keeper:
         self._saved = len(state.transcript)
         self._last = state.transcript[-1] if state.transcript else None
         if state.pending is None and close_unrecorded(state.transcript):
-            await self.save(state.transcript, state.usage, None)
+            await self.save(state.transcript, state.usage, None, state.grants)
         return state
 
     async def save(
-        self, transcript: Sequence[Item], usage: Usage, pending: PendingStep | None
+        self,
+        transcript: Sequence[Item],
+        usage: Usage,
+        pending: PendingStep | None,
+        grants: list[Any] | None = None,
     ) -> None:
         saved, last = self._saved, self._last
         same = saved <= len(transcript) and (saved == 0 or transcript[saved - 1] is last)
@@ -162,7 +203,7 @@ class Keeper:
         self.revision = await self.store.save(
             self.session_id,
             self.holder,
-            StoredSession(items, usage, pending, self.revision),
+            StoredSession(items, usage, pending, self.revision, grants),
             unchanged=unchanged,
         )
         self._saved, self._last = len(items), (items[-1] if items else None)

@@ -17,17 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tooldeck import ApprovalAnswer, PolicyDecision, Protection, ScriptedModel, Session, tool
+from tooldeck import ApprovalAnswer, PolicyDecision, Protection, Session, tool
 from tooldeck.approvals import PendingApproval
 from tooldeck.model import ModelRequest
 from tooldeck.sessions import SessionBusy, SessionStore
+from tooldeck.testing import ScriptedModel, call, reply
 from tooldeck.transcript import AssistantMessage, UserMessage
 from tooldeck.workflows.store import PostgresStore
-
-try:
-    from tooldeck.testing import call, reply  # type: ignore[import-not-found,unused-ignore]
-except ImportError:
-    from tooldeck.providers.scripted import call, reply
 
 kind, where, schema, session_id, action, prompt = sys.argv[1:7]
 folder = Path(sys.argv[7]) if len(sys.argv) > 7 else Path(".")

@@ -32,7 +32,7 @@ __all__ = [
 
 _HEAD = (
     "id, revision, items, CAST(usage AS TEXT), CAST(pending AS TEXT), preview, lease_owner, "
-    "lease_until, created_at, updated_at"
+    "lease_until, created_at, updated_at, CAST(grants AS TEXT)"
 )
 
 
@@ -58,6 +58,7 @@ class Head:
     lease_until: datetime | None
     created_at: datetime | None
     updated_at: datetime | None
+    grants: list[Any] | None = None
 
     def leased(self, at: datetime, gone: Callable[[str], bool]) -> bool:
         """Whether a live holder has the lease at ``at``."""
@@ -77,6 +78,7 @@ def _head(row: Sequence[Any]) -> Head:
         lease_until=as_datetime(row[7]),
         created_at=as_datetime(row[8]),
         updated_at=as_datetime(row[9]),
+        grants=from_json(row[10]),
     )
 
 
@@ -143,15 +145,16 @@ def op_save(
     """Write a new revision over ``revision`` (``None``: the lease or the revision is not
     this holder's any more). ``items`` are the transcript's items from ``unchanged`` on."""
     total = unchanged + len(items)
-    pending = fields["pending"]
+    pending, grants = fields["pending"], fields["grants"]
     done = yield Q(
         "UPDATE agent_sessions SET revision = revision + 1, items = ?, usage = ?, "
-        "pending = ?, preview = ?, lease_until = ?, updated_at = ? "
+        "pending = ?, grants = ?, preview = ?, lease_until = ?, updated_at = ? "
         "WHERE id = ? AND revision = ? AND lease_owner = ?",
         (
             total,
             Json(fields["usage"]),
             None if pending is None else Json(pending),
+            None if grants is None else Json(grants),
             fields["preview"],
             until,
             at,

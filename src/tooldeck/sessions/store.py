@@ -28,7 +28,7 @@ from ..workflows.store import PostgresStore, SQLiteStore, WorkflowStore, open_st
 from ..workflows.store.protocol import StoreError, now
 from .ops import Busy, Head, op_claim, op_delete, op_list, op_release, op_save, op_show
 
-__all__ = ["SessionInfo", "SessionStore"]
+__all__: list[str] = []  # tooldeck.sessions exports them
 
 LEASE = 600.0  # seconds a turn's lease lasts without a save (longer than a tool's timeout)
 _PREVIEW = 80
@@ -142,13 +142,18 @@ class SessionStore:
         if isinstance(got, Busy):
             raise SessionBusy(_busy(session_id, got))
         head, data = got
-        transcript = [decode_item(d) for d in data]
-        return StoredSession(
-            transcript,
-            _usage(head.usage),
-            _pending(session_id, head.pending, len(transcript)),
-            head.revision,
-        )
+        try:
+            transcript = [decode_item(d) for d in data]
+            return StoredSession(
+                transcript,
+                _usage(head.usage),
+                _pending(session_id, head.pending, len(transcript)),
+                head.revision,
+                head.grants if isinstance(head.grants, list) else None,
+            )
+        except (ValueError, StoreError) as exc:  # not what a session writes: never loaded
+            await self.release(session_id, holder)
+            raise StoreError(f"stored session {session_id} cannot be read: {exc}") from None
 
     async def save(
         self, session_id: str, holder: str, state: StoredSession, *, unchanged: int
@@ -158,6 +163,7 @@ class SessionStore:
         fields = {
             "usage": asdict(state.usage),
             "pending": None if state.pending is None else _pending_doc(session_id, state.pending),
+            "grants": state.grants,
             "preview": _preview(transcript),
         }
         items = [encode_item(i) for i in transcript[unchanged:]]

@@ -232,6 +232,7 @@ def _v7(json: str, ts: str) -> list[str]:
             items INTEGER NOT NULL CHECK (items >= 0),
             usage {json} NOT NULL,
             pending {json},
+            grants {json},
             preview TEXT NOT NULL DEFAULT '',
             lease_owner TEXT,
             lease_until {ts},
