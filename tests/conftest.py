@@ -81,3 +81,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             from _pytest.nodeid import NodeId
 
             item._id = NodeId.parse(legacy)
+
+
+# Per-test CPU, for finding where the suite's time goes (off unless asked):
+# `TOOLDECK_TEST_CPU=/tmp/cpu pytest ...` appends one line per test to
+# `/tmp/cpu.<pid>.tsv`: start (epoch), wall, CPU of the test process, CPU of the processes
+# it started and waited for (set-up and teardown included, so a module fixture counts on
+# its first test), and the node id.
+_CPU_LOG = os.environ.get("TOOLDECK_TEST_CPU")
+if _CPU_LOG:
+    import resource
+    import time
+
+    def _cpu() -> tuple[float, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+        start, wall, (own, kids) = time.time(), time.perf_counter(), _cpu()
+        yield
+        wall, (own2, kids2) = time.perf_counter() - wall, _cpu()
+        with open(f"{_CPU_LOG}.{os.getpid()}.tsv", "a") as out:
+            cpu = f"{own2 - own:.2f}\t{kids2 - kids:.2f}"
+            out.write(f"{start:.1f}\t{wall:.2f}\t{cpu}\t{item.nodeid}\n")

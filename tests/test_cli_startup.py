@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -155,3 +156,19 @@ def test_the_choices_kept_in_the_cli_agree_with_their_sources() -> None:
     assert worker.DEFAULT_SCHEMA == DEFAULT_SCHEMA
     assert get_args(policy.Tier) == TIERS
     assert get_args(tools.Provider) == PROVIDERS
+
+
+def test_serve_without_a_definitions_file_loads_no_rich(tmp_path: Path) -> None:
+    """``tooldeck serve`` draws nothing (a client reads its stdout): rich's console and
+    tables are not loaded by a gateway each MCP client starts (0.15 CPU-s each)."""
+    config = tmp_path / "mcp.json"
+    config.write_text('{"mcpServers": {}}')
+    args = ["serve", "--mcp", str(config), "--state", str(tmp_path / "s"), "--lexical"]
+    done = subprocess.run(  # stdin a pipe that ends at once: the client went away
+        [sys.executable, "-c", PROBE.format(heavy=("rich",)), json.dumps(args)],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == [], done.stderr

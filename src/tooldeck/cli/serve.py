@@ -561,10 +561,11 @@ def _native(
     from ..builtin import DEFINITIONS_PATH
     from ..gateway.native import BUILTIN, ToolsSpecError, bind_definitions, resolve, serve_native
     from ..registry import RegistryError
-    from .tools import definitions_document
 
     if not definitions and not specs:
         return None
+    from .tools import definitions_document  # here: it loads rich's console and tables
+
     if categories or specs:  # the user's modules: importable from where they run the gateway
         sys.path.insert(0, os.getcwd())
     sources: list[Any] = []

@@ -7,13 +7,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ..errors import SchemaError
 from .report import json_kind, read_json, user_error
 
-if TYPE_CHECKING:  # imported where used, so that ``--help`` loads none of the registry
+# imported where used, so that ``--help`` loads none of the registry, and ``tooldeck
+# serve`` (which reads a definitions file with this module) none of rich
+if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..registry import Definition, RegistryError
 
 # ``tooldeck.schema.Provider``'s values, here so that typer builds ``--provider`` without
@@ -99,6 +101,8 @@ def check_command(
     category: CategoryOption = None,
 ) -> None:
     """Check a definitions file: print every problem (exit 1), or a summary."""
+    from rich.console import Console
+
     from ..registry import RegistryError, ToolRegistry, check_document
 
     console = Console()
@@ -140,6 +144,9 @@ def _flags(d: Definition) -> dict[str, Any]:
 @app.command("list")
 def list_command(definitions: DefinitionsOption = None, category: CategoryOption = None) -> None:
     """List tools: name, category, tier, mode, read-only, deferred."""
+    from rich.console import Console
+    from rich.table import Table
+
     from ..registry import RegistryError
 
     console = Console()
@@ -174,6 +181,8 @@ def show_command(
     category: CategoryOption = None,
 ) -> None:
     """Print the schema a provider is sent for one tool, with the strict decision."""
+    from rich.console import Console
+
     from ..registry import RegistryError, unbound_tool
     from ..schema import project
 
