@@ -51,7 +51,8 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "mcp": LazyCommand(
         "mcp:app",
-        "List MCP servers from a config file, call their tools, fetch their prompts, log in.",
+        "List MCP servers from a config file, call their tools, fetch their prompts and "
+        "resources, log in.",
     ),
     "workflows": LazyCommand(
         "workflows:workflows_app",
