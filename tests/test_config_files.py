@@ -87,6 +87,23 @@ def test_nesting_within_the_recursion_limit_is_still_capped(parse: Callable[[str
         parse(deep)
 
 
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "a: " + "[" * (MAX_DEPTH + 1),  # flow collections
+        "a: " + "{b: " * (MAX_DEPTH + 1),
+        "a:\n" + "".join("  " * i + "- \n" for i in range(1, MAX_DEPTH + 3)),  # block ones
+    ],
+)
+def test_yaml_too_deep_is_refused_while_it_is_read_not_after(prefix: str) -> None:
+    """The nesting is counted as the scanner reads, so a hostile file costs as much as
+    its first 101 levels: what follows them (here text that is no YAML at all, in a
+    real attack megabytes more brackets, which PyYAML reads in quadratic time) is never
+    reached."""
+    with pytest.raises(ConfigFileError, match="nested more than 100 levels"):
+        parse_yaml(prefix + "\n\t@ `not yaml at all")
+
+
 @pytest.mark.parametrize("bomb", [LAUGHS, MERGES])
 def test_yaml_alias_bombs_are_refused_before_they_are_built(bomb: str) -> None:
     with pytest.raises(ConfigFileError, match="expands to more than 100,000 values"):

@@ -125,7 +125,7 @@ def parse_toml(text: str) -> dict[str, Any]:
         value = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigFileError(f"not valid TOML: {exc}") from None
-    except RecursionError:
+    except (RecursionError, _TooDeep):
         raise _too_deep(MAX_DEPTH) from None
     except ValueError as exc:  # a number longer than int() converts, a date that is none
         raise _unreadable_value(exc) from None
@@ -186,11 +186,32 @@ def parse_jsonc(text: str) -> Any:
     return parse_json(text)
 
 
+class _TooDeep(Exception):
+    """Raised by :class:`_BoundedLoader`'s scanner at the first level over the bound."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """The safe loader, counting nesting while it scans: PyYAML's scanner costs time
+    quadratic in the depth of the text it reads (each token walks every open level), so
+    a check made after the document is composed would let a 200 KB file of brackets take
+    tens of seconds of CPU first. This one stops at level ``MAX_DEPTH + 1``."""
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        if self.flow_level >= MAX_DEPTH:
+            raise _TooDeep
+        super().fetch_flow_collection_start(TokenClass)
+
+    def add_indent(self, column: int) -> bool:
+        if len(self.indents) > MAX_DEPTH:
+            raise _TooDeep
+        return bool(super().add_indent(column))
+
+
 def parse_yaml(text: str) -> Any:
     """One YAML document (``None`` if empty), with the safe loader and the checks above."""
     loader: yaml.SafeLoader | None = None
     try:
-        loader = yaml.SafeLoader(text)  # the reader may refuse a character already
+        loader = _BoundedLoader(text)  # the reader may refuse a character already
         node = loader.get_single_node()
         if node is None:
             return None
@@ -198,7 +219,7 @@ def parse_yaml(text: str) -> Any:
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise ConfigFileError(f"not valid YAML: {_one_line(exc)}") from None
-    except RecursionError:
+    except (RecursionError, _TooDeep):
         raise _too_deep(MAX_DEPTH) from None
     except ValueError as exc:  # a number longer than int() converts, a date that is none
         raise _unreadable_value(exc) from None
