@@ -301,3 +301,28 @@ def test_answers_are_the_sdks_answers(tmp_path: Path, version: str) -> None:
                 answers.append(_without_ids(c.answer(n + 100)))
             got[elicitation] = answers
     assert got[False] == got[True]
+
+
+def test_the_tooldeck_script_answers_initialize_once_then_serves(tmp_path: Path) -> None:
+    """``python -m tooldeck serve`` (the ``tooldeck`` script's way in) starts answering
+    ``initialize`` before the command line loads (``tooldeck.__main__``): answered once,
+    and the session goes on, its calls taken by the gateway itself."""
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    policy = write_policy(tmp_path, ALLOW_ALL)
+    state = str(tmp_path / "state")
+    command = [PY, "-m", "tooldeck", "serve", "--mcp", str(config), "--lexical",
+               "--state", state, "--core", "*", "--policy", str(policy)]  # fmt: skip
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    c = Raw(proc)
+    try:
+        c.initialize()
+        c.settle()
+        c.call(1, "alpha__echo", {"text": "script"})
+        assert _text(c.answer(1)) == "script"
+        assert len(c.answers(0)) == 1
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(30)
