@@ -122,8 +122,9 @@ class EarlyInitialize(threading.Thread):
         """Started when stdin and stdout are pipes or sockets (a client's), else None;
         the one started already (:func:`start_for_command`), if any."""
         global _started
-        if _started is not None:
-            return _started
+        if _started is not None:  # taken once: a later serve in this process starts anew
+            early, _started = _started, None
+            return early
         if sys.platform == "win32":
             return None
         for fd in (0, 1):
@@ -133,7 +134,7 @@ class EarlyInitialize(threading.Thread):
                 return None
             if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
                 return None
-        early = _started = cls(version)
+        early = cls(version)
         early.start()
         return early
 
@@ -154,4 +155,5 @@ def start_for_command(argv: list[str], version: str) -> None:
         return
     if any(arg.split("=", 1)[0] in _NOT_STDIO for arg in argv[2:]):
         return
-    EarlyInitialize.start_if_piped(version)
+    global _started
+    _started = EarlyInitialize.start_if_piped(version)
