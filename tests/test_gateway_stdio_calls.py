@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway_client import (
     ALLOW_ALL,
@@ -326,3 +328,35 @@ def test_the_tooldeck_script_answers_initialize_once_then_serves(tmp_path: Path)
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=10),
+    limit=st.integers(min_value=1, max_value=30),
+    last_newline=st.booleans(),
+)
+def test_stdin_lines_whatever_the_chunks(
+    lines: list[bytes], cuts: list[int], limit: int, last_newline: bool
+) -> None:
+    """WireStdin's splitter: the lines back, however the bytes arrive; a line over the
+    limit is TOO_LONG once and the next line is read whole."""
+    from tooldeck.gateway._stdin import TOO_LONG, _Lines
+
+    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    splitter = _Lines(limit)
+    got: list[str] = []
+    start = 0
+    for cut in sorted(min(c, len(data)) for c in cuts):
+        got.extend(splitter.feed(data[start:cut]))
+        start = max(start, cut)
+    got.extend(splitter.feed(data[start:]))
+    got.extend(splitter.end())
+    expected = [
+        TOO_LONG if len(line) > limit else line.decode("utf-8", "replace") for line in lines
+    ]
+    if lines and not last_newline and lines[-1] == b"":
+        expected.pop()  # an empty last line without its newline is no line
+    assert got == expected
+    assert all(g is TOO_LONG for g, e in zip(got, expected, strict=True) if e is TOO_LONG)
