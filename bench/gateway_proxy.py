@@ -171,7 +171,7 @@ def tooldeck_args(root: Path, name: str) -> list[str]:
         policy.write_text('[profile]\n[[profile.rules]]\ntools = "echo__*"\naction = "allow"\n')
     state = root / f"state-{name}-{time.monotonic_ns()}"
     return [
-        "-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state),
+        "-m", "tooldeck", "serve", "--mcp", str(config), "--state", str(state),
         "--lexical", "--core", "*", "--policy", str(policy),
     ]  # fmt: skip
 

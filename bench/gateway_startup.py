@@ -43,7 +43,7 @@ async def one(
 ) -> tuple[float, float]:
     """Seconds from spawn to ``initialize`` answered, and to the first call answered (0
     when ``call`` is off)."""
-    serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
+    serve = ["-m", "tooldeck", "serve", "--mcp", str(config), "--state", str(state)]
     params = StdioServerParameters(
         command=PY,
         args=[*serve, "--lexical", "--core", "*", "--policy", str(policy)],

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway_client import (
     ALLOW_ALL,
@@ -301,3 +303,60 @@ def test_answers_are_the_sdks_answers(tmp_path: Path, version: str) -> None:
                 answers.append(_without_ids(c.answer(n + 100)))
             got[elicitation] = answers
     assert got[False] == got[True]
+
+
+def test_the_tooldeck_script_answers_initialize_once_then_serves(tmp_path: Path) -> None:
+    """``python -m tooldeck serve`` (the ``tooldeck`` script's way in) starts answering
+    ``initialize`` before the command line loads (``tooldeck.__main__``): answered once,
+    and the session goes on, its calls taken by the gateway itself."""
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    policy = write_policy(tmp_path, ALLOW_ALL)
+    state = str(tmp_path / "state")
+    command = [PY, "-m", "tooldeck", "serve", "--mcp", str(config), "--lexical",
+               "--state", state, "--core", "*", "--policy", str(policy)]  # fmt: skip
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    c = Raw(proc)
+    try:
+        c.initialize()
+        c.settle()
+        c.call(1, "alpha__echo", {"text": "script"})
+        assert _text(c.answer(1)) == "script"
+        assert len(c.answers(0)) == 1
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=10),
+    limit=st.integers(min_value=1, max_value=30),
+    last_newline=st.booleans(),
+)
+def test_stdin_lines_whatever_the_chunks(
+    lines: list[bytes], cuts: list[int], limit: int, last_newline: bool
+) -> None:
+    """WireStdin's splitter: the lines back, however the bytes arrive; a line over the
+    limit is TOO_LONG once and the next line is read whole."""
+    from tooldeck.gateway._stdin import TOO_LONG, _Lines
+
+    data = b"\n".join(lines) + (b"\n" if last_newline and lines else b"")
+    splitter = _Lines(limit)
+    got: list[str] = []
+    start = 0
+    for cut in sorted(min(c, len(data)) for c in cuts):
+        got.extend(splitter.feed(data[start:cut]))
+        start = max(start, cut)
+    got.extend(splitter.feed(data[start:]))
+    got.extend(splitter.end())
+    expected = [
+        TOO_LONG if len(line) > limit else line.decode("utf-8", "replace") for line in lines
+    ]
+    if lines and not last_newline and lines[-1] == b"":
+        expected.pop()  # an empty last line without its newline is no line
+    assert got == expected
+    assert all(g is TOO_LONG for g, e in zip(got, expected, strict=True) if e is TOO_LONG)

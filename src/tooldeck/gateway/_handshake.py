@@ -25,7 +25,13 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["HANDSHAKE_VERSIONS", "INSTRUCTIONS", "EarlyInitialize", "initialize_answer"]
+__all__ = [
+    "HANDSHAKE_VERSIONS",
+    "INSTRUCTIONS",
+    "EarlyInitialize",
+    "initialize_answer",
+    "start_for_command",
+]
 
 INSTRUCTIONS = (
     "tooldeck gateway: the tools of several MCP servers behind one policy. Only a few "
@@ -117,7 +123,12 @@ class EarlyInitialize(threading.Thread):
 
     @classmethod
     def start_if_piped(cls, version: str) -> EarlyInitialize | None:
-        """Started when stdin and stdout are pipes or sockets (a client's), else None."""
+        """Started when stdin and stdout are pipes or sockets (a client's), else None;
+        the one started already (:func:`start_for_command`), if any."""
+        global _started
+        if _started is not None:  # taken once: a later serve in this process starts anew
+            early, _started = _started, None
+            return early
         if sys.platform == "win32":
             return None
         for fd in (0, 1):
@@ -130,3 +141,23 @@ class EarlyInitialize(threading.Thread):
         early = cls(version)
         early.start()
         return early
+
+
+_started: EarlyInitialize | None = None
+_NOT_STDIO = frozenset(
+    {"--http", "--check", "--init", "--force", "--import", "--import-from", "--help", "-h"}
+)
+
+
+def start_for_command(argv: list[str], version: str) -> None:
+    """Start :class:`EarlyInitialize` at once when ``argv`` is ``tooldeck serve`` over
+    stdio (before the command line's own imports and parsing: typer, most of a start
+    under load), so ``initialize`` is answered sooner; ``tooldeck serve`` then takes
+    this thread. Anything else (another command, an option that does not serve stdio)
+    starts nothing: the command decides as before."""
+    if len(argv) < 2 or argv[1] != "serve":
+        return
+    if any(arg.split("=", 1)[0] in _NOT_STDIO for arg in argv[2:]):
+        return
+    global _started
+    _started = EarlyInitialize.start_if_piped(version)

@@ -41,6 +41,9 @@ from ..result import ToolResult
 from ..telemetry.propagation import current as current_trace
 from ..telemetry.propagation import inject_headers, restored
 from .config import ServerConfig
+from .direct_calls import DirectCalls
+from .direct_calls import call_tool as direct_call_tool
+from .direct_calls import usable as direct_usable
 from .oauth import LoginRequired, OAuthUnavailable, check_login, login_command, oauth_provider
 from .oauth_store import OAuthStoreError
 from .roots import Roots
@@ -196,21 +199,33 @@ def network_environment(environ: Mapping[str, str] | None = None) -> dict[str, s
 
 @asynccontextmanager
 async def _watched(
-    inner: contextlib.AbstractAsyncContextManager[Any], on_lost: Callable[[], None]
+    inner: contextlib.AbstractAsyncContextManager[Any],
+    on_lost: Callable[[], None],
+    on_direct: Callable[[DirectCalls | None], None] | None = None,
 ) -> AsyncIterator[Any]:
-    """A transport that reports when its read side ends (the server went away)."""
+    """A transport that reports when its read side ends (the server went away); with
+    ``on_direct``, calls made on it by tooldeck itself (:mod:`.direct_calls`), handed
+    over while it is open (``None`` once it closes)."""
     async with inner as (read, write):
         send, receive = anyio.create_memory_object_stream[Any](0)
+        direct = DirectCalls(write) if on_direct is not None else None
 
         async def pump() -> None:
             try:
                 async with send:
                     async for item in read:
+                        if direct is not None and direct.take(item):
+                            continue  # the answer to a call made by tooldeck itself
                         await send.send(item)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
                 pass
             finally:
+                if direct is not None:
+                    direct.close()
                 on_lost()
+
+        if on_direct is not None:
+            on_direct(direct)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
@@ -218,6 +233,10 @@ async def _watched(
                 async with receive:
                     yield receive, write
             finally:
+                if direct is not None:
+                    direct.close()
+                    assert on_direct is not None
+                    on_direct(None)
                 tg.cancel_scope.cancel()
 
 
@@ -259,6 +278,7 @@ class Connection:
     sampling: Any = None
     sampling_capabilities: types.SamplingCapability | None = None
     _client: Client | None = None
+    _direct: DirectCalls | None = None  # calls made without the SDK's session (stdio)
     _changed: anyio.Event | None = None
     _wake: anyio.Event | None = None
     _broken: anyio.Event | None = None
@@ -385,10 +405,13 @@ class Connection:
             params = StdioServerParameters(
                 command=cfg.command, args=list(cfg.args), env=env or None, cwd=cfg.cwd
             )
-            return _watched(stdio_client(params, errlog=errlog), on_lost)
+            return _watched(stdio_client(params, errlog=errlog), on_lost, self._set_direct)
         assert cfg.url is not None
         auth = None if cfg.oauth is None else oauth_provider(cfg, self.login_hint)
         return _watched(http_transport(cfg.url, dict(cfg.headers), auth), on_lost)
+
+    def _set_direct(self, direct: DirectCalls | None) -> None:
+        self._direct = direct
 
     @property
     def login_hint(self) -> str:
@@ -680,7 +703,13 @@ class Connection:
 
             try:
                 with anyio.fail_after(cfg.timeout):
-                    result = await client.call_tool(tool, arguments, progress_callback=relay)
+                    direct = self._direct
+                    if direct is not None and self._direct_ok(client):
+                        result = await self._direct_call(
+                            client, direct, tool, arguments, on_progress
+                        )
+                    else:
+                        result = await client.call_tool(tool, arguments, progress_callback=relay)
             except TimeoutError:
                 return ToolResult.error(
                     f"{tool} on the MCP server {cfg.name!r} timed out after {cfg.timeout:g}s "
@@ -715,6 +744,24 @@ class Connection:
                 )
             return _to_result(result, cfg.name, tool)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _direct_ok(self, client: Client) -> bool:
+        """Whether a call may skip the SDK's session (:mod:`.direct_calls`): no trace to
+        carry in the request's ``_meta`` (the SDK's), and an SDK it knows."""
+        return current_trace() is None and direct_usable(client)
+
+    async def _direct_call(
+        self,
+        client: Client,
+        direct: DirectCalls,
+        tool: str,
+        arguments: dict[str, Any],
+        on_progress: Callable[[float, float | None, str | None], Any] | None,
+    ) -> types.CallToolResult:
+        """``tools/call`` by :mod:`.direct_calls`: what ``client.call_tool`` returns."""
+        version = self.protocol_version
+        assert version is not None
+        return await direct_call_tool(client, direct, version, tool, arguments, on_progress)
 
     async def ready_client(self) -> Client | None:
         """The session's client once connected and listed (waiting up to the startup

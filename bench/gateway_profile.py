@@ -1,0 +1,141 @@
+"""Where a call through ``tooldeck serve`` spends its CPU: the gateway over stdio in
+front of tests/mcp_servers/basic.py, relaying N ``echo`` calls from the official SDK
+client, with the CPU time per call (the gateway's process, from /proc, after start-up)
+and, with ``--profile``, a cProfile (CPU time) of the calls grouped by package (own time of
+the functions, blocking waits left out).
+
+    uv run python bench/gateway_profile.py [--calls 2000] [--profile] [--src DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import signal
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import get_default_environment, stdio_client
+
+from gateway_proxy import cpu_seconds, tooldeck_args
+
+HERE = Path(__file__).parent
+PY = sys.executable
+WAITS = ("select", "poll", "epoll", "{method 'control'", "sleep", "{built-in method posix.read}")
+
+
+def _group(filename: str) -> str:
+    if filename.startswith("~") or filename.startswith("<"):
+        return "builtins"
+    parts = Path(filename).parts
+    for marker in ("site-packages", "src"):
+        if marker in parts:
+            rest = parts[parts.index(marker) + 1 :]
+            return rest[0] if rest else marker
+    return "stdlib:" + Path(filename).stem if "python3" in filename else Path(filename).stem
+
+
+def report(path: Path, calls: int) -> None:
+    stats = pstats.Stats(str(path))
+    raw = stats.stats  # type: ignore[attr-defined]
+    groups: dict[str, float] = defaultdict(float)
+    top: list[tuple[float, str]] = []
+    for (filename, line, name), (_cc, _nc, tottime, _ct, _callers) in raw.items():
+        label = f"{filename}:{line}({name})"
+        if any(w in label for w in WAITS):
+            continue
+        group = _group(filename)
+        group = "asyncio" if group.startswith("stdlib:") and "asyncio" in filename else group
+        groups[group] += tottime
+        top.append((tottime, label))
+    total = sum(groups.values())
+    print(f"profiled CPU (waits left out): {total * 1e3 / calls:.3f} ms/call")
+    for group, seconds in sorted(groups.items(), key=lambda kv: -kv[1])[:16]:
+        print(f"  {group:32s} {100 * seconds / total:5.1f}%  {seconds * 1e3 / calls:.3f} ms/call")
+    print("tooldeck's functions (cumulative time, calls per call):")
+    ours = [
+        (ct, nc, f"{Path(f).name}:{line}({name})")
+        for (f, line, name), (_cc, nc, _tt, ct, _callers) in raw.items()
+        if "/src/tooldeck/" in f
+    ]
+    for ct, nc, label in sorted(ours, reverse=True)[:25]:
+        print(f"  {ct * 1e3 / calls:.4f} ms/call  x{nc / calls:.1f}  {label}")
+    print("top functions (own time):")
+    for seconds, label in sorted(top, reverse=True)[:30]:
+        print(f"  {seconds * 1e3 / calls:.4f} ms/call  {label[-110:]}")
+
+
+async def run(args: argparse.Namespace, root: Path) -> None:
+    env = get_default_environment()
+    if args.src:
+        env["PYTHONPATH"] = str(args.src)
+    serve = tooldeck_args(root, "profile")
+    prof = root / "gateway.prof"
+    command = [*([str(HERE / "_profiled.py"), str(prof)] if args.profile else []), *serve]
+    params = StdioServerParameters(command=PY, args=command, env=env)
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write) as client,
+    ):
+        await client.initialize()
+        for _ in range(300):  # settled: the upstream is up
+            listing = await client.list_tools()
+            if not (listing.meta or {}).get("tooldeck/starting"):
+                break
+            await anyio.sleep(0.05)
+        for _ in range(50):  # warm
+            await client.call_tool("echo__echo", {"text": "warm"})
+        pid = _gateway_pid(root)
+        if args.profile:
+            os.kill(pid, signal.SIGUSR2)
+            await client.call_tool("echo__echo", {"text": "warm"})  # the handler has run
+        before, started = cpu_seconds(pid), time.perf_counter()
+        for _ in range(args.calls):
+            result = await client.call_tool("echo__echo", {"text": "hello, gateway"})
+            assert not result.is_error
+        cpu, wall = cpu_seconds(pid) - before, time.perf_counter() - started
+        if args.profile:
+            os.kill(pid, signal.SIGUSR1)
+            for _ in range(600):
+                await anyio.sleep(0.1)
+                if prof.exists():
+                    break
+    print(f"load: {os.getloadavg()}")
+    print(f"{args.calls} calls: CPU {cpu * 1e3 / args.calls:.3f} ms/call (gateway process), "
+          f"wall {wall * 1e3 / args.calls:.3f} ms/call")  # fmt: skip
+    if args.profile:
+        report(prof, args.calls + 1)
+
+
+def _gateway_pid(root: Path) -> int:
+    """The gateway's process: the one whose command line names this run's state folder."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(root).encode() in cmdline and b"serve" in cmdline:
+            return int(entry.name)
+    raise RuntimeError("the gateway's process was not found")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--profile", action="store_true", help="cProfile the gateway")
+    parser.add_argument("--src", type=Path, help="another checkout's src folder")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        anyio.run(run, args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
