@@ -37,13 +37,13 @@ from .approvals import (
     PolicyHook,
     allow_all,
 )
-from .arguments import validate_arguments
+from .arguments import checked_arguments
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal, LiveProtection
 from .errors import ArgumentError
 from .events import EventBus, OutputRecorded
 from .telemetry.settings import active as telemetry_active
-from .telemetry.tracing import StepTracing, Tracing, tracing
+from .telemetry.tracing import UNTRACED, StepTracing, Tracing, tracing
 from .transcript import ToolCall, ToolOutput
 
 __all__ = [
@@ -179,7 +179,7 @@ class Dispatcher(CallRunner):
                 call, output=error(call, unknown_tool_message(call.name, self.toolset.names))
             )
         try:
-            validated = validate_arguments(tool, call.arguments)
+            params, repairs = checked_arguments(tool, call.arguments)
         except ArgumentError as exc:
             return Slot(
                 call,
@@ -187,7 +187,7 @@ class Dispatcher(CallRunner):
                     call, exc.model_message, {"problems": list(exc.problems)}, exc.repairs
                 ),
             )
-        return Slot(call, tool, validated.params, validated.repairs)
+        return Slot(call, tool, params, repairs)
 
     async def dispatch(
         self,
@@ -213,17 +213,18 @@ class Dispatcher(CallRunner):
         """
         if signal is None:
             signal = self.turn.signal if self.turn is not None else _NEVER
-        if prior:
-            done = {o.call_id: o for o in prior}
-            slots = [
-                Slot(c, output=done[c.call_id]) if c.call_id in done else self._prepare(c)
-                for c in calls
-            ]
-        else:
-            slots = [self._prepare(c) for c in calls]
+        done = {o.call_id: o for o in prior} if prior else None
+        slots: list[Slot] = []
+        for c in calls:  # (a loop, not a comprehension: no frame of its own)
+            slots.append(
+                Slot(c, output=done[c.call_id])
+                if done is not None and c.call_id in done
+                else self._prepare(c)
+            )
         if len(slots) > 1:
             _refuse_ambiguous(slots)
-        trace = self._tracing.step(slots, prior)
+        tracing = self._tracing
+        trace = UNTRACED if tracing is UNTRACED else tracing.step(slots, prior)
         try:
             if self.policy is not allow_all:
                 await self._check(slots, answers, trace)
@@ -236,13 +237,17 @@ class Dispatcher(CallRunner):
                 partial[:] = [s.output for s in slots if s.output is not None]
             raise
         finally:
-            trace.end(slots)
-        outputs = [s.output for s in slots]
-        assert None not in outputs  # every path above recorded exactly one output
+            if trace is not UNTRACED:
+                trace.end(slots)
+        outputs: list[ToolOutput] = []
+        for slot in slots:
+            output = slot.output
+            assert output is not None  # every path above recorded exactly one output
+            outputs.append(output)
         if self.events.active:
             for output in outputs:
-                await self.events.emit(OutputRecorded(self.session_id, output))  # type: ignore[arg-type]
-        return DispatchResult(outputs, terminated_by)  # type: ignore[arg-type]
+                await self.events.emit(OutputRecorded(self.session_id, output))
+        return DispatchResult(outputs, terminated_by)
 
     async def _check(
         self,
