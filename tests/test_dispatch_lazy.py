@@ -247,3 +247,23 @@ def test_the_dispatchers_check_is_validate_arguments(raw: str) -> None:
         return ("ok", params, repairs, *runs)
 
     assert outcome(checked_arguments) == outcome(validate_arguments)
+
+
+def test_a_wrapped_result_pickles_and_copies_as_the_constructors() -> None:
+    import copy
+    import pickle
+
+    for value in (3, "text", {"a": [1, None]}, None):
+        wrapped, made = ToolResult.wrap(value), _generic(value)
+        for twin in (
+            pickle.loads(pickle.dumps(wrapped)),
+            copy.copy(wrapped),
+            copy.deepcopy(wrapped),
+        ):
+            assert twin == made and twin.text() == made.text()
+            assert (twin.details, twin.events, twin.is_error, twin.terminate) == (
+                None,
+                (),
+                False,
+                False,
+            )

@@ -90,6 +90,12 @@ def _groups(slots: list[Slot]) -> list[list[Slot]]:
     return groups
 
 
+def _ended_by(slot: Slot) -> str | None:
+    """The name of the slot's tool if its (recorded) result ends the turn."""
+    assert slot.output is not None
+    return slot.call.name if slot.output.result.terminate else None
+
+
 def _refuse_ambiguous(slots: list[Slot]) -> None:
     """Calls of one step that share a call id are never run (nor approved).
 
@@ -228,7 +234,12 @@ class Dispatcher(CallRunner):
         try:
             if self.policy is not allow_all:
                 await self._check(slots, answers, trace)
-            terminated_by = await self._execute(slots, signal, trace)
+            only = slots[0] if len(slots) == 1 and slots[0].output is None else None
+            if only is not None:  # the common step, one call to run: one group of one,
+                await self._run(only, signal, trace)  # run as _execute would, in this task
+                terminated_by = _ended_by(only)
+            else:
+                terminated_by = await self._execute(slots, signal, trace)
         except PendingApproval:
             raise
         except BaseException as exc:
@@ -279,8 +290,7 @@ class Dispatcher(CallRunner):
         after get a "not run" output each (``_run`` sees the abort).
         """
         terminated_by: str | None = None
-        one = len(slots) == 1 and slots[0].output is None  # the common step: one group
-        for group in (slots,) if one else _groups(slots):
+        for group in _groups(slots):
             if terminated_by is not None and not signal.aborted:
                 for s in group:
                     s.output = error(s.call, f"Not run: {terminated_by} ended the turn.")
@@ -290,7 +300,5 @@ class Dispatcher(CallRunner):
             else:
                 await asyncio.gather(*(self._run(s, signal, trace) for s in group))
             for s in group:
-                assert s.output is not None
-                if s.output.result.terminate and terminated_by is None:
-                    terminated_by = s.call.name
+                terminated_by = terminated_by or _ended_by(s)
         return terminated_by
