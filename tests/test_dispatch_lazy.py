@@ -197,3 +197,73 @@ def test_a_wrapped_result_is_one_output_that_nothing_can_change() -> None:
     assert isinstance(output, Output)
     assert output.text == '{"a":[1,2]}'
     assert output.result.content[0].value == {"a": [1, 2]}  # type: ignore[union-attr]
+
+
+raw_arguments = st.one_of(
+    st.builds(
+        lambda d: __import__("json").dumps(d),
+        st.dictionaries(
+            st.sampled_from(["a", "b", "c", "note"]),
+            st.none() | st.integers() | st.text(max_size=5) | st.booleans(),
+            max_size=4,
+        ),
+    ),
+    st.text(max_size=30),
+    st.sampled_from(['{"a": 1, "b": 2', "{'a': 1, 'b': 2}", '"{\\"a\\": 1, \\"b\\": 2}"', ""]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw_arguments)
+def test_the_dispatchers_check_is_validate_arguments(raw: str) -> None:
+    from pydantic import BaseModel, field_validator
+
+    from tooldeck import Tool
+    from tooldeck.arguments import checked_arguments, validate_arguments
+    from tooldeck.errors import ArgumentError
+
+    runs: list[int] = []
+
+    class Params(BaseModel):
+        a: int
+        b: int = 0
+        note: str | None = None
+
+        @field_validator("a")
+        @classmethod
+        def counted(cls, v: int) -> int:
+            runs.append(v)
+            return v
+
+    def outcome(check: Any) -> tuple[Any, ...]:
+        tool_ = Tool.from_model(Params, lambda p, c: "x", name="t", description="d")
+        validate_arguments(tool_, '{"a": 1}')  # its checks are built on the first call
+        runs.clear()
+        try:
+            got = check(tool_, raw)
+        except ArgumentError as exc:
+            return ("error", exc.model_message, tuple(exc.problems), tuple(exc.repairs), *runs)
+        params, repairs = got if isinstance(got, tuple) else (got.params, got.repairs)
+        return ("ok", params, repairs, *runs)
+
+    assert outcome(checked_arguments) == outcome(validate_arguments)
+
+
+def test_a_wrapped_result_pickles_and_copies_as_the_constructors() -> None:
+    import copy
+    import pickle
+
+    for value in (3, "text", {"a": [1, None]}, None):
+        wrapped, made = ToolResult.wrap(value), _generic(value)
+        for twin in (
+            pickle.loads(pickle.dumps(wrapped)),
+            copy.copy(wrapped),
+            copy.deepcopy(wrapped),
+        ):
+            assert twin == made and twin.text() == made.text()
+            assert (twin.details, twin.events, twin.is_error, twin.terminate) == (
+                None,
+                (),
+                False,
+                False,
+            )

@@ -37,13 +37,13 @@ from .approvals import (
     PolicyHook,
     allow_all,
 )
-from .arguments import validate_arguments
+from .arguments import checked_arguments
 from .assembly import Toolset, TurnContext
 from .context import AbortSignal, LiveProtection
 from .errors import ArgumentError
 from .events import EventBus, OutputRecorded
 from .telemetry.settings import active as telemetry_active
-from .telemetry.tracing import StepTracing, Tracing, tracing
+from .telemetry.tracing import UNTRACED, StepTracing, Tracing, tracing
 from .transcript import ToolCall, ToolOutput
 
 __all__ = [
@@ -88,6 +88,12 @@ def _groups(slots: list[Slot]) -> list[list[Slot]]:
             groups.append([slot])
         last_parallel = parallel
     return groups
+
+
+def _ended_by(slot: Slot) -> str | None:
+    """The name of the slot's tool if its (recorded) result ends the turn."""
+    assert slot.output is not None
+    return slot.call.name if slot.output.result.terminate else None
 
 
 def _refuse_ambiguous(slots: list[Slot]) -> None:
@@ -179,7 +185,7 @@ class Dispatcher(CallRunner):
                 call, output=error(call, unknown_tool_message(call.name, self.toolset.names))
             )
         try:
-            validated = validate_arguments(tool, call.arguments)
+            params, repairs = checked_arguments(tool, call.arguments)
         except ArgumentError as exc:
             return Slot(
                 call,
@@ -187,7 +193,7 @@ class Dispatcher(CallRunner):
                     call, exc.model_message, {"problems": list(exc.problems)}, exc.repairs
                 ),
             )
-        return Slot(call, tool, validated.params, validated.repairs)
+        return Slot(call, tool, params, repairs)
 
     async def dispatch(
         self,
@@ -213,21 +219,27 @@ class Dispatcher(CallRunner):
         """
         if signal is None:
             signal = self.turn.signal if self.turn is not None else _NEVER
-        if prior:
-            done = {o.call_id: o for o in prior}
-            slots = [
-                Slot(c, output=done[c.call_id]) if c.call_id in done else self._prepare(c)
-                for c in calls
-            ]
-        else:
-            slots = [self._prepare(c) for c in calls]
+        done = {o.call_id: o for o in prior} if prior else None
+        slots: list[Slot] = []
+        for c in calls:  # (a loop, not a comprehension: no frame of its own)
+            slots.append(
+                Slot(c, output=done[c.call_id])
+                if done is not None and c.call_id in done
+                else self._prepare(c)
+            )
         if len(slots) > 1:
             _refuse_ambiguous(slots)
-        trace = self._tracing.step(slots, prior)
+        tracing = self._tracing
+        trace = UNTRACED if tracing is UNTRACED else tracing.step(slots, prior)
         try:
             if self.policy is not allow_all:
                 await self._check(slots, answers, trace)
-            terminated_by = await self._execute(slots, signal, trace)
+            only = slots[0] if len(slots) == 1 and slots[0].output is None else None
+            if only is not None:  # the common step, one call to run: one group of one,
+                await self._run(only, signal, trace)  # run as _execute would, in this task
+                terminated_by = _ended_by(only)
+            else:
+                terminated_by = await self._execute(slots, signal, trace)
         except PendingApproval:
             raise
         except BaseException as exc:
@@ -236,13 +248,17 @@ class Dispatcher(CallRunner):
                 partial[:] = [s.output for s in slots if s.output is not None]
             raise
         finally:
-            trace.end(slots)
-        outputs = [s.output for s in slots]
-        assert None not in outputs  # every path above recorded exactly one output
+            if trace is not UNTRACED:
+                trace.end(slots)
+        outputs: list[ToolOutput] = []
+        for slot in slots:
+            output = slot.output
+            assert output is not None  # every path above recorded exactly one output
+            outputs.append(output)
         if self.events.active:
             for output in outputs:
-                await self.events.emit(OutputRecorded(self.session_id, output))  # type: ignore[arg-type]
-        return DispatchResult(outputs, terminated_by)  # type: ignore[arg-type]
+                await self.events.emit(OutputRecorded(self.session_id, output))
+        return DispatchResult(outputs, terminated_by)
 
     async def _check(
         self,
@@ -274,8 +290,7 @@ class Dispatcher(CallRunner):
         after get a "not run" output each (``_run`` sees the abort).
         """
         terminated_by: str | None = None
-        one = len(slots) == 1 and slots[0].output is None  # the common step: one group
-        for group in (slots,) if one else _groups(slots):
+        for group in _groups(slots):
             if terminated_by is not None and not signal.aborted:
                 for s in group:
                     s.output = error(s.call, f"Not run: {terminated_by} ended the turn.")
@@ -285,7 +300,5 @@ class Dispatcher(CallRunner):
             else:
                 await asyncio.gather(*(self._run(s, signal, trace) for s in group))
             for s in group:
-                assert s.output is not None
-                if s.output.result.terminate and terminated_by is None:
-                    terminated_by = s.call.name
+                terminated_by = terminated_by or _ended_by(s)
         return terminated_by

@@ -300,7 +300,7 @@ class ToolResult:
             if kind is int:
                 return _json_result(repr(value))
             if kind is str:
-                return _made(_utf8_safe(value), None)
+                return _made(_utf8_safe(value))
             if kind in _JSON_KINDS and not (kind is list and _all_parts(value)):
                 return _json_result(_utf8_safe(encode_json(value)))
             if value is None:
@@ -359,25 +359,18 @@ def _json_result(text: str) -> ToolResult:
     """``ToolResult((JsonPart(value),))`` for ``text``, the value's JSON (UTF-8 safe)."""
     part: JsonPart = _new(JsonPart)
     _set(part, "text", text)
-    return _made(text, part)
-
-
-def _made(text: str, part: JsonPart | None) -> ToolResult:
-    """What ``ToolResult(text)`` (``part`` None) or ``ToolResult((part,))`` makes, frozen
-    content whose text is ``text``, without the dataclass's generic ``__init__`` and
-    checks (the hot path): one ``__dict__`` set instead of seven frozen attribute sets."""
     result: ToolResult = _new(ToolResult)
-    _set(
-        result,
-        "__dict__",
-        {
-            "content": text if part is None else (part,),
-            "details": None,
-            "events": (),
-            "is_error": False,
-            "terminate": False,
-            "complete_actor_event": False,
-            "_text": text,
-        },
-    )
+    _set(result, "__dict__", {"content": (part,), "_text": text})  # see _made
+    return result
+
+
+def _made(text: str) -> ToolResult:
+    """``ToolResult(text)`` for UTF-8 safe ``text``, without the dataclass's generic
+    ``__init__`` and checks (the hot path): its ``__dict__`` set at once, instead of
+    seven frozen attribute sets. It holds ``content`` and ``_text`` only: the other
+    fields keep their defaults, which a dataclass without ``__slots__`` (``ToolResult``
+    has none, for this) keeps as class attributes, so reading, comparing, hashing,
+    copying, pickling and ``dataclasses.replace`` see them as set."""
+    result: ToolResult = _new(ToolResult)
+    _set(result, "__dict__", {"content": text, "_text": text})
     return result

@@ -148,6 +148,7 @@ class Tool:
         "_arg_spec",
         "_describe",
         "_describe_completed",
+        "_direct",
         "_execute",
         "_is_async",
         "_lazy_params",
@@ -225,6 +226,8 @@ class Tool:
         # whether execute reads its ToolContext: False only for a function without a
         # ToolContext parameter, whose calls the dispatcher then makes no context for
         self._takes_context = getattr(execute, "_tooldeck_takes_context", True) is not False
+        # such a function, called with the parameters themselves (no wrapper frame)
+        self._direct: Callable[..., Any] | None = getattr(execute, "_tooldeck_direct", None)
         self._projections: dict[Any, Any] = {}
         self._arg_spec: Any = None  # built by tooldeck.arguments on first use
         model = parameters.model
@@ -393,7 +396,8 @@ class Tool:
         if is_async is None:  # decided once per tool, not per call
             is_async = self._is_async = _is_async_callable(execute)
         if is_async:
-            value = await execute(params, ctx)
+            direct = self._direct  # the model forbids extra keys: __dict__ is the arguments
+            value = await (execute(params, ctx) if direct is None else direct(**params.__dict__))
         elif self.run_sync_in_thread:
             value = await run_in_thread(_call_and_freeze, execute, params, ctx)
         else:
@@ -451,6 +455,7 @@ def _function_executor(fn: Callable[..., Any], context_param: str | None) -> Exe
             return fn(**params.__dict__)
 
         call._tooldeck_takes_context = False  # type: ignore[attr-defined]
+        call._tooldeck_direct = fn  # type: ignore[attr-defined]  # what invoke calls instead
 
     else:
 
