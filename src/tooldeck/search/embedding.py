@@ -236,7 +236,9 @@ class VectorCache:
         stored = self._read(path)
         index: dict[bytes, int] = {}
         if stored is not None:
-            index = {bytes(k): i for i, k in enumerate(stored[0])}
+            # numpy's "S32" drops a key's trailing zero bytes when read: pad them back
+            # (else a text whose SHA-256 ends in 0x00 is embedded again on every build)
+            index = {bytes(k).ljust(32, b"\0"): i for i, k in enumerate(stored[0])}
         missing = sorted({k: i for i, k in enumerate(keys) if k not in index}.values())
         fresh = unit_rows(embedder.embed([texts[i] for i in missing])) if missing else None
         dim = (
