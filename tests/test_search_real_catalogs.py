@@ -128,3 +128,62 @@ def test_a_text_whose_key_ends_in_a_zero_byte_is_read_from_the_cache(tmp_path: P
     again = cache.vectors(embedder, [text, "list the branches"])
     assert cache.last == (2, 0)  # numpy strips the zero byte when reading: padded back
     assert (first == again).all()
+
+
+def test_the_gateway_searches_with_the_quality_mode_it_was_given(tmp_path: Path) -> None:
+    """``tooldeck serve --quality`` in front of the real memory server: tool_search ranks
+    with MiniLM (its vectors land in the cache under its name) and a request to remember
+    does not get a delete tool first."""
+    import anyio
+    from gateway_client import (
+        ALLOW_ALL,
+        gateway,
+        npm_server,
+        text_of,
+        write_config,
+        write_policy,
+    )
+
+    entry = npm_server("@modelcontextprotocol/server-memory", "2026.8.31", "mcp-server-memory")
+    config = write_config(
+        tmp_path,
+        {
+            "memory": {
+                "command": "node",
+                "args": [str(entry)],
+                "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
+            }
+        },
+    )
+    policy = write_policy(tmp_path, ALLOW_ALL)
+    cache = tmp_path / "cache"
+    env = {"TOOLDECK_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
+    answers: list[str] = []
+
+    async def main() -> None:
+        args = ("--policy", str(policy), "--quality")
+        async with gateway(config, tmp_path / "s", *args, lexical=False, env=env) as c:
+            query = {"query": "remember a fact about a person"}
+            answers.append(text_of(await c.call_tool("tool_search", query)))
+
+    anyio.run(main)
+    first = next(line for line in answers[0].splitlines() if line.startswith("- "))
+    assert "memory__" in first and "memory__delete" not in first, answers[0]
+    assert list((cache / "embeddings").glob("all-MiniLM-L6-v2-int8-*.npz"))
+
+
+def test_serve_refuses_quality_and_lexical_together(tmp_path: Path) -> None:
+    from gateway_client import time_server, write_config
+
+    config = write_config(tmp_path, {"time": time_server()})
+    serve = [sys.executable, "-m", "tooldeck.cli", "serve", "--mcp", str(config)]
+    done = subprocess.run(
+        [*serve, "--quality", "--lexical"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done
+    assert "--quality and --lexical" in done.stderr and "Traceback" not in done.stderr
