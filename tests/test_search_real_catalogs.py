@@ -135,6 +135,7 @@ def test_the_gateway_searches_with_the_quality_mode_it_was_given(tmp_path: Path)
     with MiniLM (its vectors land in the cache under its name) and a request to remember
     does not get a delete tool first."""
     import anyio
+
     from gateway_client import (
         ALLOW_ALL,
         gateway,
