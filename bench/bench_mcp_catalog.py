@@ -8,8 +8,9 @@ about 2,000 tools). Queries: ``bench/mcp_catalog/queries.json`` (split ``fresh``
 used for tuning): natural requests, each with the tool(s) it needs.
 
 Modes: BM25F alone; the default (BM25F + WordLlama, alternatives); ``quality``
-(BM25F + MiniLM-L6 int8 from ``tooldeck[quality]``); and, in the same run, two outside
-rankers: ``bm25s`` (one flat document per tool: name words + description) and plain
+(BM25F + MiniLM-L6 int8 from ``tooldeck[quality]``), at the default fusion weight and at
+the weight chosen for MiniLM on ``tune`` (``minilm.QUALITY_WEIGHT``); and, in the same run, two
+outside rankers: ``bm25s`` (one flat document per tool: name words + description) and plain
 MiniLM (cosine alone over the tool's name words + description, the same model).
 
 Reported per mode: R@1, R@5, MRR, mean rank of the needed tool (11 when not in the top
@@ -17,7 +18,7 @@ Reported per mode: R@1, R@5, MRR, mean rank of the needed tool (11 when not in t
 query latency p50/p99 (µs, ``limit=5``) and build time with cached vectors.
 
 Run: ``uv run --group bench python bench/bench_mcp_catalog.py`` (``--rounds N``,
-``--no-big`` for the live catalog only).
+``--no-big`` for the live catalog only, ``--cache DIR`` to keep the vectors between runs).
 """
 
 from __future__ import annotations
@@ -37,13 +38,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import BackgroundLoad, machine_lines, percentile, table
 from bench_search import Retrieve, evaluate, flat, grouped, latency_us, request_ranks
-from tooldeck.search import ToolDoc, ToolIndex, load_definitions
+from tooldeck.search import SearchConfig, ToolDoc, ToolIndex, load_definitions
 from tooldeck.search.embedding import Embedder, VectorCache, quality_embedder, unit_rows
+from tooldeck.search.minilm import QUALITY_WEIGHT
 
 HERE = Path(__file__).resolve().parent
 LIVE = HERE / "mcp_catalog" / "tools.json"
 QUERIES = HERE / "mcp_catalog" / "queries.json"
 BIG = HERE / "catalog" / "tools.json"
+QUALITY_CONFIG = SearchConfig(semantic_weight=QUALITY_WEIGHT)
 
 
 def catalogs(big: bool) -> dict[str, list[ToolDoc]]:
@@ -100,9 +103,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--no-big", action="store_true")
+    parser.add_argument("--cache", default=None, help="a vector cache folder to reuse")
     args = parser.parse_args()
     queries = json.loads(QUERIES.read_text(encoding="utf-8"))["queries"]
-    cache = VectorCache(tempfile.mkdtemp(prefix="bench-mcp-cache-"))
+    cache = VectorCache(args.cache or tempfile.mkdtemp(prefix="bench-mcp-cache-"))
     minilm = quality_embedder()
     texts = list(dict.fromkeys(t for q in queries for t in [q["query"], *q.get("subqueries", [])]))
     for line in machine_lines(("tooldeck", "numpy", "onnxruntime", "tokenizers", "bm25s")):
@@ -114,6 +118,12 @@ def main() -> None:
             (
                 "quality (BM25F + MiniLM int8)",
                 lambda d=docs: grouped(ToolIndex(d, semantic="quality", cache=cache)),
+            ),
+            (
+                f"quality, semantic_weight={QUALITY_WEIGHT:g}",
+                lambda d=docs: grouped(
+                    ToolIndex(d, semantic="quality", cache=cache, config=QUALITY_CONFIG)
+                ),
             ),
             ("bm25s (flat BM25)", lambda d=docs: bm25s_ranker(d)),
             ("plain MiniLM cosine", lambda d=docs: cosine_ranker(minilm, d, cache)),
