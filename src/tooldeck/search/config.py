@@ -53,6 +53,11 @@ class SearchConfig:
     #: a tool found by cosine alone needs at least this cosine (keeps nonsense queries
     #: from matching anything; tune recall is the same anywhere from 0 to 0.7)
     semantic_min_similarity: float = 0.5
+    #: a cosine under this counts as this ("sum" fusion): unrelated texts have cosines
+    #: scattered near zero, and that scatter must not order tools BM25F ties (all the
+    #: tools of a server a query matched only by the server's name; issue 36). Tune:
+    #: 0.1-0.2 change nothing, 0.3 costs 0.002 R@5
+    semantic_noise_floor: float = 0.2
     #: how BM25F and cosine are combined: "sum" (BM25F / best + weight x cosine) or
     #: "rrf" (reciprocal rank fusion: 1 / (k + BM25F rank) + weight / (k + cosine rank))
     semantic_fusion: Literal["sum", "rrf"] = "sum"

@@ -66,11 +66,12 @@ class Embedder(Protocol):
         ...
 
 
-SemanticSetting = bool | Literal["auto"] | Embedder
+SemanticSetting = bool | Literal["auto", "quality"] | Embedder
 
 _default_lock = threading.Lock()
 _default: Embedder | None = None
 _default_reason: str | None = None
+_quality: Embedder | None = None
 
 
 def default_embedder() -> tuple[Embedder | None, str | None]:
@@ -92,12 +93,27 @@ def default_embedder() -> tuple[Embedder | None, str | None]:
         return _default, _default_reason
 
 
+def quality_embedder() -> Embedder:
+    """The quality mode's encoder (MiniLM from ``tooldeck[quality]``, loaded once per
+    process); :class:`~tooldeck.errors.MissingExtra` when the extra is not installed."""
+    global _quality
+    with _default_lock:
+        if _quality is None:
+            from .minilm import load
+
+            _quality = load()
+        return _quality
+
+
 def resolve_embedder(semantic: SemanticSetting) -> Embedder | None:
     """The embedder ``semantic`` asks for: ``False`` none, ``"auto"`` the default when
     installed (logged at debug level when not), ``True`` the default (a warning when
-    missing), or an :class:`Embedder` itself."""
+    missing), ``"quality"`` the quality mode's encoder (an error when missing), or an
+    :class:`Embedder` itself."""
     if semantic is False:
         return None
+    if semantic == "quality":
+        return quality_embedder()
     if semantic is True or semantic == "auto":
         embedder, reason = default_embedder()
         if embedder is None:
@@ -106,7 +122,9 @@ def resolve_embedder(semantic: SemanticSetting) -> Embedder | None:
         return embedder
     if isinstance(semantic, Embedder):
         return semantic
-    raise ValueError(f"semantic must be True, False, 'auto' or an Embedder, not {semantic!r}")
+    raise ValueError(
+        f"semantic must be True, False, 'auto', 'quality' or an Embedder, not {semantic!r}"
+    )
 
 
 def default_cache_dir() -> Path:
@@ -218,7 +236,9 @@ class VectorCache:
         stored = self._read(path)
         index: dict[bytes, int] = {}
         if stored is not None:
-            index = {bytes(k): i for i, k in enumerate(stored[0])}
+            # numpy's "S32" drops a key's trailing zero bytes when read: pad them back
+            # (else a text whose SHA-256 ends in 0x00 is embedded again on every build)
+            index = {bytes(k).ljust(32, b"\0"): i for i, k in enumerate(stored[0])}
         missing = sorted({k: i for i, k in enumerate(keys) if k not in index}.values())
         fresh = unit_rows(embedder.embed([texts[i] for i in missing])) if missing else None
         dim = (

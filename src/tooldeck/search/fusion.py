@@ -5,7 +5,9 @@ between embeddings is the reverse. Candidates are BM25F's best ``semantic_pool``
 ``semantic_pool`` tools nearest to the query (a cosine-only candidate needs
 ``semantic_min_similarity``, so nonsense finds nothing), scored by one of:
 
-- ``"sum"``: BM25F / best BM25F + ``semantic_weight`` x cosine;
+- ``"sum"``: BM25F / best BM25F + ``semantic_weight`` x cosine, a cosine under
+  ``semantic_noise_floor`` counted as the floor (near-zero cosines are noise: they must
+  not order tools the lexical side ties);
 - ``"rrf"``: reciprocal rank fusion, 1 / (k + BM25F rank) + ``semantic_weight`` /
   (k + cosine rank), ranks over the whole catalog.
 
@@ -56,7 +58,8 @@ def fuse(
         return fused
     best = scores[lex_top[0]] if lex_top else 0.0
     scale = 1.0 / best if best > 0 else 0.0
-    fused = {i: scores[i] * scale + weight * float(cosines[i]) for i in lex_top}
+    noise = config.semantic_noise_floor
+    fused = {i: scores[i] * scale + weight * max(noise, float(cosines[i])) for i in lex_top}
     for i in near:
-        fused[i] = lexical(i) * scale + weight * float(cosines[i])
+        fused[i] = lexical(i) * scale + weight * max(noise, float(cosines[i]))
     return fused

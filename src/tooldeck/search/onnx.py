@@ -37,7 +37,9 @@ class OnnxEmbedder:
 
     ``path``: a folder with ``tokenizer.json`` and ``model.onnx`` (or ``onnx/model.onnx``,
     or the only ``*.onnx`` file there), or the ``.onnx`` file itself with
-    ``tokenizer.json`` beside it. ``threads``: onnxruntime's intra-op threads (1 keeps a
+    ``tokenizer.json`` beside it; or, with ``tokenizer`` (a ``tokenizers.Tokenizer``),
+    the ``.onnx`` file alone (``version``: what identifies its vectors, else the file's
+    SHA-256). ``threads``: onnxruntime's intra-op threads (1 keeps a
     query from competing with the rest of the process). ``max_tokens``: longer texts are
     cut. ``batch_size``: texts per run when embedding many.
     """
@@ -50,16 +52,22 @@ class OnnxEmbedder:
         max_tokens: int = 256,
         batch_size: int = 32,
         name: str | None = None,
+        tokenizer: Any = None,
+        version: str | None = None,
     ) -> None:
         with needs_extra("onnx"):
             np = importlib.import_module("numpy")
             ort = importlib.import_module("onnxruntime")
             tokenizers = importlib.import_module("tokenizers")
         self._np = np
-        model_file, tokenizer_file = self._locate(Path(path))
+        if tokenizer is None:
+            model_file, tokenizer_file = self._locate(Path(path))
+            tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+        else:
+            model_file = Path(path)
         self.model_file = model_file
         self._name = name or f"onnx/{model_file.parent.name or model_file.stem}"
-        self._version = _file_digest(model_file)
+        self._version = version or _file_digest(model_file)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -70,7 +78,7 @@ class OnnxEmbedder:
         self._inputs = [i.name for i in self._session.get_inputs()]
         if "input_ids" not in self._inputs:
             raise ValueError(f"{model_file}: the model has no 'input_ids' input ({self._inputs})")
-        self._tokenizer = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+        self._tokenizer = tokenizer
         self._tokenizer.enable_truncation(max_tokens)
         self._tokenizer.no_padding()
         self.batch_size = max(1, batch_size)
