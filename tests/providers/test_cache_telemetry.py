@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from openai import AsyncAzureOpenAI
-from test_telemetry_support import Recorded, attrs, otel  # noqa: F401  (fixture)
 
 import tooldeck
+from test_telemetry_support import Recorded, attrs, otel  # noqa: F401  (fixture)
 from tooldeck.providers.anthropic import AnthropicModel
 from tooldeck.providers.chat_completions import ChatCompletionsModel
 from tooldeck.providers.gemini import GeminiModel
