@@ -21,8 +21,10 @@ from tooldeck import ModelSettings, Session, tool
 from tooldeck.plan import ToolPlanner
 from tooldeck.providers.anthropic import AnthropicModel
 from tooldeck.providers.chat_completions import ChatCompletionsModel
+from tooldeck.providers.gemini import GeminiModel
 from tooldeck.providers.openai_responses import OpenAIResponsesModel
 
+from . import gemini_wire as gw
 from . import test_anthropic as an
 from . import test_chat_completions as cc
 from . import test_openai_responses as oa
@@ -71,6 +73,13 @@ def script(wire: str, fake: FakeProvider) -> Any:
             Reply(cc.completion(content="Oslo: fine.")),
         )
         return ChatCompletionsModel("gpt-4.1", api_key="k", base_url=fake.url + "/v1")
+    if wire == "gemini":
+        fake.queue(
+            Reply(gw.response(gw.call_part("c1", "tool_search", json.loads(SEARCH)))),
+            Reply(gw.response(gw.call_part("c2", "report_7", {"city": "Oslo"}))),
+            Reply(gw.response({"text": "Oslo: fine."})),
+        )
+        return GeminiModel(gw.MODEL, api_key="k", base_url=fake.url, max_retries=0)
     fake.queue(
         Reply(oa.response(oa.fc("call_1", "tool_search", SEARCH))),
         Reply(oa.response(oa.fc("call_2", "report_7", '{"city": "Oslo"}'), rid="resp_2")),
@@ -79,7 +88,14 @@ def script(wire: str, fake: FakeProvider) -> Any:
     return OpenAIResponsesModel("gpt-4.1", api_key="k", base_url=fake.url + "/v1")
 
 
-@pytest.mark.parametrize("wire", ["anthropic", "openai-chat", "openai-responses"])
+def tool_list(wire: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    if wire == "gemini":
+        [entry] = body["tools"]
+        return list(entry["functionDeclarations"])
+    return list(body["tools"])
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 def test_a_tool_found_by_search_extends_the_cached_prefix(
     wire: str, fake_provider: FakeProvider
 ) -> None:
@@ -97,12 +113,13 @@ def test_a_tool_found_by_search_extends_the_cached_prefix(
     assert result.output == "Oslo: fine." and RAN == ["7:Oslo"]
     before, after, _ = (bare(b) for b in fake_provider.bodies())
     # the found tool comes last, after the search tool (catalog order would put it first)
-    assert [name_of(t) for t in before["tools"]] == ["report_9", "tool_search"]
-    assert [name_of(t) for t in after["tools"]] == ["report_9", "tool_search", "report_7"]
+    old_tools, new_tools = tool_list(wire, before), tool_list(wire, after)
+    assert [name_of(t) for t in old_tools] == ["report_9", "tool_search"]
+    assert [name_of(t) for t in new_tools] == ["report_9", "tool_search", "report_7"]
     # the bytes of the old tool list (without its closing bracket) begin the new one
-    old, new = json.dumps(before["tools"]), json.dumps(after["tools"])
+    old, new = json.dumps(old_tools), json.dumps(new_tools)
     assert new.startswith(old[:-1] + ", ")
-    transcript = "input" if wire == "openai-responses" else "messages"
+    transcript = {"openai-responses": "input", "gemini": "contents"}.get(wire, "messages")
     assert after[transcript][: len(before[transcript])] == before[transcript]
-    for key in ("system", "instructions", "prompt_cache_key"):
+    for key in ("system", "instructions", "prompt_cache_key", "systemInstruction"):
         assert after.get(key) == before.get(key)

@@ -19,6 +19,7 @@ from openai import AsyncAzureOpenAI
 
 import tooldeck
 from test_telemetry_support import Recorded, attrs, otel  # noqa: F401  (fixture)
+from tooldeck import ModelSettings
 from tooldeck.providers.anthropic import AnthropicModel
 from tooldeck.providers.chat_completions import ChatCompletionsModel
 from tooldeck.providers.gemini import GeminiModel
@@ -112,3 +113,15 @@ def test_cache_reads_and_writes_reach_usage_and_spans(
         seen = attrs(span)
         assert seen[READ] == 900
         assert seen.get(WRITE, 0) == written
+
+
+def test_an_explicit_gemini_cache_is_sent_by_name(fake_provider: FakeProvider) -> None:
+    """A ``cachedContents/...`` made by the user goes in the body as given (docs)."""
+    model = gemini(fake_provider)
+    settings = ModelSettings(cache=True, extra={"cachedContent": "cachedContents/tools-v1"})
+    result = asyncio.run(tooldeck.run(model, [], "hi", settings=settings))
+
+    assert result.usage.cache_read_tokens == 900
+    [body] = fake_provider.bodies()
+    gw.check_request(body)
+    assert body["cachedContent"] == "cachedContents/tools-v1"
