@@ -151,3 +151,23 @@ def test_a_streamed_request_carries_the_beta_only_with_deferred_tools(
     else:
         assert (BETA in recorded.headers.get("anthropic-beta", "")) is deferred
     check_wire(cloud, fake_provider, stream=True)
+
+
+def test_the_beta_joins_the_clients_own_betas(
+    gcp: None,  # noqa: F811
+    fake_provider: FakeProvider,
+) -> None:
+    from anthropic import AsyncAnthropicVertex
+
+    client = AsyncAnthropicVertex(
+        base_url=fake_provider.url,
+        max_retries=0,
+        default_headers={"anthropic-beta": "context-management-2025-06-27"},
+    )
+    model = AnthropicModel("claude-sonnet-4-6@20260101", client=client)
+    result = run_search(model, fake_provider, "bm25")
+
+    assert RAN == ["7:Oslo"] and result.steps == 2
+    for recorded in calls(fake_provider):
+        betas = recorded.headers["anthropic-beta"].split(",")
+        assert betas == ["context-management-2025-06-27", BETA]
