@@ -19,6 +19,12 @@ bodies it receives (tokens estimated as JSON characters / 4, the same for every 
   order, cutting the shared prefix there; with it, it is appended. (``prompt_cache_key``
   only routes requests to the same cache machine, which a local server cannot show.)
 
+- **Gemini** (generateContent, local ``tool_search``): the same flow as OpenAI. Gemini
+  caches implicitly (Gemini 2.5 and later): ``cachedContentTokenCount`` is the longest
+  prefix shared with an earlier request (declarations, then the system instruction, then
+  the contents), from 1,024 tokens; hits are billed at 0.25x (Gemini 2.5's 75% discount).
+  ``cache`` sends nothing to Gemini; it keeps declarations where first sent.
+
 Run: ``uv run --locked python bench/prompt_cache.py``.
 """
 
@@ -42,6 +48,7 @@ from tooldeck import ModelSettings, Session, Tool  # noqa: E402
 from tooldeck.plan import ToolPlanner  # noqa: E402
 from tooldeck.providers.anthropic import AnthropicModel  # noqa: E402
 from tooldeck.providers.chat_completions import ChatCompletionsModel  # noqa: E402
+from tooldeck.providers.gemini import GeminiModel  # noqa: E402
 
 STEPS = 10
 CATALOG = 300
@@ -129,12 +136,47 @@ class OpenAICache:
         }
 
 
+class GeminiCache:
+    """Gemini's implicit cache: the longest prefix seen before, from 1,024 tokens."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    def usage(self, body: dict[str, Any]) -> dict[str, Any]:
+        parts = [
+            json.dumps(d, sort_keys=True)
+            for t in body.get("tools", [])
+            for d in t.get("functionDeclarations", [])
+        ]
+        if "systemInstruction" in body:
+            parts.append(json.dumps(body["systemInstruction"], sort_keys=True))
+        parts += [json.dumps(c, sort_keys=True) for c in body["contents"]]
+        total = sum(len(p) // 4 for p in parts)
+        best = 0
+        for earlier in self.seen:
+            shared = 0
+            for a, b in zip(parts, earlier, strict=False):
+                if a != b:
+                    break
+                shared += len(a) // 4
+            best = max(best, shared)
+        self.seen.append(parts)
+        cached = best if best >= MIN_CACHE else 0
+        return {
+            "promptTokenCount": total,
+            "candidatesTokenCount": 40,
+            "cachedContentTokenCount": cached,
+            "totalTokenCount": total + 40,
+        }
+
+
 class Server:
     """A local provider: scripted steps, usage from the simulated cache."""
 
     def __init__(self, wire: str, targets: list[str]) -> None:
         self.wire, self.targets = wire, targets
-        self.cache: Any = AnthropicCache() if wire == "anthropic" else OpenAICache()
+        caches = {"anthropic": AnthropicCache, "gemini": GeminiCache}
+        self.cache: Any = caches.get(wire, OpenAICache)()
         self.usages: list[dict[str, Any]] = []
         self.step = 0
         server = self
@@ -161,11 +203,11 @@ class Server:
         self.usages.append(usage)
         self.step += 1
         last = self.step >= STEPS
-        return (
-            self._anthropic(usage, last)
-            if self.wire == "anthropic"
-            else self._chat(body, usage, last)
-        )
+        if self.wire == "anthropic":
+            return self._anthropic(usage, last)
+        if self.wire == "gemini":
+            return self._gemini(body, usage, last)
+        return self._chat(body, usage, last)
 
     def _anthropic(self, usage: dict[str, int], last: bool) -> dict[str, Any]:
         n = self.step
@@ -236,6 +278,28 @@ class Server:
             "usage": usage,
         }
 
+    def _next_call(self, shown: set[str]) -> tuple[str, dict[str, Any]]:
+        """The local-search flow: search for the step's target, then call it."""
+        target = self.targets[(self.step - 1) // 2]
+        if target in shown:  # found by the last search: call it
+            return target, {}
+        return "tool_search", {"query": target.replace("_", " "), "limit": 1}
+
+    def _gemini(self, body: dict[str, Any], usage: dict[str, Any], last: bool) -> dict[str, Any]:
+        shown = {d["name"] for t in body.get("tools", []) for d in t["functionDeclarations"]}
+        if last:
+            parts: list[Any] = [{"text": "All done."}]
+        else:
+            name, args = self._next_call(shown)
+            parts = [{"functionCall": {"id": f"c{self.step}", "name": name, "args": args}}]
+        return {
+            "candidates": [
+                {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+            ],
+            "usageMetadata": usage,
+            "modelVersion": "gemini-2.5-flash",
+        }
+
     def close(self) -> None:
         self.http.shutdown()
         self.http.server_close()
@@ -274,6 +338,8 @@ def run(wire: str, cache: bool, *, eager: bool = False) -> dict[str, int]:
             model: Any = AnthropicModel(
                 "claude-sonnet-4-6", api_key="k", base_url=server.url, max_retries=0
             )
+        elif wire == "gemini":
+            model = GeminiModel("gemini-2.5-flash", api_key="k", base_url=server.url, max_retries=0)
         else:
             model = ChatCompletionsModel(
                 "gpt-4.1", api_key="k", base_url=server.url + "/v1", max_retries=0
@@ -295,6 +361,10 @@ def run(wire: str, cache: bool, *, eager: bool = False) -> dict[str, int]:
         full = sum(u["input_tokens"] for u in server.usages)
         read = sum(u["cache_read_input_tokens"] for u in server.usages)
         write = sum(u["cache_creation_input_tokens"] for u in server.usages)
+    elif wire == "gemini":
+        read = sum(u["cachedContentTokenCount"] for u in server.usages)
+        full = sum(u["promptTokenCount"] for u in server.usages) - read
+        write = 0
     else:
         read = sum(u["prompt_tokens_details"]["cached_tokens"] for u in server.usages)
         full = sum(u["prompt_tokens"] for u in server.usages) - read
@@ -317,6 +387,7 @@ def main() -> None:
         ("anthropic, 300 tools eager", "anthropic", True),
         ("anthropic, hosted tool search", "anthropic", False),
         ("openai-chat, local tool_search", "openai-chat", False),
+        ("gemini, local tool_search", "gemini", False),
     ]
     for label, wire, eager in runs:
         for cache in (False, True):

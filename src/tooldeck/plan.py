@@ -320,7 +320,12 @@ class ToolPlanner(Source):
                     self.loaded.setdefault(name, f"loaded by tool_search at step {self._step}")
 
             index = ToolIndex(deferred, semantic=self.semantic)
-            self._search = tool_search_tool(index, select)
+            # Tools found by a search leave the index, but the tool's description (which
+            # counts them) stays as first sent: a changed definition would invalidate the
+            # provider's cached prompt prefix from this tool on (docs/providers.md).
+            shrunk = self._search is not None and set(key) <= set(self._index_key)
+            kept = self._search.description if shrunk and self._search is not None else None
+            self._search = tool_search_tool(index, select, description=kept)
             self._index_key = key
         return self._search
 

@@ -91,6 +91,10 @@ AnthropicClient: TypeAlias = AsyncAnthropic | AsyncAnthropicBedrock | AsyncAnthr
 # Anthropic's hosted tool search (BM25 over names, descriptions and argument text),
 # added when the request defers tools (providers.md 6.6).
 TOOL_SEARCH_TOOL = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+# Bedrock has only the regex variant, and Bedrock and Vertex AI take the tool search tool
+# behind a beta (GA on the Anthropic API): docs/providers.md, "Clouds".
+REGEX_SEARCH_TOOL = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+CLOUD_SEARCH_BETA = "tool-search-tool-2025-10-19"
 PROVIDER = "anthropic"
 ADAPTER = "anthropic-messages"
 DEFAULT_MAX_TOKENS = 4096
@@ -125,6 +129,14 @@ _CREATE_KWARGS = {"model", "max_tokens", "messages"} | frozenset(
 
 
 # -- requests ----------------------------------------------------------------------------
+
+
+def _searches(tools: Sequence[Any]) -> bool:
+    """Whether ``tools`` hold Anthropic's tool search tool (either variant)."""
+    return any(
+        isinstance(t, Mapping) and str(t.get("type", "")).startswith("tool_search_tool")
+        for t in tools
+    )
 
 
 def _tool_choice(settings: ModelSettings) -> dict[str, Any]:
@@ -416,7 +428,7 @@ class AnthropicModel:
         body, structured = self.build_request(request)
         kwargs, extra = self._split(body)
         response = await self._clients.get().messages.with_raw_response.create(
-            **kwargs, extra_body=extra or None
+            **kwargs, extra_body=extra or None, extra_headers=self._headers(body)
         )
         raw = await response.json()
         if not isinstance(raw, dict):
@@ -437,7 +449,7 @@ class AnthropicModel:
         # The client's own decoder: SSE, or Bedrock's binary event stream.
         decoder = client._make_sse_decoder()
         async with client.messages.with_streaming_response.create(
-            **kwargs, stream=True, extra_body=extra or None
+            **kwargs, stream=True, extra_body=extra or None, extra_headers=self._headers(body)
         ) as response:
             http = response.http_response
             async for sse in decoder.aiter_bytes(http.aiter_bytes()):
@@ -493,8 +505,9 @@ class AnthropicModel:
                     ],
                     provider=PROVIDER,
                 )
-            if not any(str(t.get("type", "")).startswith("tool_search_tool") for t in all_tools):
-                all_tools.append(dict(TOOL_SEARCH_TOOL))
+            if not _searches(all_tools):
+                on_bedrock = self._cloud is not None and self._cloud.name == "bedrock"
+                all_tools.append(dict(REGEX_SEARCH_TOOL if on_bedrock else TOOL_SEARCH_TOOL))
         if all_tools:
             body["tools"] = self._tool_order.apply(all_tools) if settings.cache else all_tools
             body["tool_choice"] = _tool_choice(settings)
@@ -577,6 +590,21 @@ class AnthropicModel:
             else:
                 blocks.append(copy.deepcopy(part.data))  # verbatim, never translated
         return blocks
+
+    def _headers(self, body: Mapping[str, Any]) -> dict[str, str] | None:
+        """The cloud's beta header when the request carries a tool search tool.
+
+        Added to the client's own ``anthropic-beta`` (if any); Bedrock's SDK client moves
+        the header into the body (``anthropic_beta``), where InvokeModel reads it.
+        """
+        if self._cloud is None or not _searches(body.get("tools") or ()):
+            return None
+        client = self._clients.current
+        mine = str(client.default_headers.get("anthropic-beta") or "")
+        betas = [b for b in mine.split(",") if b.strip()]
+        if CLOUD_SEARCH_BETA not in betas:
+            betas.append(CLOUD_SEARCH_BETA)
+        return {"anthropic-beta": ",".join(betas)}
 
     @staticmethod
     def _split(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -44,6 +44,7 @@ from ..errors import MissingCredentials, ModelConfigError
 from ..model import ModelDelta, ModelRequest
 from ..tools import Tool
 from ..transcript import AssistantMessage, Item
+from ._caching import ToolOrder
 from ._common import StructuredOutput
 from ._gemini_schema import GeminiProjection, project_gemini_tools
 from .errors import Target, missing_credentials, translated, translated_stream
@@ -103,6 +104,7 @@ class GeminiModel:
         self.max_tokens = max_tokens
         self.thinking = dict(thinking) if thinking is not None else None
         self.safety_settings = [dict(s) for s in safety_settings]
+        self._tool_order = ToolOrder()  # with cache: tools stay where first sent
         self._custom_url = base_url is not None
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self._owned = client is None
@@ -245,6 +247,7 @@ class GeminiModel:
             max_tokens=self.max_tokens,
             thinking=self.thinking,
             safety_settings=self.safety_settings,
+            order=self._tool_order,
         )
 
     def build_contents(self, transcript: Sequence[Item]) -> list[dict[str, Any]]:

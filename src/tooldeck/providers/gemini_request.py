@@ -25,6 +25,7 @@ from ..errors import SchemaError
 from ..model import ModelRequest, ModelSettings
 from ..result import ImagePart, TextPart
 from ..transcript import AssistantMessage, Item, OpaqueItem, ToolCall, ToolOutput, UserMessage
+from ._caching import ToolOrder
 from ._common import StructuredOutput, replay_parts, same_origin
 from ._gemini_schema import project_gemini_tools, project_schema
 from .gemini_response import ADAPTER, PROVIDER
@@ -110,8 +111,12 @@ def build_body(
     max_tokens: int | None = None,
     thinking: Mapping[str, Any] | None = None,
     safety_settings: Sequence[Mapping[str, Any]] = (),
+    order: ToolOrder | None = None,
 ) -> tuple[dict[str, Any], StructuredOutput | None]:
     """The request body (the same for both paths), and the structured output if asked.
+
+    ``order`` (with ``ModelSettings(cache=...)``) keeps every declaration where it was
+    first sent, so a tool found later is appended (Gemini caches the prompt prefix).
 
     Raises :class:`SchemaError` for unusable tool or output schemas; nothing is sent.
     """
@@ -121,6 +126,8 @@ def build_body(
     if request.instructions:
         body["systemInstruction"] = {"parts": [{"text": request.instructions}]}
     declarations = [copy.deepcopy(p.entry) for p in projections]
+    if order is not None and settings.cache:
+        declarations = order.apply(declarations)
     tools: list[dict[str, Any]] = []
     if declarations:
         tools.append({"functionDeclarations": declarations})
