@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from itertools import compress, repeat
+from operator import ge, itemgetter
 from typing import NamedTuple
 
 from .postings import Postings
@@ -127,45 +129,66 @@ class _Reading:
             self.exact = True
 
 
-def _merged(members: Sequence[tuple[Postings, int, float]]) -> dict[int, float]:
-    """Each tool's best weight over ``members``, every layer read."""
-    store, j, scale = members[0]
-    ids, weights = store.columns(j)
-    if scale != 1.0:
-        weights = [w * scale for w in weights]
-    merged = dict(zip(ids, weights, strict=True))  # built in C
-    best = merged.get
-    for store, j, scale in members[1:]:
-        ids, weights = store.columns(j)
-        for i, w in zip(ids, [w * scale for w in weights], strict=True):
-            if w > best(i, 0.0):
-                merged[i] = w
-    return merged
-
-
 def _everything(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
-    """:func:`top` by a pass over every list (when they are short)."""
+    """:func:`top` by one pass over every list, into a score per tool of the catalog."""
     if not addends:
         return []
-    scores = [0.0] * addends[0].members[0][0].tools
+    n = addends[0].members[0][0].tools
+    scores = [0.0] * n
     touched: set[int] = set()
+    best: list[float] = []  # an addend's best weight per tool, while its lists are read
     for a in addends:
-        if len(a.members) == 1 and a.members[0][2] == 1.0:
-            store, j, _ = a.members[0]
-            ids, weights = store.columns(j)
+        members = a.members
+        store, j, scale = members[0]
+        ids, weights = store.columns(j)
+        if scale != 1.0:
+            weights = [w * scale for w in weights]
+        if len(members) == 1:
             for i, w in zip(ids, weights, strict=True):
                 scores[i] += w
             touched.update(ids)
             continue
-        merged = _merged(a.members)
-        for i, w in merged.items():
-            scores[i] += w
-        touched.update(merged)
-    if not touched:
-        return []
-    cut = _kth([scores[i] for i in touched], k) if len(touched) > k else 0.0
-    ranked = sorted((-scores[i], i) for i in touched if scores[i] >= cut and scores[i] > 0)
-    return [(i, -m) for m, i in ranked[:k]]
+        if not best:
+            best = [0.0] * n
+        for i, w in zip(ids, weights, strict=True):
+            best[i] = w
+        read = [ids]
+        for store, j, scale in members[1:]:
+            ids, weights = store.columns(j)
+            for i, w in zip(ids, weights, strict=True):
+                w *= scale
+                if w > best[i]:
+                    best[i] = w
+            read.append(ids)
+        for ids in read:  # add each tool's best, once, and leave ``best`` all zeros
+            for i in ids:
+                w = best[i]
+                if w:
+                    scores[i] += w
+                    best[i] = 0.0
+            touched.update(ids)
+    return _ranked(scores, touched, k)
+
+
+def _ranked(scores: list[float], touched: set[int], k: int) -> list[tuple[int, float]]:
+    """The ``k`` best of ``touched`` by ``scores`` (positive only), best first, equal
+    scores in catalog order. Each pass over the tools runs in C: with many tools, a
+    sample's ``k``-th best is a floor the ``k`` best are above; the ``k``-th best of
+    the rest, by a sort, is the cut."""
+    tools = list(touched)
+    if len(tools) > k:
+        values = list(itemgetter(*tools)(scores))
+        if len(tools) > 64 * k:
+            floor = heapq.nlargest(k, values[:: len(values) // (16 * k)])[-1]
+            keep = list(map(ge, values, repeat(floor)))
+            tools = list(compress(tools, keep))
+            values = list(compress(values, keep))
+        if len(tools) > k:
+            cut = sorted(values)[-k]
+            tools = list(compress(tools, map(ge, values, repeat(cut))))
+    tools.sort()
+    tools.sort(key=scores.__getitem__, reverse=True)  # stable: equal scores by position
+    return [(i, scores[i]) for i in tools[:k] if scores[i] > 0]
 
 
 def _kth(values: Sequence[float], k: int) -> float:
