@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 from .config import SearchConfig
 from .docs import ToolDoc, schema_text
+from .merged import MergedLists
 from .postings import HashedKeys, Postings, Terms
 from .synonyms import SYNONYM_GROUPS
 from .text import (
@@ -66,6 +67,9 @@ _FIELDS = (
 )
 _CHUNK_CACHE = 200_000  # while building
 _QUERY_CHUNK_CACHE = 4_096  # after
+# synonym lists kept merged after a query (.merged): a quarter of the index's postings,
+# at most this many (10 bytes each)
+_MERGED_MOST = 32_768
 
 
 class _Expansion(NamedTuple):
@@ -308,6 +312,7 @@ class Bm25fIndex:
         self._synonyms = self._synonym_table() if cfg.synonyms else {}
         self._expansions = self._expansion_table()
         del self._synonyms  # the expansions hold what queries need of it
+        self._merged = MergedLists(n_docs, min(len(store.ids) // 4, _MERGED_MOST))
         self._term_ids = Terms(terms_by_id)  # the dict took five times the room
         del self._terms_sorted
         for cache in self._chunk_cache.values():
@@ -379,7 +384,7 @@ class Bm25fIndex:
         for t, j in zip(terms, numbers, strict=True):
             expansion = expansions.get(t)
             if expansion is not None and expansion.single:
-                plan.append(Addend(f"{t}~", expansion.members))
+                plan.append(Addend(f"{t}~", expansion.members, self._merged))
                 counted.update([m[1] for m in expansion.members])
             elif j is not None:
                 plan.append(Addend(t, ((store, j, 1.0),)))
@@ -388,7 +393,7 @@ class Bm25fIndex:
             if expansion is not None:
                 synonyms = [m[1] for m in expansion.members]
                 if counted.isdisjoint(synonyms):
-                    plan.append(Addend(f"{a} {b}~", expansion.members))
+                    plan.append(Addend(f"{a} {b}~", expansion.members, self._merged))
                     counted.update(synonyms)
         # adjacent query terms adjacent in a name or first sentence; name words, unstemmed
         keys = self._pair_keys

@@ -29,6 +29,7 @@ from itertools import compress, repeat
 from operator import ge, itemgetter
 from typing import NamedTuple
 
+from .merged import MergedLists
 from .postings import Postings
 
 __all__ = ["Addend", "score", "top"]
@@ -48,6 +49,8 @@ class Addend(NamedTuple):
 
     label: str
     members: tuple[tuple[Postings, int, float], ...]
+    #: where the one-pass top k keeps this addend's lists merged (by ``label``)
+    merged: MergedLists | None = None
 
     def weight(self, tool: int) -> float:
         best = 0.0
@@ -107,6 +110,9 @@ class _Reading:
             which = [max(range(len(bounds)), key=bounds.__getitem__)]
         seen = self.seen
         get = partial.get
+        if len(bounds) == 1:  # one list: no tool is read twice
+            self._read_one(partial, everything)
+            which = []
         for m in which:
             store, k, scale = self.addend.members[m]
             last = store.layers(k) if everything else self.depths[m] + 1
@@ -128,6 +134,27 @@ class _Reading:
         if not self.tail:
             self.exact = True
 
+    def _read_one(self, partial: dict[int, float], everything: bool) -> None:
+        """:meth:`read` for an addend of one list."""
+        store, k, scale = self.addend.members[0]
+        seen = self.seen
+        get = partial.get
+        last = store.layers(k) if everything else self.depths[0] + 1
+        for d in range(self.depths[0], last):
+            ids, weights = store.layer_columns(k, d)
+            if scale != 1.0:
+                weights = [w * scale for w in weights]
+            if everything:
+                for i, w in zip(ids, weights, strict=True):
+                    if i in partial:
+                        seen[i] = w
+                        partial[i] += w
+            else:
+                seen.update(zip(ids, weights, strict=True))
+                for i, w in zip(ids, weights, strict=True):
+                    partial[i] = get(i, 0.0) + w
+        self.depths[0] = last
+
 
 def _everything(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
     """:func:`top` by one pass over every list, into a score per tool of the catalog."""
@@ -148,6 +175,12 @@ def _everything(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
                 scores[i] += w
             touched.update(ids)
             continue
+        kept = a.merged.get(a.label) if a.merged is not None else None
+        if kept is not None:
+            for i, w in zip(*kept, strict=True):
+                scores[i] += w
+            touched.update(kept[0])
+            continue
         if not best:
             best = [0.0] * n
         for i, w in zip(ids, weights, strict=True):
@@ -160,39 +193,44 @@ def _everything(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
                 if w > best[i]:
                     best[i] = w
             read.append(ids)
+        tools: list[int] = []
+        merged: list[float] = []
         for ids in read:  # add each tool's best, once, and leave ``best`` all zeros
             for i in ids:
                 w = best[i]
                 if w:
                     scores[i] += w
                     best[i] = 0.0
-            touched.update(ids)
+                    tools.append(i)
+                    merged.append(w)
+        touched.update(tools)
+        if a.merged is not None:
+            a.merged.put(a.label, tools, merged)
     return _ranked(scores, touched, k)
 
 
 def _ranked(scores: list[float], touched: set[int], k: int) -> list[tuple[int, float]]:
     """The ``k`` best of ``touched`` by ``scores`` (positive only), best first, equal
-    scores in catalog order. Each pass over the tools runs in C: with many tools, a
-    sample's ``k``-th best is a floor the ``k`` best are above; the ``k``-th best of
-    the rest, by a sort, is the cut."""
+    scores in catalog order; the passes over every tool run in C."""
     tools = list(touched)
     if len(tools) > k:
         values = list(itemgetter(*tools)(scores))
-        if len(tools) > 64 * k:
-            floor = heapq.nlargest(k, values[:: len(values) // (16 * k)])[-1]
-            keep = list(map(ge, values, repeat(floor)))
-            tools = list(compress(tools, keep))
-            values = list(compress(values, keep))
-        if len(tools) > k:
-            cut = sorted(values)[-k]
-            tools = list(compress(tools, map(ge, values, repeat(cut))))
+        tools = list(compress(tools, map(ge, values, repeat(_kth(values, k)))))
     tools.sort()
     tools.sort(key=scores.__getitem__, reverse=True)  # stable: equal scores by position
     return [(i, scores[i]) for i in tools[:k] if scores[i] > 0]
 
 
-def _kth(values: Sequence[float], k: int) -> float:
-    return heapq.nlargest(k, values)[-1] if len(values) >= k else 0.0
+def _kth(values: list[float], k: int) -> float:
+    """The ``k``-th largest of ``values`` (0 with fewer), in C passes: with many values,
+    a sample's ``k``-th largest is a floor the ``k`` largest are above, and only the
+    values above it are sorted."""
+    if len(values) < k:
+        return 0.0
+    if len(values) > 64 * k:
+        floor = heapq.nlargest(k, values[:: len(values) // (16 * k)])[-1]
+        values = list(compress(values, map(ge, values, repeat(floor))))
+    return sorted(values)[-k]
 
 
 def top(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
@@ -228,8 +266,9 @@ def top(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
         open_sum = sum(r.tail for r in readings)
         if not open_sum:
             break
-        cut = _kth(list(partial.values()), k)  # the likeliest: the best partial scores
-        likely = [i for i, p in partial.items() if p >= cut][: 2 * k]
+        values = list(partial.values())  # the likeliest: the best partial scores
+        cut = _kth(values, k)
+        likely = list(compress(partial, map(ge, values, repeat(cut))))[: 2 * k]
         threshold = max(threshold, _kth([exact(i) for i in likely], k))
         if open_sum < threshold * (1 - _MARGIN):
             break
