@@ -222,15 +222,8 @@ def _ranked(scores: list[float], touched: set[int], k: int) -> list[tuple[int, f
 
 
 def _kth(values: list[float], k: int) -> float:
-    """The ``k``-th largest of ``values`` (0 with fewer), in C passes: with many values,
-    a sample's ``k``-th largest is a floor the ``k`` largest are above, and only the
-    values above it are sorted."""
-    if len(values) < k:
-        return 0.0
-    if len(values) > 64 * k:
-        floor = heapq.nlargest(k, values[:: len(values) // (16 * k)])[-1]
-        values = list(compress(values, map(ge, values, repeat(floor))))
-    return sorted(values)[-k]
+    """The ``k``-th largest of ``values`` (0 with fewer)."""
+    return heapq.nlargest(k, values)[-1] if len(values) >= k else 0.0
 
 
 def top(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
