@@ -196,3 +196,26 @@ def test_names_are_found_by_hash_and_checked() -> None:
     with pytest.raises(KeyError):
         index.doc("get_item")
     assert {h.name for h in index.search("get_item", 5)} == {"get-item", "GetItem"}
+
+
+def test_synonym_lists_kept_merged_give_the_same_results_and_stay_in_their_budget() -> None:
+    rng = random.Random(11)
+    tools = _catalog(rng, 200)
+    queries = [_query(rng) for _ in range(60)] + ["delete the file", "find a user", "get a page"]
+    cold = ToolIndex.from_definitions(tools, semantic=False)
+    warm = ToolIndex.from_definitions(tools, semantic=False)
+    kept = warm._lexical._merged
+    for query in queries:  # warm: every query asked once before
+        warm.search(query, 5)
+    assert len(kept) > 0 and 0 < kept.held <= kept.budget
+    for query in queries:
+        expected = _every_tool(cold._lexical, query, 5, len(tools))
+        assert warm._lexical.top(query, 5) == expected, query
+        assert cold.search(query, 5) == warm.search(query, 5), query
+    # a small budget: the least recently used lists go, the rest stay within it
+    kept.budget = 60
+    kept.put("x~", list(range(50)), [1.0] * 50)
+    kept.put("y~", list(range(50, 100)), [1.0] * 50)
+    assert kept.held <= 60 and kept.get("y~") is not None and kept.get("x~") is None
+    kept.put("z~", list(range(61)), [1.0] * 61)  # longer than the budget: not kept
+    assert kept.get("z~") is None and kept.held <= 60

@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 from .config import SearchConfig
 from .docs import ToolDoc, schema_text
+from .merged import MergedLists
 from .postings import HashedKeys, Postings, Terms
 from .synonyms import SYNONYM_GROUPS
 from .text import (
@@ -66,12 +67,14 @@ _FIELDS = (
 )
 _CHUNK_CACHE = 200_000  # while building
 _QUERY_CHUNK_CACHE = 4_096  # after
+# synonym lists kept merged after a query (.merged): a quarter of the index's postings,
+# at most this many (10 bytes each)
+_MERGED_MOST = 32_768
 
 
 class _Expansion(NamedTuple):
-    terms: frozenset[str]
-    members: tuple[tuple[int, float], ...]  # (term number, scale)
-    single: bool
+    members: tuple[tuple[Postings, int, float], ...]  # (store, term number, scale)
+    single: bool  # one term's (its own list first, when the index has the term)
 
 
 class Bm25fIndex:
@@ -308,6 +311,8 @@ class Bm25fIndex:
         self._raw.compact()
         self._synonyms = self._synonym_table() if cfg.synonyms else {}
         self._expansions = self._expansion_table()
+        del self._synonyms  # the expansions hold what queries need of it
+        self._merged = MergedLists(n_docs, min(len(store.ids) // 4, _MERGED_MOST))
         self._term_ids = Terms(terms_by_id)  # the dict took five times the room
         del self._terms_sorted
         for cache in self._chunk_cache.values():
@@ -350,12 +355,15 @@ class Bm25fIndex:
             terms = frozenset(t for m in members for t in m if t not in own)
             # a synonym never counts as more specific than the word the query used
             own_idf = max(idf[ids[t]] if t in ids else self._unseen_idf for t in own)
-            found = [(ids[t], weight * min(1.0, own_idf / idf[ids[t]])) for t in sorted(terms)]
+            store = self._postings
+            found = [
+                (store, ids[t], weight * min(1.0, own_idf / idf[ids[t]])) for t in sorted(terms)
+            ]
             single = len(own) == 1
             if single and own[0] in ids:
-                found.insert(0, (ids[own[0]], 1.0))
+                found.insert(0, (store, ids[own[0]], 1.0))
             if found:
-                out[key] = _Expansion(terms, tuple(found), single)
+                out[key] = _Expansion(tuple(found), single)
         return out
 
     def addends(self, query: str) -> list[Addend]:
@@ -365,46 +373,42 @@ class Bm25fIndex:
         :meth:`_expansion_table`); each two-term phrase adds its own synonyms. A term
         already counted is never added again through a synonym.
         """
-        terms: list[str] = []
-        for t in self._terms(query):
-            if t not in terms:
-                terms.append(t)
-                if len(terms) >= self.config.max_query_terms:
-                    break
+        terms = list(dict.fromkeys(self._terms(query)))[: self.config.max_query_terms]
         number = self._term_ids.get
-        count = len(self._term_ids)
+        numbers = [number(t) for t in terms]
         store = self._postings
         expansions = self._expansions
         plan: list[Addend] = []
-
-        def synonyms(label: str, e: _Expansion) -> Addend:
-            return Addend(label, tuple((store, k, scale) for k, scale in e.members))
-
-        counted = set(terms)
-        for t in terms:
+        # the terms counted, by number (a term the index has not has no list to add)
+        counted = set(numbers)
+        for t, j in zip(terms, numbers, strict=True):
             expansion = expansions.get(t)
             if expansion is not None and expansion.single:
-                plan.append(synonyms(f"{t}~", expansion))
-                counted |= expansion.terms
-            elif (j := number(t)) is not None:
+                plan.append(Addend(f"{t}~", expansion.members, self._merged))
+                counted.update([m[1] for m in expansion.members])
+            elif j is not None:
                 plan.append(Addend(t, ((store, j, 1.0),)))
         for a, b in pairwise(terms):
             expansion = expansions.get(f"{a} {b}")
-            if expansion is not None and expansion.terms.isdisjoint(counted):
-                plan.append(synonyms(f"{a} {b}~", expansion))
-                counted |= expansion.terms
+            if expansion is not None:
+                synonyms = [m[1] for m in expansion.members]
+                if counted.isdisjoint(synonyms):
+                    plan.append(Addend(f"{a} {b}~", expansion.members, self._merged))
+                    counted.update(synonyms)
         # adjacent query terms adjacent in a name or first sentence; name words, unstemmed
         keys = self._pair_keys
-        for a, b in pairwise(terms) if len(keys) else ():
-            ja, jb = number(a), number(b)
-            if ja is not None and jb is not None:
-                key = ja * count + jb
-                j = bisect_left(keys, key)
-                if j < len(keys) and keys[j] == key:
-                    plan.append(Addend(f'"{a} {b}"', ((self._pairs, j, 1.0),)))
+        if len(keys):
+            count = len(self._term_ids)
+            for (a, ja), (b, jb) in pairwise(zip(terms, numbers, strict=True)):
+                if ja is not None and jb is not None:
+                    key = ja * count + jb
+                    j = bisect_left(keys, key)
+                    if j < len(keys) and keys[j] == key:
+                        plan.append(Addend(f'"{a} {b}"', ((self._pairs, j, 1.0),)))
         plain = [w for w in words(query, joined=False) if w not in STOPWORDS]
-        for w in dict.fromkeys(plain) if self._raw_words else ():
-            found = self._raw_words.get(w)
+        raw = self._raw_words
+        for w in dict.fromkeys(plain) if raw else ():
+            found = raw.get(w)
             if found is not None:
                 plan.append(Addend(f"'{w}'", ((self._raw, found, 1.0),)))
         # two words the catalog writes as one ("work log" -> worklog, "time zone")
@@ -412,7 +416,7 @@ class Bm25fIndex:
             if a + b not in self._vocabulary:
                 continue
             joined = self._stem(a + b)
-            if joined not in counted and (j := number(joined)) is not None:
-                counted.add(joined)
+            if (j := number(joined)) is not None and j not in counted:
+                counted.add(j)
                 plan.append(Addend(joined, ((store, j, 1.0),)))
         return plan

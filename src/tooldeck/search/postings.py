@@ -107,9 +107,13 @@ class Postings:
 
     def layer(self, k: int, d: int) -> Iterable[tuple[int, float]]:
         """(tool, weight) of layer ``d`` of list ``k``."""
+        return zip(*self.layer_columns(k, d), strict=True)
+
+    def layer_columns(self, k: int, d: int) -> tuple[Sequence[int], Sequence[float]]:
+        """(tools, weights) of layer ``d`` of list ``k``."""
         at = self.first[k] + d
         lo, hi = self.layer_start[at], self.layer_start[at + 1]
-        return zip(self.ids[lo:hi], self._weights(lo, hi), strict=True)
+        return self.ids[lo:hi], self._weights(lo, hi)
 
     def left(self, k: int, d: int) -> int:
         """How many tools layers ``d`` and deeper of list ``k`` hold."""

@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from itertools import compress, repeat
+from operator import ge, itemgetter
 from typing import NamedTuple
 
+from .merged import MergedLists
 from .postings import Postings
 
 __all__ = ["Addend", "score", "top"]
@@ -46,6 +49,8 @@ class Addend(NamedTuple):
 
     label: str
     members: tuple[tuple[Postings, int, float], ...]
+    #: where the one-pass top k keeps this addend's lists merged (by ``label``)
+    merged: MergedLists | None = None
 
     def weight(self, tool: int) -> float:
         best = 0.0
@@ -105,6 +110,9 @@ class _Reading:
             which = [max(range(len(bounds)), key=bounds.__getitem__)]
         seen = self.seen
         get = partial.get
+        if len(bounds) == 1:  # one list: no tool is read twice
+            self._read_one(partial, everything)
+            which = []
         for m in which:
             store, k, scale = self.addend.members[m]
             last = store.layers(k) if everything else self.depths[m] + 1
@@ -126,49 +134,95 @@ class _Reading:
         if not self.tail:
             self.exact = True
 
-
-def _merged(members: Sequence[tuple[Postings, int, float]]) -> dict[int, float]:
-    """Each tool's best weight over ``members``, every layer read."""
-    store, j, scale = members[0]
-    ids, weights = store.columns(j)
-    if scale != 1.0:
-        weights = [w * scale for w in weights]
-    merged = dict(zip(ids, weights, strict=True))  # built in C
-    best = merged.get
-    for store, j, scale in members[1:]:
-        ids, weights = store.columns(j)
-        for i, w in zip(ids, [w * scale for w in weights], strict=True):
-            if w > best(i, 0.0):
-                merged[i] = w
-    return merged
+    def _read_one(self, partial: dict[int, float], everything: bool) -> None:
+        """:meth:`read` for an addend of one list."""
+        store, k, scale = self.addend.members[0]
+        seen = self.seen
+        get = partial.get
+        last = store.layers(k) if everything else self.depths[0] + 1
+        for d in range(self.depths[0], last):
+            ids, weights = store.layer_columns(k, d)
+            if scale != 1.0:
+                weights = [w * scale for w in weights]
+            if everything:
+                for i, w in zip(ids, weights, strict=True):
+                    if i in partial:
+                        seen[i] = w
+                        partial[i] += w
+            else:
+                seen.update(zip(ids, weights, strict=True))
+                for i, w in zip(ids, weights, strict=True):
+                    partial[i] = get(i, 0.0) + w
+        self.depths[0] = last
 
 
 def _everything(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
-    """:func:`top` by a pass over every list (when they are short)."""
+    """:func:`top` by one pass over every list, into a score per tool of the catalog."""
     if not addends:
         return []
-    scores = [0.0] * addends[0].members[0][0].tools
+    n = addends[0].members[0][0].tools
+    scores = [0.0] * n
     touched: set[int] = set()
+    best: list[float] = []  # an addend's best weight per tool, while its lists are read
     for a in addends:
-        if len(a.members) == 1 and a.members[0][2] == 1.0:
-            store, j, _ = a.members[0]
-            ids, weights = store.columns(j)
+        members = a.members
+        store, j, scale = members[0]
+        ids, weights = store.columns(j)
+        if scale != 1.0:
+            weights = [w * scale for w in weights]
+        if len(members) == 1:
             for i, w in zip(ids, weights, strict=True):
                 scores[i] += w
             touched.update(ids)
             continue
-        merged = _merged(a.members)
-        for i, w in merged.items():
-            scores[i] += w
-        touched.update(merged)
-    if not touched:
-        return []
-    cut = _kth([scores[i] for i in touched], k) if len(touched) > k else 0.0
-    ranked = sorted((-scores[i], i) for i in touched if scores[i] >= cut and scores[i] > 0)
-    return [(i, -m) for m, i in ranked[:k]]
+        kept = a.merged.get(a.label) if a.merged is not None else None
+        if kept is not None:
+            for i, w in zip(*kept, strict=True):
+                scores[i] += w
+            touched.update(kept[0])
+            continue
+        if not best:
+            best = [0.0] * n
+        for i, w in zip(ids, weights, strict=True):
+            best[i] = w
+        read = [ids]
+        for store, j, scale in members[1:]:
+            ids, weights = store.columns(j)
+            for i, w in zip(ids, weights, strict=True):
+                w *= scale
+                if w > best[i]:
+                    best[i] = w
+            read.append(ids)
+        tools: list[int] = []
+        merged: list[float] = []
+        for ids in read:  # add each tool's best, once, and leave ``best`` all zeros
+            for i in ids:
+                w = best[i]
+                if w:
+                    scores[i] += w
+                    best[i] = 0.0
+                    tools.append(i)
+                    merged.append(w)
+        touched.update(tools)
+        if a.merged is not None:
+            a.merged.put(a.label, tools, merged)
+    return _ranked(scores, touched, k)
 
 
-def _kth(values: Sequence[float], k: int) -> float:
+def _ranked(scores: list[float], touched: set[int], k: int) -> list[tuple[int, float]]:
+    """The ``k`` best of ``touched`` by ``scores`` (positive only), best first, equal
+    scores in catalog order; the passes over every tool run in C."""
+    tools = list(touched)
+    if len(tools) > k:
+        values = list(itemgetter(*tools)(scores))
+        tools = list(compress(tools, map(ge, values, repeat(_kth(values, k)))))
+    tools.sort()
+    tools.sort(key=scores.__getitem__, reverse=True)  # stable: equal scores by position
+    return [(i, scores[i]) for i in tools[:k] if scores[i] > 0]
+
+
+def _kth(values: list[float], k: int) -> float:
+    """The ``k``-th largest of ``values`` (0 with fewer)."""
     return heapq.nlargest(k, values)[-1] if len(values) >= k else 0.0
 
 
@@ -205,8 +259,9 @@ def top(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
         open_sum = sum(r.tail for r in readings)
         if not open_sum:
             break
-        cut = _kth(list(partial.values()), k)  # the likeliest: the best partial scores
-        likely = [i for i, p in partial.items() if p >= cut][: 2 * k]
+        values = list(partial.values())  # the likeliest: the best partial scores
+        cut = _kth(values, k)
+        likely = list(compress(partial, map(ge, values, repeat(cut))))[: 2 * k]
         threshold = max(threshold, _kth([exact(i) for i in likely], k))
         if open_sum < threshold * (1 - _MARGIN):
             break
