@@ -57,6 +57,7 @@ from .approval import (
 )
 from .catalog import Catalog, client_name, name_problems
 from .content import UpstreamContent
+from .forwarding import forwarding
 from .http_auth import LOOPBACK, IntrospectionVerifier, OAuthResourceServer
 from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
@@ -253,8 +254,9 @@ class Gateway:
 
     def plain_asker(self, session: GatewaySession) -> tuple[Approver, str]:
         """How a call of a client that cannot be asked by elicitation reaches a human,
-        with no progress sent (:mod:`.stdio_calls`)."""
-        return self._asker_of(session, None)
+        with no progress sent (:mod:`.stdio_calls`); an upstream's question is declined."""
+        asker, who = self._asker_of(session, None)
+        return forwarding(asker, None, None), who
 
     def _asker_of(self, session: GatewaySession, progress: Progress | None) -> tuple[Approver, str]:
         mode = self.approvals
@@ -441,6 +443,8 @@ class Gateway:
                 )
             else:
                 asker, who = self._asker(ctx, session)
+                back = None if stateless(ctx) else ctx.session  # who an upstream asks
+                asker = forwarding(asker, back, ctx.request_id)
                 try:
                     result = await session.call(
                         params.name,
