@@ -19,7 +19,9 @@ from gateway_client import (
     ALLOW_ALL,
     audit_lines,
     gateway,
+    http_client,
     npm_server,
+    served_gateway,
     text_of,
     write_config,
     write_policy,
@@ -126,5 +128,38 @@ def test_a_policy_rule_denies_the_servers_questions(tmp_path: Path) -> None:
         async with gateway(config, tmp_path / "state", *args, elicit=answer) as client:
             text = await trigger(client)
         assert "declined" in text.lower() and not asked, text
+
+    anyio.run(main)
+
+
+def test_over_http_a_question_reaches_only_its_own_client_session(tmp_path: Path) -> None:
+    """Two clients over HTTP: a question reaches the client whose call asked, never the
+    other; while the other's call runs on the same server, which call asked cannot be
+    told apart, so it is declined (never sent to the wrong client)."""
+    asked: dict[str, list[object]] = {"a": [], "b": []}
+
+    def answering(who: str) -> Any:
+        async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            asked[who].append(params)
+            return types.ElicitResult(action="accept", content=FORM)
+
+        return answer
+
+    async def main() -> None:
+        config, *args = serving(tmp_path)
+        with served_gateway(config, tmp_path / "state", *args) as url:
+            async with http_client(url, answering("a")) as a, http_client(url, answering("b")) as b:
+                text = await trigger(b)
+                assert "- Name: Ada Lovelace" in text, text
+                assert len(asked["b"]) == 1 and not asked["a"]
+                long = {"duration": 4, "steps": 2}
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(a.call_tool, "everything__trigger-long-running-operation", long)
+                    await anyio.sleep(1.5)  # a's call is running on the same server
+                    text = await trigger(b)
+                assert "declined" in text.lower() and "Ada" not in text, text
+                assert len(asked["b"]) == 1 and not asked["a"]
+        reasons = [r for d, r in question_lines(tmp_path / "state") if d == "deny"]
+        assert any("another client session" in r for r in reasons), reasons
 
     anyio.run(main)

@@ -57,7 +57,7 @@ from .approval import (
 )
 from .catalog import Catalog, client_name, name_problems
 from .content import UpstreamContent
-from .forwarding import forwarding
+from .forwarding import Running, forwarding
 from .http_auth import LOOPBACK, IntrospectionVerifier, OAuthResourceServer
 from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
@@ -179,6 +179,7 @@ class Gateway:
         self._stdio = False
         self.session_idle = session_idle
         self.sessions = sessions  # shared with other gateway processes (:mod:`.shared`)
+        self.running = Running()  # per upstream server, the sessions calling it (forwarding.py)
         # clients of the stateless protocol (2026-07-28): sessions by principal, their
         # listen streams, their approvals waiting for a retry
         self.asks = InputAsks(ASK_SECONDS)
@@ -232,6 +233,7 @@ class Gateway:
             home=self.home,
             session_id=session_id,
             grants=SharedSessions.grant_store() if shared else None,
+            running=self.running,
         )
 
     def _asker(
@@ -444,7 +446,7 @@ class Gateway:
             else:
                 asker, who = self._asker(ctx, session)
                 back = None if stateless(ctx) else ctx.session  # who an upstream asks
-                asker = forwarding(asker, back, ctx.request_id)
+                asker = forwarding(asker, back, ctx.request_id, (self.running, session.id))
                 try:
                     result = await session.call(
                         params.name,
