@@ -163,3 +163,20 @@ def test_over_http_a_question_reaches_only_its_own_client_session(tmp_path: Path
         assert any("another client session" in r for r in reasons), reasons
 
     anyio.run(main)
+
+
+def test_a_client_that_fails_to_answer_is_a_decline_and_the_call_goes_on(tmp_path: Path) -> None:
+    async def broken(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise RuntimeError("the form crashed")
+
+    async def main() -> None:
+        config, *args = serving(tmp_path)
+        async with gateway(config, tmp_path / "state", *args, elicit=broken) as client:
+            text = await trigger(client)
+            assert "declined" in text.lower(), text
+            again = await client.call_tool("everything__echo", {"message": "still here"})
+            assert "still here" in text_of(again)
+        reasons = [r for d, r in question_lines(tmp_path / "state") if d == "deny"]
+        assert any("did not answer" in r for r in reasons), question_lines(tmp_path / "state")
+
+    anyio.run(main)
