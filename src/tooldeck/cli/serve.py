@@ -346,7 +346,13 @@ def serve_command(
 
     async def run() -> None:
         # its connections on this loop: a call reaches its server with no thread hop
-        source = McpSource(config, client_name="tooldeck-gateway", prefixed=False, in_loop=True)
+        source = McpSource(
+            config,
+            client_name="tooldeck-gateway",
+            prefixed=False,
+            in_loop=True,
+            elicitation=True,  # an upstream's questions reach the client (forwarding.py)
+        )
         # the session store first: one that cannot be opened is said before any server
         # starts; the servers start in the background: initialize is answered at once,
         # and what comes up later is announced (--check waits for them)

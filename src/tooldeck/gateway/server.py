@@ -57,6 +57,7 @@ from .approval import (
 )
 from .catalog import Catalog, client_name, name_problems
 from .content import UpstreamContent
+from .forwarding import Running, forwarding
 from .http_auth import LOOPBACK, IntrospectionVerifier, OAuthResourceServer
 from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
@@ -178,6 +179,7 @@ class Gateway:
         self._stdio = False
         self.session_idle = session_idle
         self.sessions = sessions  # shared with other gateway processes (:mod:`.shared`)
+        self.running = Running()  # per upstream server, the sessions calling it (forwarding.py)
         # clients of the stateless protocol (2026-07-28): sessions by principal, their
         # listen streams, their approvals waiting for a retry
         self.asks = InputAsks(ASK_SECONDS)
@@ -231,6 +233,7 @@ class Gateway:
             home=self.home,
             session_id=session_id,
             grants=SharedSessions.grant_store() if shared else None,
+            running=self.running,
         )
 
     def _asker(
@@ -253,8 +256,9 @@ class Gateway:
 
     def plain_asker(self, session: GatewaySession) -> tuple[Approver, str]:
         """How a call of a client that cannot be asked by elicitation reaches a human,
-        with no progress sent (:mod:`.stdio_calls`)."""
-        return self._asker_of(session, None)
+        with no progress sent (:mod:`.stdio_calls`); an upstream's question is declined."""
+        asker, who = self._asker_of(session, None)
+        return forwarding(asker, None, None), who
 
     def _asker_of(self, session: GatewaySession, progress: Progress | None) -> tuple[Approver, str]:
         mode = self.approvals
@@ -441,6 +445,8 @@ class Gateway:
                 )
             else:
                 asker, who = self._asker(ctx, session)
+                back = None if stateless(ctx) else ctx.session  # who an upstream asks
+                asker = forwarding(asker, back, ctx.request_id, (self.running, session.id))
                 try:
                     result = await session.call(
                         params.name,

@@ -15,7 +15,7 @@ Taken: a ``tools/call`` request once the client's ``initialize`` handshake is do
 ``arguments`` (an object, or none), and whose id is not in flight here. Left to the SDK:
 everything else, and a call that may need the SDK's session: one carrying ``_meta``
 (a progress token, a trace context), any call of a client that declared elicitation
-while ``--approvals`` may elicit (an ask goes to that client), and any call of a client
+(an ask, or an upstream server's question, goes to that client), and any call of a client
 that did not shake hands (MCP 2026-07-28).
 
 As the SDK does: ``notifications/cancelled`` for a call taken here cancels it, and it is
@@ -169,7 +169,7 @@ class StdioCalls:
         params = message.get("params")
         if self.protocol is None or not _an_id(request_id) or not isinstance(params, dict):
             return False
-        if self._elicits and self.host.approvals in ("auto", "elicit"):
+        if self._elicits:  # an ask, or an upstream's question, goes to that client
             return False
         if not params.keys() <= _PLAIN:
             return False
