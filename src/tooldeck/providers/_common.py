@@ -12,8 +12,9 @@ import jsonschema_rs
 from .._nulls import drop_absent_nulls
 from .._strict import Dialect
 from ..errors import SchemaError
+from ..result import TextPart
 from ..structured import project_output
-from ..transcript import AssistantMessage, AssistantPart, OpaqueItem
+from ..transcript import AssistantMessage, AssistantPart, OpaqueItem, StopReason
 
 __all__ = [
     "StructuredOutput",
@@ -88,6 +89,22 @@ class StructuredOutput:
                 "the structured answer does not match its schema: " + "; ".join(errors[:5])
             )
         return value
+
+    def answer(
+        self, parts: Iterable[AssistantPart], stop: StopReason, provider_data: dict[str, Any]
+    ) -> tuple[Any, StopReason]:
+        """A response's final answer and stop reason, the same for every adapter: the text
+        of a message that ended its turn, parsed; one that does not parse ends the turn
+        as ``ERROR`` (why in ``provider_data["structured_error"]``), never an exception,
+        so the loop can send it back for a retry."""
+        if stop is not StopReason.END_TURN:
+            return None, stop
+        text = "".join(p.text for p in parts if isinstance(p, TextPart))
+        try:
+            return self.parse(text), stop
+        except ValueError as exc:
+            provider_data["structured_error"] = str(exc)
+            return None, StopReason.ERROR
 
 
 def prepare_output_schema(

@@ -658,14 +658,9 @@ class AnthropicModel:
             refusal = classify_refusal(category=category)
             provider_data["stop_details"] = {"type": "refusal", "category": category}
 
-        value = None
-        if structured is not None and stop is StopReason.END_TURN:
-            text = "".join(p.text for p in parts if isinstance(p, TextPart))
-            try:
-                value = structured.parse(text)
-            except ValueError as exc:  # ends the turn cleanly instead of raising
-                stop = StopReason.ERROR
-                provider_data["structured_error"] = str(exc)
+        value: Any = None
+        if structured is not None:
+            value, stop = structured.answer(parts, stop, provider_data)
 
         response_id = raw.get("id")
         return AssistantMessage(

@@ -179,14 +179,9 @@ def parse_response(
     refusal = None
     if refused:
         refusal = _refusal(candidate, str(blocked or reason or ""), feedback)
-    value = None
-    if structured is not None and stop is StopReason.END_TURN:
-        text = "".join(p.text for p in parts if isinstance(p, TextPart))
-        try:
-            value = structured.parse(text)
-        except ValueError as exc:  # ends the turn cleanly instead of raising
-            stop = StopReason.ERROR
-            provider_data["structured_error"] = str(exc)
+    answer: Any = None
+    if structured is not None:
+        answer, stop = structured.answer(parts, stop, provider_data)
     response_id = raw.get("responseId")
     return AssistantMessage(
         parts=parts,
@@ -198,7 +193,7 @@ def parse_response(
         model=model,
         response_id=response_id if isinstance(response_id, str) else None,
         provider_data=provider_data,
-        structured=value,
+        structured=answer,
     )
 
 

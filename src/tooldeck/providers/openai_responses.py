@@ -435,13 +435,8 @@ class OpenAIResponsesModel:
             if data.get("error") is not None:
                 provider_data["error"] = data["error"]
         value: Any = None
-        if structured is not None and stop is StopReason.END_TURN:
-            text = "".join(p.text for p in parts if isinstance(p, TextPart))
-            try:
-                value = structured.parse(text)
-            except ValueError as exc:
-                stop = StopReason.ERROR
-                provider_data["structured_error"] = str(exc)
+        if structured is not None:
+            value, stop = structured.answer(parts, stop, provider_data)
         return AssistantMessage(
             parts=parts,
             stop_reason=stop,
