@@ -248,6 +248,8 @@ def test_a_schedule_whose_creator_cannot_be_rebuilt_does_not_run_and_says_why(
         "ALTER TABLE schedules DROP COLUMN creator",
         *(f"DROP TABLE {t}" for t in ("gateway_sessions", "gateway_secrets", "gateway_waits")),
         "DROP TABLE gateway_asks",
+        "DROP TABLE agent_session_items",
+        "DROP TABLE agent_sessions",
         "DELETE FROM schema_version WHERE version >= 5",
     )
     record = record_creator(SessionPolicy(Policy.from_dict(CREATOR_RULES)), "chat")

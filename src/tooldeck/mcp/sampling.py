@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..approvals import ApprovalAnswer, ApprovalRequest, PendingApproval, policy_decision
 from ..context import ToolContext
+from ..errors import TooldeckError
 from ..model import Model, ModelRequest, ModelSettings
 from ..result import ContentPart, ImagePart, TextPart
 from ..telemetry import names as n
@@ -88,7 +89,7 @@ class SamplingRequest(BaseModel):
     model_hints: list[str] = []
 
 
-class Refused(Exception):
+class Refused(TooldeckError):
     """Why a request is not served (becomes the server's error)."""
 
 
