@@ -40,6 +40,7 @@ PY = sys.executable
 ALLOW_ALL = '[profile]\n[[profile.rules]]\ntools = "*__*"\naction = "allow"\n'
 
 Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+Sample = Callable[[Any, types.CreateMessageRequestParams], Awaitable[Any]]
 
 
 def stdio(script: str, *args: str) -> dict[str, Any]:
@@ -171,6 +172,7 @@ async def gateway(
     elicit: Elicit | None = None,
     notes: Notes | None = None,
     errlog: TextIO | None = None,
+    sample: Sample | None = None,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     lexical: bool = True,
@@ -192,7 +194,13 @@ async def gateway(
     )
     async with (
         stdio_client(params, errlog=errlog or sys.stderr) as (read, write),
-        ClientSession(read, write, elicitation_callback=elicit, message_handler=notes) as client,
+        ClientSession(
+            read,
+            write,
+            elicitation_callback=elicit,
+            message_handler=notes,
+            sampling_callback=sample,
+        ) as client,
     ):
         with anyio.fail_after(60):
             await client.initialize()
@@ -316,14 +324,21 @@ async def http_client(
     notes: Notes | None = None,
     token: str | None = None,
     settle: bool = True,
+    sample: Sample | None = None,
 ) -> AsyncIterator[ClientSession]:
     """The SDK's client over streamable HTTP (``elicit``: its elicitation callback;
-    ``settle``: see :func:`gateway`)."""
+    ``sample``: its sampling callback; ``settle``: see :func:`gateway`)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
         streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write, elicitation_callback=elicit, message_handler=notes) as c,
+        ClientSession(
+            read,
+            write,
+            elicitation_callback=elicit,
+            message_handler=notes,
+            sampling_callback=sample,
+        ) as c,
     ):
         with anyio.fail_after(30):
             await c.initialize()

@@ -225,6 +225,22 @@ def serve_command(
             help="With --import: the client's config file, where it is not in its usual place.",
         ),
     ] = None,
+    sampling_model: Annotated[
+        str | None,
+        typer.Option(
+            "--sampling-model",
+            metavar="KIND:MODEL",
+            help="Serve upstream servers' sampling requests with this model when the "
+            "client cannot sample (e.g. openai:gpt-5.4); without it they are refused.",
+        ),
+    ] = None,
+    sampling_budget: Annotated[
+        int,
+        typer.Option(
+            "--sampling-budget",
+            help="With --sampling-model: the tokens each upstream server may spend.",
+        ),
+    ] = 20_000,
     init: Annotated[
         bool,
         typer.Option(
@@ -259,7 +275,7 @@ def serve_command(
     from ..gateway import Catalog, Gateway
     from ..gateway.catalog import name_problems
     from ..gateway.check import check
-    from ..mcp import McpConfig, McpConfigError, McpSource
+    from ..mcp import McpConfig, McpConfigError
     from ..policy import Policy, PolicyError
 
     if init:
@@ -342,12 +358,17 @@ def serve_command(
             f"{stdin_problem}, so no MCP client can talk to the gateway: let the client "
             "start tooldeck serve (see docs/gateway.md), or serve HTTP with --http PORT"
         )
+    sampling = _sampling(sampling_model, sampling_budget)
     sock = _socket(host, http) if http is not None and not check_only else None
 
     async def run() -> None:
+        from ..gateway.sampling import GatewaySource, UpstreamSampling
+
         # its connections on this loop: a call reaches its server with no thread hop
-        source = McpSource(
+        upstream_sampling = UpstreamSampling(sampling)  # gateway/sampling.py
+        source = GatewaySource(
             config,
+            upstream_sampling=upstream_sampling,
             client_name="tooldeck-gateway",
             prefixed=False,
             in_loop=True,
@@ -381,6 +402,7 @@ def serve_command(
                 )
             except ValueError as exc:
                 raise user_error(f"--approvals {approvals}: {exc}") from exc
+            upstream_sampling.running = gateway.running  # one guard for questions and sampling
             if check_only:
                 report = check(gateway)
                 _print_check(report, json_output, native.left_out if native else ())
@@ -408,6 +430,23 @@ def serve_command(
 
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _sampling(spec: str | None, budget: int) -> Any:
+    """``--sampling-model``'s model with its per-server budget (None without one); a
+    model that cannot be built is one line."""
+    if spec is None:
+        return None
+    from ..errors import TooldeckError
+    from ..mcp import Sampling
+    from ..providers import model_from_string
+
+    if budget < 1:
+        raise user_error(f"--sampling-budget {budget} is not a number of tokens; give 1 or more")
+    try:
+        return Sampling(model_from_string(spec), budget=budget)
+    except TooldeckError as exc:
+        raise user_error(f"--sampling-model: {exc}") from exc
 
 
 @asynccontextmanager

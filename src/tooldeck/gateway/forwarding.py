@@ -21,7 +21,13 @@ That approver is the one :func:`forwarding` wraps around the call's approval ask
   the latest call's session): the question is declined (:data:`AMBIGUOUS`), never sent
   to a client that may not be the one asked. :class:`Running` keeps, per upstream server,
   the sessions with a call running there;
-- every other request (an approval of a call) goes to the asker, unchanged.
+- every other request (an approval of a call) goes to the asker, unchanged;
+- a question waits only while the call that asked runs: when the client cancels its call
+  (``notifications/cancelled``) or the call ends otherwise, the question ends at once
+  (:data:`CANCELLED`; :meth:`Running.asking`), not at the upstream's timeout.
+
+An upstream's sampling request (:mod:`.sampling`) goes through the same two parts: the
+:class:`Running` guard, and the :class:`Forwarding` of the call (its client, its request).
 """
 
 from __future__ import annotations
@@ -32,13 +38,22 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.session import ServerSession
 
 from ..approvals import ApprovalAnswer, ApprovalRequest, Approver
 from ..mcp import ElicitationRequest
 
-__all__ = ["AMBIGUOUS", "NO_QUESTIONS", "Running", "forwarding", "takes_questions"]
+__all__ = [
+    "AMBIGUOUS",
+    "CANCELLED",
+    "NO_QUESTIONS",
+    "Forwarding",
+    "Running",
+    "forwarding",
+    "takes_questions",
+]
 
 _log = logging.getLogger("tooldeck.gateway")
 NO_QUESTIONS = "this MCP client cannot answer a server's questions (it declared no elicitation)"
@@ -47,17 +62,21 @@ AMBIGUOUS = (
     "a call of another client session is running on this server: which call asked "
     "cannot be told apart, so the question is not forwarded"
 )
+CANCELLED = "the client cancelled its call while the question waited"
 
 
 class Running:
-    """Per upstream server, how many calls each gateway session has running there."""
+    """Per upstream server, how many calls each gateway session has running there, and
+    the questions those calls' server asked that wait for an answer."""
 
     def __init__(self) -> None:
         self._on: dict[str, Counter[str]] = {}
+        self._asked: dict[tuple[str, str], set[anyio.CancelScope]] = {}
 
     @contextmanager
     def call(self, server: str | None, session_id: str) -> Iterator[None]:
-        """While the block runs, ``session_id`` has a call running on ``server``."""
+        """While the block runs, ``session_id`` has a call running on ``server``; when its
+        last call there ends (done, failed or cancelled), its waiting questions end."""
         if server is None:  # not an upstream tool
             yield
             return
@@ -69,12 +88,31 @@ class Running:
             sessions[session_id] -= 1
             if sessions[session_id] <= 0:
                 del sessions[session_id]
+                for scope in self._asked.pop((server, session_id), ()):
+                    scope.cancel()
             if not sessions:
                 self._on.pop(server, None)
 
     def others(self, server: str, session_id: str) -> bool:
         """Whether a session other than ``session_id`` has a call running on ``server``."""
         return any(s != session_id for s in self._on.get(server, ()))
+
+    @contextmanager
+    def asking(self, server: str, session_id: str) -> Iterator[anyio.CancelScope]:
+        """A scope for a question ``server`` asks a call of ``session_id``: cancelled when
+        that session's calls there have ended (at once if none runs); ``cancelled_caught``
+        says so after the block."""
+        with anyio.CancelScope() as scope:
+            if session_id not in self._on.get(server, ()):
+                scope.cancel()
+            waiting = self._asked.setdefault((server, session_id), set())
+            waiting.add(scope)
+            try:
+                yield scope
+            finally:
+                waiting.discard(scope)
+                if not waiting and self._asked.get((server, session_id)) is waiting:
+                    del self._asked[(server, session_id)]
 
 
 def takes_questions(client: ServerSession | None) -> bool:
@@ -111,36 +149,65 @@ def answer_of(result: types.ElicitResult) -> ApprovalAnswer:
     return ApprovalAnswer(False, f"the client's user chose {result.action}")
 
 
-def forwarding(
-    asker: Approver,
-    client: ServerSession | None,
-    request_id: Any,
-    running: tuple[Running, str] | None = None,
-) -> Approver:
+class Forwarding:
     """``asker``, with an upstream's questions forwarded to ``client`` (see the module
     docstring); ``client`` None: the call has no back channel; ``running``: the
-    gateway's :class:`Running` and this call's session id."""
-    forwards = takes_questions(client)
+    gateway's :class:`Running` and this call's session id. The approver of one call;
+    :mod:`.sampling` finds it (inside the session policy's approver) to reach the same
+    client about the same request."""
 
-    async def ask(requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
+    def __init__(
+        self,
+        asker: Approver,
+        client: ServerSession | None,
+        request_id: Any,
+        running: tuple[Running, str] | None = None,
+    ) -> None:
+        self.asker = asker
+        self.client = client
+        self.request_id = request_id
+        self.running = running
+        self.forwards = takes_questions(client)
+
+    def ambiguous(self, server: str) -> bool:
+        """Whether another session's call runs on ``server`` (who asked is unknown)."""
+        return self.running is not None and self.running[0].others(server, self.running[1])
+
+    async def _question(self, question: ElicitationRequest) -> ApprovalAnswer:
+        if self.ambiguous(question.server):
+            return ApprovalAnswer(False, AMBIGUOUS)
+        if not self.forwards or self.client is None:
+            return ApprovalAnswer(False, NO_QUESTIONS)
+        if self.running is None:
+            return await _ask(self.client, self.request_id, question)
+        running, session_id = self.running
+        with running.asking(question.server, session_id):
+            return await _ask(self.client, self.request_id, question)
+        return ApprovalAnswer(False, CANCELLED)  # the call ended: so did the question
+
+    async def __call__(self, requests: Sequence[ApprovalRequest]) -> list[ApprovalAnswer]:
         answers: dict[int, ApprovalAnswer] = {}
         rest: list[tuple[int, ApprovalRequest]] = []
         for i, request in enumerate(requests):
             question = request.params
-            if not isinstance(question, ElicitationRequest):
-                rest.append((i, request))
-            elif running is not None and running[0].others(question.server, running[1]):
-                answers[i] = ApprovalAnswer(False, AMBIGUOUS)
-            elif forwards and client is not None:
-                answers[i] = await _ask(client, request_id, question)
+            if isinstance(question, ElicitationRequest):
+                answers[i] = await self._question(question)
             else:
-                answers[i] = ApprovalAnswer(False, NO_QUESTIONS)
+                rest.append((i, request))
         if rest:
-            asked = await asker([r for _, r in rest])
+            asked = await self.asker([r for _, r in rest])
             answers.update((i, answer) for (i, _), answer in zip(rest, asked, strict=False))
         return [
             answers.get(i, ApprovalAnswer(False, "no answer was given"))
             for i in range(len(requests))
         ]
 
-    return ask
+
+def forwarding(
+    asker: Approver,
+    client: ServerSession | None,
+    request_id: Any,
+    running: tuple[Running, str] | None = None,
+) -> Approver:
+    """The :class:`Forwarding` approver of one call."""
+    return Forwarding(asker, client, request_id, running)

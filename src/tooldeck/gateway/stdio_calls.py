@@ -159,8 +159,8 @@ class StdioCalls:
         versions = HANDSHAKE_VERSIONS
         self.protocol = requested if requested in versions else versions[-1]
         capabilities = asked.get("capabilities")
-        self._elicits = (
-            isinstance(capabilities, dict) and capabilities.get("elicitation") is not None
+        self._elicits = isinstance(capabilities, dict) and any(  # it can be asked (sampling.py)
+            capabilities.get(c) is not None for c in ("elicitation", "sampling")
         )
 
     def _take(self, message: dict[str, Any]) -> bool:
