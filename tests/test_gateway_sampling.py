@@ -105,8 +105,13 @@ def test_a_request_reaches_the_client_and_its_answer_the_server(tmp_path: Path) 
             text = await trigger(client)
             assert "sampling refused" in text and "Paris" not in text, text
             assert "not an assistant's message" in text, text
+
+            # the client's own refusal is the server's error
+            sampler.answer = types.ErrorData(code=-1, message="the user said no")
+            text = await trigger(client)
+            assert "sampling refused: the client refused: the user said no" in text, text
         decisions = [d for d, _ in sample_lines(tmp_path / "state")]
-        assert decisions == ["allow", "sampled", "allow", "deny"], decisions
+        assert decisions == ["allow", "sampled", "allow", "deny", "allow", "deny"], decisions
         reasons = [r for _, r in sample_lines(tmp_path / "state")]
         assert "client-model-1" in reasons[1], reasons
 

@@ -185,6 +185,10 @@ class UpstreamSampling:
         except Refused as exc:
             _log.info("MCP server %r: sampling refused: %s", server, exc)
             return _refused(str(exc))
+        except Exception as exc:  # the approver's fault: said by its type only
+            _log.warning("MCP server %r: sampling failed", server, exc_info=exc)
+            why = f"sampling failed: {type(exc).__name__}"
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=why)
         sent = types.CreateMessageRequest(params=params.model_copy(update={"meta": None}))
         related = ServerMessageMetadata(related_request_id=forward.request_id)
         try:
