@@ -43,6 +43,7 @@ ALLOW_SAMPLING = ALLOW_ALL  # "*__*" allows every tool, the servers' sampling in
 ONLY_TOOLS = (  # the tools allowed, sampling left to the tiers: WRITE asks
     '[profile]\n[[profile.rules]]\ntools = "everything__trigger-*"\naction = "allow"\n'
 )
+ECHO = {"message": "still here"}
 PARIS = types.CreateMessageResult(
     role="assistant",
     content=types.TextContent(type="text", text="Paris, of course."),
@@ -72,18 +73,39 @@ def sample_lines(state: Path) -> list[tuple[str, str]]:
     return [(line["decision"], line["reason"]) for line in lines]
 
 
+async def cancelled(tool: str, state: Path) -> str:
+    """The reason of the audit line saying ``tool``'s request ended as its call was
+    cancelled, waited for (well before the server's own timeout, 60 s or more)."""
+    with anyio.fail_after(20):
+        while True:
+            found = [
+                line["reason"]
+                for line in audit_lines(state)
+                if line["tool"] == tool and "cancel" in line["reason"]
+            ]
+            if found:
+                return str(found[0])
+            await anyio.sleep(0.1)
+
+
 class Sampler:
-    """A client's sampling callback: answers ``answer`` (or raises it), keeps the requests."""
+    """A client's sampling callback: answers ``answer`` (with ``WAIT``: waits until
+    cancelled, ``entered`` set), keeps the requests."""
 
     def __init__(self, answer: Any = PARIS) -> None:
         self.answer = answer
         self.asked: list[types.CreateMessageRequestParams] = []
+        self.entered = anyio.Event()
 
     async def __call__(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
         self.asked.append(params)
-        if isinstance(self.answer, BaseException):
-            raise self.answer
+        self.entered.set()
+        if self.answer is WAIT:
+            await anyio.sleep_forever()
         return self.answer
+
+
+WAIT = object()
 
 
 def test_a_request_reaches_the_client_and_its_answer_the_server(tmp_path: Path) -> None:
@@ -261,6 +283,17 @@ def test_over_http_only_its_own_client_and_never_a_guess(tmp_path: Path) -> None
                 assert "sampling refused" in text and "Paris" not in text, text
                 assert "another client session" in text, text
                 assert len(b.asked) == 1 and not a.asked
+
+                # b cancels its call while its model is asked: the request ends at once
+                b.answer, b.entered = WAIT, anyio.Event()
+                with anyio.fail_after(60):
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(trigger, cb)
+                        await b.entered.wait()
+                        tg.cancel_scope.cancel()
+                why = await cancelled(SAMPLE, tmp_path / "state")
+                assert "the client cancelled its call" in why, why
+                assert "still here" in text_of(await cb.call_tool("everything__echo", ECHO))
         reasons = [r for d, r in sample_lines(tmp_path / "state") if d == "deny"]
         assert any("another client session" in r for r in reasons), reasons
 
@@ -290,27 +323,15 @@ def test_a_client_cancelling_ends_a_waiting_question_at_once(tmp_path: Path) -> 
                 await entered.wait()
                 tg.cancel_scope.cancel()  # the SDK client sends notifications/cancelled
 
-    async def audited(tool: str, state: Path) -> str:
-        with anyio.fail_after(20):  # well before the server's 300 s
-            while True:
-                found = [
-                    line["reason"]
-                    for line in audit_lines(state)
-                    if line["tool"] == tool and "cancel" in line["reason"]
-                ]
-                if found:
-                    return found[0]
-                await anyio.sleep(0.1)
-
     async def main() -> None:
         config = upstream(tmp_path, timeout=300)
         args = ["--core", "*", "--policy", str(write_policy(tmp_path, ALLOW_ALL))]
         state = tmp_path / "state"
         async with gateway(config, state, *args, sample=waits, elicit=waits) as client:
             await cancelled_while_asked(client, TRIGGER, {"prompt": "hi", "maxTokens": 5})
-            assert "the client cancelled its call" in await audited(SAMPLE, state)
+            assert "the client cancelled its call" in await cancelled(SAMPLE, state)
             await cancelled_while_asked(client, ASKED, {})
-            assert "the client cancelled its call" in await audited(QUESTION, state)
+            assert "the client cancelled its call" in await cancelled(QUESTION, state)
             again = await client.call_tool("everything__echo", {"message": "still here"})
             assert "still here" in text_of(again)
 

@@ -16,7 +16,8 @@ this order:
 3. otherwise, with a model configured (``tooldeck serve --sampling-model KIND:MODEL``), the
    library serves it (:func:`tooldeck.mcp.sampling.serve_sampling`: the policy, the
    per-server token budget, the audit and the ``mcp.sampling`` span);
-4. otherwise it is refused at once, saying why (:data:`NO_SAMPLING`).
+4. otherwise it is refused at once, saying why (:data:`NO_SAMPLING`); so is a request
+   sent while none of the server's tools runs for a client (:data:`NO_CALL`).
 
 The policy judges it as the ``WRITE`` tool ``<server>__sampling_createMessage``, so with
 no rule about it the session **asks** (the gateway's approval path: the client's user by
@@ -59,6 +60,7 @@ from .forwarding import Forwarding, Running
 __all__ = [
     "AMBIGUOUS",
     "CANCELLED",
+    "NO_CALL",
     "NO_SAMPLING",
     "GatewaySource",
     "UpstreamSampling",
@@ -75,6 +77,7 @@ AMBIGUOUS = (
     "cannot be told apart, so the request is not served"
 )
 CANCELLED = "the client cancelled its call while the request waited"
+NO_CALL = "no client's call is running on this server"
 Result = types.CreateMessageResult | types.ErrorData
 
 
@@ -133,8 +136,8 @@ class UpstreamSampling:
     ) -> Result:
         asker = _judged_by_the_session(asker)
         session_id = asker.session_id
-        if asker.loop is None or not session_id:  # no client's call runs on that server
-            return await self._served(server, name, params, asker)
+        if not session_id:  # asked outside any client's call (or after it ended)
+            return self._refusal(asker, name, server, params, NO_CALL)
         if self.running.others(server, session_id):
             return self._refusal(asker, name, server, params, AMBIGUOUS)
         with self.running.asking(server, session_id):
@@ -149,8 +152,6 @@ class UpstreamSampling:
             return await self._forwarded(forward, server, name, params, asker)
         if self.sampling is not None:
             return await serve_sampling(server, name, params, asker, self.sampling)
-        if asker.loop is None:
-            return self._refusal(asker, name, server, params, asker.nobody())
         return self._refusal(asker, name, server, params, NO_SAMPLING)
 
     def _refusal(
