@@ -15,7 +15,8 @@ Taken: a ``tools/call`` request once the client's ``initialize`` handshake is do
 ``arguments`` (an object, or none), and whose id is not in flight here. Left to the SDK:
 everything else, and a call that may need the SDK's session: one carrying ``_meta``
 (a progress token, a trace context), any call of a client that declared elicitation
-(an ask, or an upstream server's question, goes to that client), and any call of a client
+or sampling (an ask, or an upstream server's question or sampling request, goes to that
+client), and any call of a client
 that did not shake hands (MCP 2026-07-28).
 
 As the SDK does: ``notifications/cancelled`` for a call taken here cancels it, and it is
