@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -237,5 +238,58 @@ def test_a_question_waiting_ends_when_its_session_is_cancelled(tmp_path: Path, k
                 assert "still here" in after.text()
         lines = reasons(tmp_path / "a", QUESTION)
         assert any("ended" in r for d, r in lines if d == "deny"), lines
+
+    asyncio.run(main())
+
+
+ASKING = Path(__file__).parent / "mcp_servers" / "asking.py"
+
+
+def asking(protocol: str) -> dict[str, Any]:
+    server = {"command": sys.executable, "args": [str(ASKING)], "protocol": protocol}
+    return {"mcpServers": {"asking": server}}
+
+
+def asking_policy(tmp_path: Path, name: str, sampling: str) -> SessionPolicy:
+    rules = [
+        {"tools": "mcp__asking__*", "action": "allow"},
+        {"tools": "mcp__asking__sampling_createMessage", "action": sampling},
+    ]
+    loaded = Policy.from_dict({"profile": {"rules": rules}})
+    return SessionPolicy(loaded, session_id=name, directory=tmp_path / name)
+
+
+def test_in_the_2026_era_the_calls_own_rounds_say_which_session_asked(tmp_path: Path) -> None:
+    """The 2026-07-28 era asks inside the call's result (``input_required``): exact over
+    stdio too. The same server in the handshake era over stdio: no link, declined."""
+    a, b = Person("Ada"), Person("Bob")
+    sampler = ScriptedModel([reply("short")])
+    pause = call("mcp__asking__pause", {"seconds": 3})
+    order = call("mcp__asking__order", {})
+
+    async def main() -> None:
+        protect_a = Protection.policy(asking_policy(tmp_path, "a", "allow"), approver=a)
+        protect_b = Protection.policy(asking_policy(tmp_path, "b", "deny"), approver=b)
+        async with McpSource(asking("auto"), sampling=sampler) as source:
+            assert source.server_status("asking").protocol_version == "2026-07-28"
+            busy = asyncio.create_task(run(source, "b", protect_b, pause))
+            await running(source, "asking")
+            (qa,), (qb,) = await asyncio.gather(
+                run(source, "a", protect_a, order), run(source, "b", protect_b, order)
+            )
+            summarise = call("mcp__asking__summarise", {"text": "a long text"})
+            (sa,), (sb,) = await asyncio.gather(
+                run(source, "a", protect_a, summarise), run(source, "b", protect_b, summarise)
+            )
+            await busy
+        assert "accept: Ada" in qa and "accept: Bob" in qb, (qa, qb)
+        assert "short" in sa and "short" not in sb, (sa, sb)
+        assert len(a.asked) == 1 and len(b.asked) == 1
+        async with McpSource(asking("legacy")) as legacy:
+            busy = asyncio.create_task(run(legacy, "b", protect_b, pause))
+            await running(legacy, "asking")
+            (declined,) = await run(legacy, "a", protect_a, order)
+            await busy
+        assert "decline: -" in declined and len(a.asked) == 1, declined
 
     asyncio.run(main())
