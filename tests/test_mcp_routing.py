@@ -29,6 +29,7 @@ import pytest
 from gateway_client import _listening, _stop, audit_lines, free_port, npm_server
 from tooldeck import ApprovalAnswer, ApprovalRequest, Protection, Session, TurnContext
 from tooldeck.mcp import ElicitationRequest, McpSource, Sampling
+from tooldeck.mcp.asking import current_route
 from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.providers.scripted import ScriptedModel, call, reply
 
@@ -88,9 +89,12 @@ class Person:
     def __init__(self, name: str) -> None:
         self.name = name
         self.asked: list[ApprovalRequest] = []
+        self.routes: list[str] = []  # how each request reached this approver
 
     def __call__(self, request: ApprovalRequest) -> ApprovalAnswer:
         self.asked.append(request)
+        route = current_route()
+        self.routes.append(route.how if route is not None else "none")
         return ApprovalAnswer(True, arguments={"name": self.name})
 
 
@@ -151,13 +155,14 @@ def test_over_stdio_one_sessions_calls_are_routed_to_it(tmp_path: Path) -> None:
     a, b = Person("Ada"), Person("Bob")
 
     async def main() -> None:
-        async with McpSource(stdio(), approver=Person("nobody")) as source:
+        fallback = Person("nobody")
+        async with McpSource(stdio(), approver=fallback) as source:
             protect_a = Protection.policy(session_policy(tmp_path, "a"), approver=a)
             protect_b = Protection.policy(session_policy(tmp_path, "b"), approver=b)
             await run(source, "b", protect_b, long_call(1))  # b has used the source, is idle
             (question,) = await run(source, "a", protect_a, call(ELICIT, {}))
             assert "- Name: Ada" in question, question
-            assert len(a.asked) == 1 and b.asked == []
+            assert len(a.asked) == 1 and b.asked == [] and a.routes == ["session"]
             # two direct calls outside any session: one "session", the source's approver
             slow = asyncio.create_task(
                 source.call(
@@ -168,6 +173,7 @@ def test_over_stdio_one_sessions_calls_are_routed_to_it(tmp_path: Path) -> None:
             direct = await source.call("everything", "trigger-elicitation-request", {})
             await slow
             assert "- Name: nobody" in direct.text(), direct.text()
+            assert fallback.routes == ["session"]  # two calls of one "session": no guess
 
     asyncio.run(main())
 
@@ -206,6 +212,7 @@ def test_over_http_each_request_reaches_exactly_the_session_whose_call_asked(
         assert "sampling refused: denied by policy: b says deny" in sb[0], sb
         assert len(sampler.requests) == 1
         assert len(a.asked) == 4 and len(b.asked) == 3
+        assert set(a.routes) == set(b.routes) == {"exact"}
         assert all(isinstance(r.params, ElicitationRequest) for r in a.asked + b.asked)
         assert sampling.left("everything", "b") == 1_000  # a's sampling spent a's budget
         assert sampling.left("everything", "a") < 1_000
@@ -284,7 +291,7 @@ def test_in_the_2026_era_the_calls_own_rounds_say_which_session_asked(tmp_path: 
             await busy
         assert "accept: Ada" in qa and "accept: Bob" in qb, (qa, qb)
         assert "short" in sa and "short" not in sb, (sa, sb)
-        assert len(a.asked) == 1 and len(b.asked) == 1
+        assert len(a.asked) == 1 and len(b.asked) == 1 and a.routes == b.routes == ["exact"]
         async with McpSource(asking("legacy")) as legacy:
             busy = asyncio.create_task(run(legacy, "b", protect_b, pause))
             await running(legacy, "asking")

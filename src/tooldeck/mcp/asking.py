@@ -53,6 +53,7 @@ __all__ = [
     "InFlight",
     "Route",
     "answer_routed",
+    "current_route",
     "request_call",
     "request_name",
 ]
@@ -166,6 +167,15 @@ class Route:
     sessions: tuple[Asker, ...] = ()  # ambiguous: one asker per session running a call
 
 
+_routed: ContextVar[Route | None] = ContextVar("tooldeck.mcp.routed", default=None)
+
+
+def current_route() -> Route | None:
+    """How the server request being answered was routed (``Route.how``), for an approver
+    or a policy hook judging it (they run in its context); None outside one."""
+    return _routed.get()
+
+
 @dataclass(eq=False)
 class _Waiting:
     """A request being answered: the calls it was routed to, and how to end it."""
@@ -269,7 +279,11 @@ async def answer_routed(
         return refuse(AMBIGUOUS)
     with anyio.CancelScope() as scope, inflight._held(route, scope) as alive:
         if alive:
-            return await answer(asker)
+            token = _routed.set(route)
+            try:
+                return await answer(asker)
+            finally:
+                _routed.reset(token)
     asker.audit(name, {}, "deny", ENDED)
     return refuse(ENDED)
 
