@@ -220,31 +220,46 @@ def test_over_http_each_request_reaches_exactly_the_session_whose_call_asked(
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("kind", ["stdio", "http"])
-def test_a_question_waiting_ends_when_its_session_is_cancelled(tmp_path: Path, kind: str) -> None:
-    entered, ended = asyncio.Event(), asyncio.Event()
+class Never:
+    """An approver that never answers; says when it was entered and when it ended."""
 
-    async def never(requests: Any) -> list[ApprovalAnswer]:
-        entered.set()
+    def __init__(self) -> None:
+        self.entered, self.ended = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, requests: Any) -> list[ApprovalAnswer]:
+        self.entered.set()
         try:
             await asyncio.Event().wait()
         finally:
-            ended.set()
+            self.ended.set()
         raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+def test_a_request_waiting_ends_when_its_session_is_cancelled(tmp_path: Path, kind: str) -> None:
+    """A question, then a sampling request (the policy asks), waiting on an approver that
+    never answers: cancelling the session's turn ends each at once, approver included."""
+    sampler = ScriptedModel([reply("never used")])
 
     async def main() -> None:
         with transport(kind) as config:
-            async with McpSource(config) as source:
-                protect = Protection.policy(session_policy(tmp_path, "a"), approver=never)
-                turn = asyncio.create_task(run(source, "a", protect, call(ELICIT, {})))
-                await asyncio.wait_for(entered.wait(), 30)
-                turn.cancel()
-                await asyncio.wait_for(ended.wait(), 5)  # not the server's 60 s timeout
-                assert not source._servers["everything"].inflight.calls
+            async with McpSource(config, sampling=sampler) as source:
+                for trigger in (call(ELICIT, {}), call(SAMPLE, {"prompt": "hi"})):
+                    never = Never()
+
+                    policy = session_policy(tmp_path, "a", sampling="ask")
+                    protect = Protection.policy(policy, approver=never)
+                    turn = asyncio.create_task(run(source, "a", protect, trigger))
+                    await asyncio.wait_for(never.entered.wait(), 30)
+                    turn.cancel()
+                    await asyncio.wait_for(never.ended.wait(), 5)  # not the server's 60 s timeout
+                    assert not source._servers["everything"].inflight.calls
                 after = await source.call("everything", "echo", {"message": "still here"})
                 assert "still here" in after.text()
-        lines = reasons(tmp_path / "a", QUESTION)
-        assert any("ended" in r for d, r in lines if d == "deny"), lines
+        assert sampler.requests == []
+        for tool in (QUESTION, SAMPLING):
+            lines = reasons(tmp_path / "a", tool)
+            assert any("ended" in r for d, r in lines if d == "deny"), lines
 
     asyncio.run(main())
 
