@@ -3,9 +3,25 @@
 A server asks while the client is doing something for it, almost always while one of its
 tools runs: the session that made that call answers, with its protection (the policy
 hook and the approver its dispatcher runs with, ``ToolContext.protection``). The source
-keeps the calls in flight per server (:class:`InFlight`); the latest one's session is
-the :class:`Asker`. Outside any call, the source's own ``approver=`` answers (no policy),
-or nobody does (the request is declined or refused, with why).
+keeps the calls in flight per server (:class:`InFlight`), and a request is routed
+(:func:`answer_routed`) to:
+
+1. **the call it belongs to**, when the protocol links them: over streamable HTTP the
+   server sends its request on the response stream of the client's ``tools/call``, and
+   the 2026-07-28 era returns it inside the call's own ``input_required`` rounds; either
+   way the request is handled in that call's context, where :class:`InFlight` left a
+   mark (a context variable) saying which call it is;
+2. with no link (stdio before 2026-07-28, a server that asks on its standalone stream):
+   **the one session** with calls running on that server (sessions told apart by
+   ``ToolContext.session_id``); when calls of more than one session run there, which
+   one asked cannot be told, so the request is declined (:data:`AMBIGUOUS`, audited in
+   every session running a call there, without the request's content), never guessed;
+3. with no call running: the source's own ``approver=`` (no policy), or nobody (the
+   request is declined or refused, with why).
+
+A request waiting for its answer ends when the calls it was routed to have all ended (a
+session cancelled, a call timed out): it is declined (:data:`ENDED`) at once rather
+than left waiting for the server's timeout, and the approver still asking is cancelled.
 
 A server's request arrives on the MCP I/O loop; the session's approver and policy belong
 to the loop the session runs on, so they are run there (:meth:`Asker.run`).
@@ -14,11 +30,15 @@ to the loop the session runs on, so they are run there (:meth:`Asker.run`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+
+import anyio
 
 from ..approvals import Approver, PolicyHook, allow_all
 from ..context import ToolContext
@@ -26,9 +46,26 @@ from ..tools import Tool
 from ..transcript import ToolCall
 from .naming import PREFIX, exposed_name
 
-__all__ = ["Asker", "InFlight", "request_call", "request_name"]
+__all__ = [
+    "AMBIGUOUS",
+    "ENDED",
+    "Asker",
+    "InFlight",
+    "Route",
+    "answer_routed",
+    "current_route",
+    "request_call",
+    "request_name",
+]
 
 _T = TypeVar("_T")
+AMBIGUOUS = (
+    "a call of another session is running on this server, and the server's request does "
+    "not say which call it belongs to: declined rather than guessed"
+)
+"""Why a request is declined when calls of several sessions run on its server (no link)."""
+ENDED = "the call that asked ended before the request was answered"
+"""Why a request still waiting is declined once the calls it was routed to ended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,13 +83,21 @@ class Asker:
         return self.policy is not None and self.policy is not allow_all
 
     def _sessions(self) -> tuple[Any, ...]:
+        """The session policies judging (among the judges, or the one whose approver
+        answers: a policy hook wrapping a session policy, as the gateway's, hides it)."""
         from ..policy.protection import Protection
-        from ..policy.session import SessionPolicy
+        from ..policy.session import PolicyApprover, SessionPolicy
 
         if self.policy is None:
             return ()
         judges = Protection.of(self.policy).judges
-        return tuple(j for j in judges if isinstance(j, SessionPolicy))
+        found = [j for j in judges if isinstance(j, SessionPolicy)]
+        if isinstance(self.approver, PolicyApprover):
+            found.append(self.approver.policy)
+        by_log: dict[int, Any] = {}
+        for session in found:  # one per audit log
+            by_log.setdefault(id(session.audit), session)
+        return tuple(by_log.values())
 
     def nobody(self) -> str:
         """Why nobody can be asked (there is no approver)."""
@@ -92,31 +137,155 @@ class Asker:
 
 
 @dataclass(eq=False)
-class InFlight:
-    """The calls running on one server, each with its context and loop (latest last)."""
+class _Call:
+    """One call running on a server: its context (its session) and the loop it runs on."""
 
-    calls: list[tuple[ToolContext, asyncio.AbstractEventLoop]] = field(default_factory=list)
+    ctx: ToolContext
+    loop: asyncio.AbstractEventLoop
+
+    def asker(self, fallback: Approver | None) -> Asker:
+        protection = self.ctx.protection
+        if protection is not None:
+            return Asker(protection.policy, protection.approver, self.loop, self.ctx.session_id)
+        return Asker(None, fallback, self.loop, self.ctx.session_id)  # a direct source.call
+
+
+_calling: ContextVar[_Call | None] = ContextVar("tooldeck.mcp.calling", default=None)
+"""The call whose context this is: a server's request handled here belongs to it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where one server request goes: ``how`` it was told (``exact``: the protocol linked it
+    to its call; ``session``: the one session with calls running on the server;
+    ``outside``: no call running; ``ambiguous``: calls of several sessions, declined),
+    the :class:`Asker` that answers (None when ambiguous), and the calls it waits on."""
+
+    how: Literal["exact", "session", "outside", "ambiguous"]
+    asker: Asker | None
+    calls: tuple[_Call, ...] = ()
+    sessions: tuple[Asker, ...] = ()  # ambiguous: one asker per session running a call
+
+
+_routed: ContextVar[Route | None] = ContextVar("tooldeck.mcp.routed", default=None)
+
+
+def current_route() -> Route | None:
+    """How the server request being answered was routed (``Route.how``), for an approver
+    or a policy hook judging it (they run in its context); None outside one."""
+    return _routed.get()
+
+
+@dataclass(eq=False)
+class _Waiting:
+    """A request being answered: the calls it was routed to, and how to end it."""
+
+    calls: tuple[_Call, ...]
+    scope: anyio.CancelScope
+    loop: asyncio.AbstractEventLoop
+
+    def end(self) -> None:
+        if self.loop is _running_loop():
+            self.scope.cancel()
+        else:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing waits
+                self.loop.call_soon_threadsafe(self.scope.cancel)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+@dataclass(eq=False)
+class InFlight:
+    """The calls running on one server (oldest first), and the requests they wait on."""
+
+    calls: list[_Call] = field(default_factory=list)
+    waiting: list[_Waiting] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, ctx: ToolContext, loop: asyncio.AbstractEventLoop) -> None:
+    @contextlib.contextmanager
+    def running(self, ctx: ToolContext, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+        """While the block runs, a call of ``ctx`` runs on this server; a server request
+        handled in the block's context (what the block starts inherits it) belongs to it."""
+        call = _Call(ctx, loop)
         with self.lock:
-            self.calls.append((ctx, loop))
+            self.calls.append(call)
+        token = _calling.set(call)
+        try:
+            yield
+        finally:
+            _calling.reset(token)
+            with self.lock:
+                self.calls = [c for c in self.calls if c is not call]
+                left = {id(c) for c in self.calls}
+                ended = [w for w in self.waiting if not any(id(c) in left for c in w.calls)]
+            for waiting in ended:
+                waiting.end()
 
-    def remove(self, ctx: ToolContext) -> None:
+    def route(self, fallback: Approver | None, loop: asyncio.AbstractEventLoop | None) -> Route:
+        """Where a request arriving now goes (see the module docstring); ``fallback``: the
+        source's own approver, for a request outside any call."""
+        asked = _calling.get()
         with self.lock:
-            self.calls = [c for c in self.calls if c[0] is not ctx]
+            calls = tuple(self.calls)
+        if asked is not None and any(c is asked for c in calls):
+            return Route("exact", asked.asker(fallback), (asked,))
+        if not calls:
+            return Route("outside", Asker(None, fallback, loop))
+        latest: dict[str, _Call] = {c.ctx.session_id: c for c in calls}
+        if len(latest) == 1:
+            (only,) = latest.values()
+            return Route("session", only.asker(fallback), calls)
+        askers = tuple(c.asker(fallback) for c in latest.values())
+        return Route("ambiguous", None, calls, askers)
 
-    def asker(self, fallback: Approver | None, loop: asyncio.AbstractEventLoop | None) -> Asker:
-        """The latest call's session, else the source's ``fallback`` approver."""
+    @contextlib.contextmanager
+    def _held(self, route: Route, scope: anyio.CancelScope) -> Iterator[bool]:
+        """While the block runs the request waits on ``route``'s calls: ``scope`` is
+        cancelled when they have all ended (False: they already have)."""
+        loop = asyncio.get_running_loop()
+        waiting = _Waiting(route.calls, scope, loop)
         with self.lock:
-            latest = self.calls[-1] if self.calls else None
-        if latest is not None:
-            ctx, call_loop = latest
-            protection = ctx.protection
-            if protection is not None:
-                return Asker(protection.policy, protection.approver, call_loop, ctx.session_id)
-            return Asker(None, fallback, call_loop, ctx.session_id)  # a direct source.call
-        return Asker(None, fallback, loop)
+            live = {id(c) for c in self.calls}
+            alive = not route.calls or any(id(c) in live for c in route.calls)
+            if alive and route.calls:
+                self.waiting.append(waiting)
+        try:
+            yield alive
+        finally:
+            with self.lock:
+                self.waiting = [w for w in self.waiting if w is not waiting]
+
+
+async def answer_routed(
+    inflight: InFlight,
+    fallback: Approver | None,
+    loop: asyncio.AbstractEventLoop | None,
+    name: str,
+    answer: Callable[[Asker], Awaitable[_T]],
+    refuse: Callable[[str], _T],
+) -> _T:
+    """``answer(asker)`` for a server request named ``name``, routed by ``inflight`` (see
+    the module docstring); ``refuse(why)`` when it is ambiguous or its calls ended."""
+    route = inflight.route(fallback, loop)
+    asker = route.asker
+    if asker is None:  # the request's content stays out: it may be another session's
+        for session in route.sessions:
+            session.audit(name, {}, "deny", AMBIGUOUS)
+        return refuse(AMBIGUOUS)
+    with anyio.CancelScope() as scope, inflight._held(route, scope) as alive:
+        if alive:
+            token = _routed.set(route)
+            try:
+                return await answer(asker)
+            finally:
+                _routed.reset(token)
+    asker.audit(name, {}, "deny", ENDED)
+    return refuse(ENDED)
 
 
 def request_name(server: str, method: str, *, prefixed: bool) -> str:

@@ -32,6 +32,7 @@ import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._context_streams import ContextReceiveStream
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -205,9 +206,12 @@ async def _watched(
 ) -> AsyncIterator[Any]:
     """A transport that reports when its read side ends (the server went away); with
     ``on_direct``, calls made on it by tooldeck itself (:mod:`.direct_calls`), handed
-    over while it is open (``None`` once it closes)."""
+    over while it is open (``None`` once it closes). Each message keeps the context it
+    was read in (the SDK's context streams): a server's request that came on the HTTP
+    response stream of a call is handled in that call's context (:mod:`.asking`)."""
     async with inner as (read, write):
-        send, receive = anyio.create_memory_object_stream[Any](0)
+        send, raw = anyio.create_memory_object_stream[Any](0)
+        receive = ContextReceiveStream[Any](raw)
         direct = DirectCalls(write) if on_direct is not None else None
 
         async def pump() -> None:
@@ -216,7 +220,7 @@ async def _watched(
                     async for item in read:
                         if direct is not None and direct.take(item):
                             continue  # the answer to a call made by tooldeck itself
-                        await send.send(item)
+                        await send.send((getattr(read, "last_context", None), item))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
                 pass
             finally:

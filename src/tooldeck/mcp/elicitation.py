@@ -3,8 +3,9 @@
 A server sends ``elicitation/create`` to ask the user something: a message and a flat
 JSON Schema of the fields it wants (form mode), or a URL to visit (URL mode). tooldeck
 declares the capability (``McpSource(elicitation=True)``, the library's default) and
-answers it with the approvals machinery of the session whose call is running
-(:mod:`.asking`):
+answers it with the approvals machinery of the session whose call asked (:mod:`.asking`:
+the call the protocol links it to, else the one session with calls running on that
+server; declined when calls of several sessions run there, or once the call ended):
 
 1. the question becomes an :class:`~tooldeck.approvals.ApprovalRequest` of a tool named
    ``mcp__<server>__elicitation_create`` whose parameters schema **is the requested
@@ -42,7 +43,7 @@ from ..errors import ArgumentError, ToolDefinitionError
 from .asking import Asker, request_call
 from .naming import namespace_name
 
-__all__ = ["REASON", "answer_elicitation"]
+__all__ = ["REASON", "answer_elicitation", "declined"]
 
 _log = logging.getLogger("tooldeck.mcp")
 REASON = "io.tooldeck/reason"
@@ -63,7 +64,8 @@ class ElicitationRequest(BaseModel):
     url: str | None = None
 
 
-def _decline(server: str, why: str) -> types.ElicitResult:
+def declined(server: str, why: str) -> types.ElicitResult:
+    """A decline of ``server``'s question, saying why (``_meta``) and logged."""
     _log.info("MCP server %r: elicitation declined: %s", server, why)
     return types.ElicitResult(action="decline", _meta={REASON: why})
 
@@ -129,11 +131,11 @@ async def answer_elicitation(
     if asker.approver is None:
         why = asker.nobody()
         asker.audit(name, request, "deny", why)
-        return _decline(server, why)
+        return declined(server, why)
     try:
         tool = _question_tool(name, request)
     except ToolDefinitionError as exc:
-        return _decline(server, f"the requested schema is unusable: {str(exc).splitlines()[0]}")
+        return declined(server, f"the requested schema is unusable: {str(exc).splitlines()[0]}")
     call = request_call(tool)
     approver, policy = asker.approver, asker.policy
     try:
@@ -141,18 +143,18 @@ async def answer_elicitation(
             if policy is not None:
                 decided = await asker.run(lambda: policy_decision(policy, tool, request, call))
                 if decided.action == "deny":
-                    return _decline(server, f"denied by policy: {decided.reason}")
+                    return declined(server, f"denied by policy: {decided.reason}")
             asked = ApprovalRequest(call, tool, request, request.message)
             answers = await asker.run(lambda: approver([asked]))
     except TimeoutError:
-        return _decline(server, f"nobody answered within {within:g}s")
+        return declined(server, f"nobody answered within {within:g}s")
     except PendingApproval:
-        return _decline(server, "nobody can answer now (the approval would wait for later)")
+        return declined(server, "nobody can answer now (the approval would wait for later)")
     except asyncio.CancelledError:
         raise
     except BaseException as exc:  # the approver's own fault, on the session's loop
         _log.warning("MCP server %r: the approver failed on a question", server, exc_info=exc)
-        return _decline(server, f"the approver failed: {type(exc).__name__}")
+        return declined(server, f"the approver failed: {type(exc).__name__}")
     answer = answers[0] if answers else None
     return _result(server, tool, request, answer)
 
@@ -161,9 +163,9 @@ def _result(
     server: str, tool: Any, request: ElicitationRequest, answer: ApprovalAnswer | None
 ) -> types.ElicitResult:
     if not isinstance(answer, ApprovalAnswer):
-        return _decline(server, "no answer was given")
+        return declined(server, "no answer was given")
     if not answer.approved:
-        return _decline(server, answer.message or "declined by the user")
+        return declined(server, answer.message or "declined by the user")
     if request.mode == "url":
         return types.ElicitResult(action="accept")
     try:
@@ -171,6 +173,6 @@ def _result(
         return types.ElicitResult(action="accept", content=dict(checked))
     except ArgumentError as exc:  # the answer's values stay here: only the log has them
         _log.info("MCP server %r: an answer outside the schema: %s", server, exc.model_message)
-        return _decline(server, "the answer does not match the requested schema")
+        return declined(server, "the answer does not match the requested schema")
     except ValidationError as exc:
-        return _decline(server, f"the answer holds a value a form cannot: {exc.errors()[0]['msg']}")
+        return declined(server, f"the answer holds a value a form cannot: {exc.errors()[0]['msg']}")

@@ -5,13 +5,16 @@ tooldeck declares the ``sampling`` capability and serves a server's request with
 model, only when the policy lets that server sample:
 
 1. the request is a call of a tool named ``mcp__<server>__sampling_createMessage``, tier
-   ``WRITE``: the policy of the session whose call is running judges it (:mod:`.asking`),
-   so with no rule about it a session policy **asks** (a rule allows or denies one
-   server's sampling); without any policy it asks too. An ask goes to that session's
-   approver with the typed :class:`SamplingRequest` as ``params`` (nobody to ask: refused);
-2. each server has a **token budget** (``budget``, or ``budgets[server]``) spent by every
-   answer (the model's reported usage, or an estimate when it reports none): a request
-   is refused once it is spent, and its ``maxTokens`` is cut to what is left (and to
+   ``WRITE``: the policy of the session whose call asked judges it (routed as
+   :mod:`.asking` says: refused when calls of several sessions run on the server and the
+   request is not linked to one), so with no rule about it a session policy **asks** (a
+   rule allows or denies one server's sampling); without any policy it asks too. An ask
+   goes to that session's approver with the typed :class:`SamplingRequest` as ``params``
+   (nobody to ask: refused);
+2. each session has a **token budget** on each server (``budget``, or
+   ``budgets[server]``; calls outside any session share one) spent by every answer (the
+   model's reported usage, or an estimate when it reports none): a request is refused
+   once it is spent, and its ``maxTokens`` is cut to what is left (and to
    ``max_tokens``);
 3. text and image messages are sent with the server's system prompt as instructions and
    no tools; the answer's text is the result (``stopReason`` ``endTurn`` or
@@ -47,7 +50,7 @@ from ..transcript import AssistantMessage, Item, StopReason, UserMessage
 from .asking import Asker, request_call
 from .naming import namespace_name
 
-__all__ = ["REFUSED", "serve_sampling"]
+__all__ = ["REFUSED", "refused", "serve_sampling"]
 
 _log = logging.getLogger("tooldeck.mcp")
 REFUSED = -1
@@ -57,23 +60,31 @@ MAX_MESSAGES = 100
 
 @dataclass
 class Sampling:
-    """How servers' sampling requests are served: ``model``, each server's token
-    ``budget`` (``budgets`` per server name), and the cap on one answer."""
+    """How servers' sampling requests are served: ``model``, the token ``budget`` each
+    session has on each server (``budgets`` per server name), and the cap on one answer.
+
+    ``spent`` is what every session together spent per server; :meth:`left` is what one
+    session (``session_id``; ``""``: calls outside any session) has left on a server."""
 
     model: Model
     budget: int = 20_000
     budgets: Mapping[str, int] = field(default_factory=dict)
     max_tokens: int = 4_096
     spent: dict[str, int] = field(default_factory=dict, init=False)
+    _by_session: dict[tuple[str, str], int] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def left(self, server: str) -> int:
+    def left(self, server: str, session_id: str = "") -> int:
         with self._lock:
-            return self.budgets.get(server, self.budget) - self.spent.get(server, 0)
+            spent = self._by_session.get((session_id, server), 0)
+            return self.budgets.get(server, self.budget) - spent
 
-    def spend(self, server: str, tokens: int) -> None:
+    def spend(self, server: str, tokens: int, session_id: str = "") -> None:
+        tokens = max(0, tokens)
         with self._lock:
-            self.spent[server] = self.spent.get(server, 0) + max(0, tokens)
+            self.spent[server] = self.spent.get(server, 0) + tokens
+            key = (session_id, server)
+            self._by_session[key] = self._by_session.get(key, 0) + tokens
 
 
 class SamplingRequest(BaseModel):
@@ -91,6 +102,12 @@ class SamplingRequest(BaseModel):
 
 class Refused(TooldeckError):
     """Why a request is not served (becomes the server's error)."""
+
+
+def refused(server: str, why: str) -> types.ErrorData:
+    """The error ``server``'s sampling request is answered with, saying why (logged)."""
+    _log.info("MCP server %r: sampling refused: %s", server, why)
+    return types.ErrorData(code=REFUSED, message=f"sampling refused: {why}")
 
 
 def _parts(content: Any) -> list[ContentPart]:
@@ -194,7 +211,7 @@ async def serve_sampling(
     """The answer to one ``sampling/createMessage`` of ``server`` (see the module docstring)."""
     try:
         items = _transcript(params)
-        left = sampling.left(server)
+        left = sampling.left(server, asker.session_id)
         if left <= 0:
             budget = sampling.budgets.get(server, sampling.budget)
             raise Refused(f"the server's sampling budget of {budget:,} tokens is spent")
@@ -216,8 +233,7 @@ async def serve_sampling(
         await _permitted(asker, tool, request)
         answer = await _ask_model(sampling, items, params, limit)
     except Refused as exc:
-        _log.info("MCP server %r: sampling refused: %s", server, exc)
-        return types.ErrorData(code=REFUSED, message=f"sampling refused: {exc}")
+        return refused(server, str(exc))
     except asyncio.CancelledError:
         raise
     except BaseException as exc:  # the model's or the approver's fault: said by its type only
@@ -229,7 +245,7 @@ async def serve_sampling(
         used = sum(estimate_tokens(m["text"]) for m in request.messages) + estimate_tokens(
             answer.text
         )
-    sampling.spend(server, used)
+    sampling.spend(server, used, asker.session_id)
     model = answer.model or sampling.model.name
     asker.audit(name, request, "sampled", f"{used} tokens from {model}")
     _trace(server, request, answer, used, model)

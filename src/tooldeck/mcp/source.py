@@ -54,10 +54,10 @@ from ..model import Model
 from ..policy.ask import as_approver
 from ..result import ToolResult
 from ..tools import Tier, Tool
-from .asking import InFlight, request_name
+from .asking import InFlight, answer_routed, request_name
 from .config import McpConfig, ServerConfig
 from .connection import Connection, ConnectionState
-from .elicitation import answer_elicitation
+from .elicitation import answer_elicitation, declined
 from .naming import Collision, map_names, namespace_name
 from .prompts import (
     McpPrompt,
@@ -81,7 +81,7 @@ from .resources import (
     subscribe,
 )
 from .roots import Roots
-from .sampling import Sampling, serve_sampling
+from .sampling import Sampling, refused, serve_sampling
 
 _log = logging.getLogger("tooldeck.mcp")
 _T = TypeVar("_T")
@@ -862,15 +862,13 @@ class McpSource(Source):
             with contextlib.suppress(RuntimeError):  # the caller's loop is gone
                 caller.call_soon_threadsafe(ctx.emit, payload)
 
-        inflight = self._servers[server].inflight
-        inflight.add(ctx, caller)  # the session that answers the server's questions
-        try:
+        # the session that answers the server's requests (asking.py); the I/O loop's task
+        # inherits the block's context, so a request linked to this call finds it
+        with self._servers[server].inflight.running(ctx, caller):
             if here:
                 return await conn.call(tool, arguments, progress)
             future = self._io.submit(conn.call(tool, arguments, progress))
             return await asyncio.wrap_future(future)
-        finally:
-            inflight.remove(ctx)
 
     async def call(
         self,
@@ -955,9 +953,16 @@ class McpSource(Source):
     def _elicitation_handler(self, name: str) -> Callable[..., Awaitable[types.ElicitResult]]:
         async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
             server = self._servers[name]
-            asker = server.inflight.asker(self.approver, self._caller_loop)
             called = request_name(name, "elicitation/create", prefixed=self.server_prefix)
-            return await answer_elicitation(name, called, params, asker, server.config.timeout)
+            within = server.config.timeout
+            return await answer_routed(
+                server.inflight,
+                self.approver,
+                self._caller_loop,
+                called,
+                lambda asker: answer_elicitation(name, called, params, asker, within),
+                lambda why: declined(name, why),
+            )
 
         return elicit
 
@@ -967,9 +972,15 @@ class McpSource(Source):
         async def sample(
             context: Any, params: types.CreateMessageRequestParams
         ) -> types.CreateMessageResult | types.ErrorData:
-            asker = self._servers[name].inflight.asker(self.approver, self._caller_loop)
             called = request_name(name, "sampling/createMessage", prefixed=self.server_prefix)
-            return await serve_sampling(name, called, params, asker, sampling)
+            return await answer_routed(
+                self._servers[name].inflight,
+                self.approver,
+                self._caller_loop,
+                called,
+                lambda asker: serve_sampling(name, called, params, asker, sampling),
+                lambda why: refused(name, why),
+            )
 
         return sample
 
