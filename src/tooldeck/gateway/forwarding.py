@@ -44,6 +44,7 @@ from mcp.server.session import ServerSession
 
 from ..approvals import ApprovalAnswer, ApprovalRequest, Approver
 from ..mcp import ElicitationRequest
+from ..mcp.asking import current_route
 
 __all__ = [
     "AMBIGUOUS",
@@ -52,6 +53,7 @@ __all__ = [
     "Forwarding",
     "Running",
     "forwarding",
+    "guessed",
     "takes_questions",
 ]
 
@@ -63,6 +65,15 @@ AMBIGUOUS = (
     "cannot be told apart, so the question is not forwarded"
 )
 CANCELLED = "the client cancelled its call while the question waited"
+
+
+def guessed() -> bool:
+    """Whether the upstream request being answered was routed without the protocol's link
+    to its call (stdio before 2026-07-28; :func:`tooldeck.mcp.asking.current_route`): only
+    then can another session's running call make it ambiguous. One routed exactly
+    (streamable HTTP, a call's own rounds) went to the call that asked."""
+    route = current_route()
+    return route is None or route.how != "exact"
 
 
 class Running:
@@ -171,7 +182,8 @@ class Forwarding:
 
     def ambiguous(self, server: str) -> bool:
         """Whether another session's call runs on ``server`` (who asked is unknown)."""
-        return self.running is not None and self.running[0].others(server, self.running[1])
+        running = self.running
+        return guessed() and running is not None and running[0].others(server, running[1])
 
     async def _question(self, question: ElicitationRequest) -> ApprovalAnswer:
         if self.ambiguous(question.server):

@@ -42,7 +42,7 @@ from mcp.shared.message import ServerMessageMetadata
 from pydantic import ValidationError
 
 from ..mcp import McpConfig, McpSource
-from ..mcp.asking import Asker, request_name
+from ..mcp.asking import Asker, answer_routed, request_name
 from ..mcp.sampling import (
     REFUSED,
     Refused,
@@ -55,7 +55,7 @@ from ..mcp.sampling import (
     serve_sampling,
 )
 from ..policy import SessionPolicy
-from .forwarding import Forwarding, Running
+from .forwarding import Forwarding, Running, guessed
 
 __all__ = [
     "AMBIGUOUS",
@@ -138,7 +138,7 @@ class UpstreamSampling:
         session_id = asker.session_id
         if not session_id:  # asked outside any client's call (or after it ended)
             return self._refusal(asker, name, server, params, NO_CALL)
-        if self.running.others(server, session_id):
+        if guessed() and self.running.others(server, session_id):
             return self._refusal(asker, name, server, params, AMBIGUOUS)
         with self.running.asking(server, session_id):
             return await self._served(server, name, params, asker)
@@ -228,7 +228,13 @@ class GatewaySource(McpSource):
         called = request_name(name, "sampling/createMessage", prefixed=self.server_prefix)
 
         async def sample(context: Any, params: types.CreateMessageRequestParams) -> Result:
-            asker = self._servers[name].inflight.asker(self.approver, self._caller_loop)
-            return await self.upstream_sampling.answer(name, called, params, asker)
+            return await answer_routed(
+                self._servers[name].inflight,
+                self.approver,
+                self._caller_loop,
+                called,
+                lambda asker: self.upstream_sampling.answer(name, called, params, asker),
+                _refused,
+            )
 
         return sample
