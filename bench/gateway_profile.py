@@ -27,6 +27,11 @@ from gateway_proxy import cpu_seconds, tooldeck_args
 
 HERE = Path(__file__).parent
 PY = sys.executable
+LOOP = {  # what the event loop did per call: its wake-ups, and the steps it ran
+    "wake-ups (selector polls)": ("selectors.py", "select"),
+    "loop iterations": ("base_events.py", "_run_once"),
+    "callbacks run (task steps included)": ("events.py", "_run"),
+}
 WAITS = ("select", "poll", "epoll", "{method 'control'", "sleep", "{built-in method posix.read}")
 
 
@@ -56,8 +61,16 @@ def report(path: Path, calls: int) -> None:
         top.append((tottime, label))
     total = sum(groups.values())
     print(f"profiled CPU (waits left out): {total * 1e3 / calls:.3f} ms/call")
+    counted = {label: 0 for label in LOOP}
+    for (filename, _line, name), (_cc, nc, _tt, _ct, _callers) in raw.items():
+        for label, (file_end, function) in LOOP.items():
+            if filename.endswith(file_end) and name == function:
+                counted[label] += nc
+    print("event loop per call: " + ", ".join(f"{v / calls:.1f} {k}" for k, v in counted.items()))
     for group, seconds in sorted(groups.items(), key=lambda kv: -kv[1])[:16]:
         print(f"  {group:32s} {100 * seconds / total:5.1f}%  {seconds * 1e3 / calls:.3f} ms/call")
+    if os.environ.get("CALLERS"):
+        stats.print_callers(os.environ["CALLERS"])
     print("tooldeck's functions (cumulative time, calls per call):")
     ours = [
         (ct, nc, f"{Path(f).name}:{line}({name})")

@@ -30,7 +30,6 @@ import anyio.abc
 import httpx2
 import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CONNECTION_CLOSED
@@ -47,6 +46,7 @@ from .direct_calls import usable as direct_usable
 from .oauth import LoginRequired, OAuthUnavailable, check_login, login_command, oauth_provider
 from .oauth_store import OAuthStoreError
 from .roots import Roots
+from .stdio_transport import stdio_transport
 
 __all__ = [
     "BACKOFF",
@@ -201,31 +201,21 @@ def network_environment(environ: Mapping[str, str] | None = None) -> dict[str, s
 async def _watched(
     inner: contextlib.AbstractAsyncContextManager[Any],
     on_lost: Callable[[], None],
-    on_direct: Callable[[DirectCalls | None], None] | None = None,
 ) -> AsyncIterator[Any]:
-    """A transport that reports when its read side ends (the server went away); with
-    ``on_direct``, calls made on it by tooldeck itself (:mod:`.direct_calls`), handed
-    over while it is open (``None`` once it closes)."""
+    """A transport that reports when its read side ends (the server went away); over
+    stdio :func:`.stdio_transport.stdio_transport` reports it itself."""
     async with inner as (read, write):
         send, receive = anyio.create_memory_object_stream[Any](0)
-        direct = DirectCalls(write) if on_direct is not None else None
 
         async def pump() -> None:
             try:
                 async with send:
                     async for item in read:
-                        if direct is not None and direct.take(item):
-                            continue  # the answer to a call made by tooldeck itself
                         await send.send(item)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
                 pass
             finally:
-                if direct is not None:
-                    direct.close()
                 on_lost()
-
-        if on_direct is not None:
-            on_direct(direct)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
@@ -233,10 +223,6 @@ async def _watched(
                 async with receive:
                     yield receive, write
             finally:
-                if direct is not None:
-                    direct.close()
-                    assert on_direct is not None
-                    on_direct(None)
                 tg.cancel_scope.cancel()
 
 
@@ -405,7 +391,7 @@ class Connection:
             params = StdioServerParameters(
                 command=cfg.command, args=list(cfg.args), env=env or None, cwd=cfg.cwd
             )
-            return _watched(stdio_client(params, errlog=errlog), on_lost, self._set_direct)
+            return stdio_transport(params, errlog, on_lost, self._set_direct)
         assert cfg.url is not None
         auth = None if cfg.oauth is None else oauth_provider(cfg, self.login_hint)
         return _watched(http_transport(cfg.url, dict(cfg.headers), auth), on_lost)
