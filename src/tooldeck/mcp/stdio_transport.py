@@ -19,9 +19,10 @@ killed), every call waiting is answered "Connection closed" and ``on_lost`` is c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TextIO
 
@@ -70,7 +71,7 @@ async def stdio_transport(
     stdin, stdout = process.stdin, process.stdout
     to_sdk, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_sdk = anyio.create_memory_object_stream[SessionMessage](0)
-    direct = DirectCalls(stdin.send)
+    direct = DirectCalls(_writer(stdin))
     shutting_down = False
     writer_done = anyio.Event()
 
@@ -142,3 +143,25 @@ async def stdio_transport(
     finally:
         on_direct(None)
     await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+def _writer(stdin: Any) -> Callable[[bytes], Awaitable[None]]:
+    """How a direct call writes a message to the server's stdin: into the pipe's asyncio
+    transport at once, waiting only while its buffer is full (anyio's ``send`` also
+    yields to the event loop after every write: a loop iteration per call); anyio's
+    ``send`` where the stream is not asyncio's."""
+    stream = getattr(stdin, "_stream", None)
+    if not isinstance(stream, asyncio.StreamWriter):
+        send: Callable[[bytes], Awaitable[None]] = stdin.send
+        return send
+
+    async def write(data: bytes) -> None:
+        if stream.is_closing():
+            raise anyio.BrokenResourceError
+        try:
+            stream.write(data)
+            await stream.drain()
+        except (ConnectionResetError, BrokenPipeError, RuntimeError) as exc:
+            raise anyio.BrokenResourceError from exc
+
+    return write
