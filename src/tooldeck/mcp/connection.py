@@ -757,6 +757,8 @@ class Connection:
     async def _ready_client(self) -> Client | None:
         if not self.wanted or self.closing:
             return None
+        if self.usable() and not self.dirty and not self.listing_now:
+            return self._client  # settled already: no timer, no wait (every call)
         with anyio.move_on_after(self.config.startup_timeout):
             await self.settle()
         return self._client if self.usable() else None
