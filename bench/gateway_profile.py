@@ -4,7 +4,12 @@ client, with the CPU time per call (the gateway's process, from /proc, after sta
 and, with ``--profile``, a cProfile (CPU time) of the calls grouped by package (own time of
 the functions, blocking waits left out).
 
-    uv run python bench/gateway_profile.py [--calls 2000] [--profile] [--src DIR]
+    uv run python bench/gateway_profile.py [--calls 2000] [--profile] [--instructions] [--src DIR]
+
+``--instructions`` runs the gateway under valgrind's callgrind and counts the instructions
+of the measured calls only (the machine's load does not change them; slow: use
+``--calls 200``). With ``--profile``, the event loop's iterations per call are counted
+too (its wake-ups and the callbacks it ran).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import argparse
 import os
 import pstats
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,7 +97,13 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     serve = tooldeck_args(root, "profile")
     prof = root / "gateway.prof"
     command = [*([str(HERE / "_profiled.py"), str(prof)] if args.profile else []), *serve]
-    params = StdioServerParameters(command=PY, args=command, env=env)
+    grind = root / "callgrind.out"
+    if args.instructions:  # the gateway under callgrind, counting only around the calls
+        env["PYTHONHASHSEED"] = "0"
+        valgrind = ["--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={grind}"]
+        params = StdioServerParameters(command="valgrind", args=[*valgrind, PY, *command], env=env)
+    else:
+        params = StdioServerParameters(command=PY, args=command, env=env)
     async with (
         stdio_client(params) as (read, write),
         ClientSession(read, write) as client,
@@ -108,11 +120,16 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         if args.profile:
             os.kill(pid, signal.SIGUSR2)
             await client.call_tool("echo__echo", {"text": "warm"})  # the handler has run
+        if args.instructions:
+            _callgrind(pid, "-i", "on")
         before, started = cpu_seconds(pid), time.perf_counter()
         for _ in range(args.calls):
             result = await client.call_tool("echo__echo", {"text": "hello, gateway"})
             assert not result.is_error
         cpu, wall = cpu_seconds(pid) - before, time.perf_counter() - started
+        if args.instructions:
+            _callgrind(pid, "-i", "off")
+            _callgrind(pid, "-d")
         if args.profile:
             os.kill(pid, signal.SIGUSR1)
             for _ in range(600):
@@ -124,6 +141,28 @@ async def run(args: argparse.Namespace, root: Path) -> None:
           f"wall {wall * 1e3 / args.calls:.3f} ms/call")  # fmt: skip
     if args.profile:
         report(prof, args.calls + 1)
+    if args.instructions:
+        print(f"instructions: {_instructions(root) / args.calls:,.0f} per call (callgrind, "
+              "the gateway process, PYTHONHASHSEED=0)")  # fmt: skip
+
+
+def _callgrind(pid: int, *args: str) -> None:
+    subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
+
+
+def _instructions(root: Path) -> int:
+    """Instructions counted in the dumps callgrind wrote (``summary:`` lines)."""
+    total = 0
+    for _ in range(100):
+        dumps = [p for p in root.glob("callgrind.out*") if p.stat().st_size]
+        if dumps:
+            break
+        time.sleep(0.1)
+    for path in root.glob("callgrind.out*"):
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("summary:"):
+                total += int(line.split()[1])
+    return total
 
 
 def _gateway_pid(root: Path) -> int:
@@ -144,6 +183,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--profile", action="store_true", help="cProfile the gateway")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions (valgrind callgrind)"
+    )
     parser.add_argument("--src", type=Path, help="another checkout's src folder")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
