@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
+import re
 import signal
 import subprocess
 import sys
@@ -104,8 +105,9 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         params = StdioServerParameters(command="valgrind", args=[*valgrind, PY, *command], env=env)
     else:
         params = StdioServerParameters(command=PY, args=command, env=env)
+    errlog = (root / "stderr").open("w") if args.instructions else sys.stderr
     async with (
-        stdio_client(params) as (read, write),
+        stdio_client(params, errlog=errlog) as (read, write),
         ClientSession(read, write) as client,
     ):
         await client.initialize()
@@ -129,7 +131,6 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         cpu, wall = cpu_seconds(pid) - before, time.perf_counter() - started
         if args.instructions:
             _callgrind(pid, "-i", "off")
-            _callgrind(pid, "-d")
         if args.profile:
             os.kill(pid, signal.SIGUSR1)
             for _ in range(600):
@@ -142,27 +143,21 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     if args.profile:
         report(prof, args.calls + 1)
     if args.instructions:
-        print(f"instructions: {_instructions(root) / args.calls:,.0f} per call (callgrind, "
-              "the gateway process, PYTHONHASHSEED=0)")  # fmt: skip
+        count = _instructions(root / "stderr") / args.calls
+        print(f"instructions: {count:,.0f} per call (callgrind, the gateway process)")
 
 
 def _callgrind(pid: int, *args: str) -> None:
     subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
 
 
-def _instructions(root: Path) -> int:
-    """Instructions counted in the dumps callgrind wrote (``summary:`` lines)."""
-    total = 0
-    for _ in range(100):
-        dumps = [p for p in root.glob("callgrind.out*") if p.stat().st_size]
-        if dumps:
-            break
-        time.sleep(0.1)
-    for path in root.glob("callgrind.out*"):
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("summary:"):
-                total += int(line.split()[1])
-    return total
+def _instructions(log: Path) -> int:
+    """The instructions callgrind counted (only while on: around the calls), from the
+    summary it writes to the gateway's stderr at exit."""
+    found = re.search(r"I\s+refs:\s+([\d,]+)", log.read_text(errors="replace"))
+    if found is None:
+        raise RuntimeError(f"no callgrind summary in {log}")
+    return int(found.group(1).replace(",", ""))
 
 
 def _gateway_pid(root: Path) -> int:
