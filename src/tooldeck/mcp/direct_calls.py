@@ -3,11 +3,14 @@
 The MCP SDK's client session costs a call a request model dumped, its JSON-RPC
 dispatcher's pending table and a memory stream for the answer, on top of the transport;
 the gateway makes many calls (``bench/RESULTS.md``). :class:`DirectCalls` sits on the
-transport of one connection (:func:`tooldeck.mcp.connection._watched` hands it every
-message the server sends before the SDK sees it): :meth:`DirectCalls.call` writes a
+pipes of one stdio connection (:func:`.stdio_transport.stdio_transport` hands it every
+line the server writes before the SDK sees it): :meth:`DirectCalls.call` writes a
 ``tools/call`` request with an id of its own (``tooldeck-N``, never one of the SDK's
-numbers), takes its answer and its progress notifications off the stream, and leaves
-everything else (the server's requests, other answers, notifications) to the SDK.
+numbers) to the server's stdin, takes its answer and its progress notifications off
+the server's stdout (a line that names no such id is never parsed here), and leaves
+everything else (the server's requests, other answers, notifications) to the SDK. An
+answer to such an id that is not a JSON-RPC answer ends its call with an error (code
+``INTERNAL_ERROR``) naming the line.
 
 The request is stamped and the answer checked by the SDK's session itself
 (:func:`call_tool`: the 2026-07-28 envelope, the negotiated version's result shape, the
