@@ -4,7 +4,12 @@ client, with the CPU time per call (the gateway's process, from /proc, after sta
 and, with ``--profile``, a cProfile (CPU time) of the calls grouped by package (own time of
 the functions, blocking waits left out).
 
-    uv run python bench/gateway_profile.py [--calls 2000] [--profile] [--src DIR]
+    uv run python bench/gateway_profile.py [--calls 2000] [--profile] [--instructions] [--src DIR]
+
+``--instructions`` runs the gateway under valgrind's callgrind and counts the instructions
+of the measured calls only (the machine's load does not change them; slow: use
+``--calls 200``). With ``--profile``, the event loop's iterations per call are counted
+too (its wake-ups and the callbacks it ran).
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
+import re
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +34,11 @@ from gateway_proxy import cpu_seconds, tooldeck_args
 
 HERE = Path(__file__).parent
 PY = sys.executable
+LOOP = {  # what the event loop did per call: its wake-ups, and the steps it ran
+    "wake-ups (selector polls)": ("selectors.py", "select"),
+    "loop iterations": ("base_events.py", "_run_once"),
+    "callbacks run (task steps included)": ("events.py", "_run"),
+}
 WAITS = ("select", "poll", "epoll", "{method 'control'", "sleep", "{built-in method posix.read}")
 
 
@@ -56,8 +68,16 @@ def report(path: Path, calls: int) -> None:
         top.append((tottime, label))
     total = sum(groups.values())
     print(f"profiled CPU (waits left out): {total * 1e3 / calls:.3f} ms/call")
+    counted = {label: 0 for label in LOOP}
+    for (filename, _line, name), (_cc, nc, _tt, _ct, _callers) in raw.items():
+        for label, (file_end, function) in LOOP.items():
+            if filename.endswith(file_end) and name == function:
+                counted[label] += nc
+    print("event loop per call: " + ", ".join(f"{v / calls:.1f} {k}" for k, v in counted.items()))
     for group, seconds in sorted(groups.items(), key=lambda kv: -kv[1])[:16]:
         print(f"  {group:32s} {100 * seconds / total:5.1f}%  {seconds * 1e3 / calls:.3f} ms/call")
+    if os.environ.get("CALLERS"):
+        stats.print_callers(os.environ["CALLERS"])
     print("tooldeck's functions (cumulative time, calls per call):")
     ours = [
         (ct, nc, f"{Path(f).name}:{line}({name})")
@@ -78,9 +98,16 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     serve = tooldeck_args(root, "profile")
     prof = root / "gateway.prof"
     command = [*([str(HERE / "_profiled.py"), str(prof)] if args.profile else []), *serve]
-    params = StdioServerParameters(command=PY, args=command, env=env)
+    grind = root / "callgrind.out"
+    if args.instructions:  # the gateway under callgrind, counting only around the calls
+        env["PYTHONHASHSEED"] = "0"
+        valgrind = ["--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={grind}"]
+        params = StdioServerParameters(command="valgrind", args=[*valgrind, PY, *command], env=env)
+    else:
+        params = StdioServerParameters(command=PY, args=command, env=env)
+    errlog = (root / "stderr").open("w") if args.instructions else sys.stderr
     async with (
-        stdio_client(params) as (read, write),
+        stdio_client(params, errlog=errlog) as (read, write),
         ClientSession(read, write) as client,
     ):
         await client.initialize()
@@ -95,11 +122,15 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         if args.profile:
             os.kill(pid, signal.SIGUSR2)
             await client.call_tool("echo__echo", {"text": "warm"})  # the handler has run
+        if args.instructions:
+            _callgrind(pid, "-i", "on")
         before, started = cpu_seconds(pid), time.perf_counter()
         for _ in range(args.calls):
             result = await client.call_tool("echo__echo", {"text": "hello, gateway"})
             assert not result.is_error
         cpu, wall = cpu_seconds(pid) - before, time.perf_counter() - started
+        if args.instructions:
+            _callgrind(pid, "-i", "off")
         if args.profile:
             os.kill(pid, signal.SIGUSR1)
             for _ in range(600):
@@ -111,6 +142,22 @@ async def run(args: argparse.Namespace, root: Path) -> None:
           f"wall {wall * 1e3 / args.calls:.3f} ms/call")  # fmt: skip
     if args.profile:
         report(prof, args.calls + 1)
+    if args.instructions:
+        count = _instructions(root / "stderr") / args.calls
+        print(f"instructions: {count:,.0f} per call (callgrind, the gateway process)")
+
+
+def _callgrind(pid: int, *args: str) -> None:
+    subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
+
+
+def _instructions(log: Path) -> int:
+    """The instructions callgrind counted (only while on: around the calls), from the
+    summary it writes to the gateway's stderr at exit."""
+    found = re.search(r"I\s+refs:\s+([\d,]+)", log.read_text(errors="replace"))
+    if found is None:
+        raise RuntimeError(f"no callgrind summary in {log}")
+    return int(found.group(1).replace(",", ""))
 
 
 def _gateway_pid(root: Path) -> int:
@@ -131,6 +178,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--profile", action="store_true", help="cProfile the gateway")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions (valgrind callgrind)"
+    )
     parser.add_argument("--src", type=Path, help="another checkout's src folder")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -178,7 +178,7 @@ class Catalog:
 
     def view(self) -> CatalogView:
         tools = [*self.native, *self.source.tools()]
-        key = tuple(id(t) for t in tools)
+        key = tuple(map(id, tools))
         with self._lock:
             if self._view is None or key != self._key:
                 self._view = CatalogView(tools, self.core, self.semantic)  # holds the tools

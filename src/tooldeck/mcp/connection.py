@@ -30,7 +30,6 @@ import anyio.abc
 import httpx2
 import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._context_streams import ContextReceiveStream
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -48,6 +47,7 @@ from .direct_calls import usable as direct_usable
 from .oauth import LoginRequired, OAuthUnavailable, check_login, login_command, oauth_provider
 from .oauth_store import OAuthStoreError
 from .roots import Roots
+from .stdio_transport import stdio_transport
 
 __all__ = [
     "BACKOFF",
@@ -202,34 +202,25 @@ def network_environment(environ: Mapping[str, str] | None = None) -> dict[str, s
 async def _watched(
     inner: contextlib.AbstractAsyncContextManager[Any],
     on_lost: Callable[[], None],
-    on_direct: Callable[[DirectCalls | None], None] | None = None,
 ) -> AsyncIterator[Any]:
-    """A transport that reports when its read side ends (the server went away); with
-    ``on_direct``, calls made on it by tooldeck itself (:mod:`.direct_calls`), handed
-    over while it is open (``None`` once it closes). Each message keeps the context it
-    was read in (the SDK's context streams): a server's request that came on the HTTP
-    response stream of a call is handled in that call's context (:mod:`.asking`)."""
+    """A transport that reports when its read side ends (the server went away); over
+    stdio :func:`.stdio_transport.stdio_transport` reports it itself. Each message keeps
+    the context it was read in (the SDK's context streams): a server's request that came
+    on the HTTP response stream of a call is handled in that call's context
+    (:mod:`.asking`)."""
     async with inner as (read, write):
         send, raw = anyio.create_memory_object_stream[Any](0)
         receive = ContextReceiveStream[Any](raw)
-        direct = DirectCalls(write) if on_direct is not None else None
 
         async def pump() -> None:
             try:
                 async with send:
                     async for item in read:
-                        if direct is not None and direct.take(item):
-                            continue  # the answer to a call made by tooldeck itself
                         await send.send((getattr(read, "last_context", None), item))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
                 pass
             finally:
-                if direct is not None:
-                    direct.close()
                 on_lost()
-
-        if on_direct is not None:
-            on_direct(direct)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
@@ -237,10 +228,6 @@ async def _watched(
                 async with receive:
                     yield receive, write
             finally:
-                if direct is not None:
-                    direct.close()
-                    assert on_direct is not None
-                    on_direct(None)
                 tg.cancel_scope.cancel()
 
 
@@ -409,7 +396,7 @@ class Connection:
             params = StdioServerParameters(
                 command=cfg.command, args=list(cfg.args), env=env or None, cwd=cfg.cwd
             )
-            return _watched(stdio_client(params, errlog=errlog), on_lost, self._set_direct)
+            return stdio_transport(params, errlog, on_lost, self._set_direct)
         assert cfg.url is not None
         auth = None if cfg.oauth is None else oauth_provider(cfg, self.login_hint)
         return _watched(http_transport(cfg.url, dict(cfg.headers), auth), on_lost)
@@ -775,6 +762,8 @@ class Connection:
     async def _ready_client(self) -> Client | None:
         if not self.wanted or self.closing:
             return None
+        if self.usable() and not self.dirty and not self.listing_now:
+            return self._client  # settled already: no timer, no wait (every call)
         with anyio.move_on_after(self.config.startup_timeout):
             await self.settle()
         return self._client if self.usable() else None

@@ -3,11 +3,14 @@
 The MCP SDK's client session costs a call a request model dumped, its JSON-RPC
 dispatcher's pending table and a memory stream for the answer, on top of the transport;
 the gateway makes many calls (``bench/RESULTS.md``). :class:`DirectCalls` sits on the
-transport of one connection (:func:`tooldeck.mcp.connection._watched` hands it every
-message the server sends before the SDK sees it): :meth:`DirectCalls.call` writes a
+pipes of one stdio connection (:func:`.stdio_transport.stdio_transport` hands it every
+line the server writes before the SDK sees it): :meth:`DirectCalls.call` writes a
 ``tools/call`` request with an id of its own (``tooldeck-N``, never one of the SDK's
-numbers), takes its answer and its progress notifications off the stream, and leaves
-everything else (the server's requests, other answers, notifications) to the SDK.
+numbers) to the server's stdin, takes its answer and its progress notifications off
+the server's stdout (a line that names no such id is never parsed here), and leaves
+everything else (the server's requests, other answers, notifications) to the SDK. An
+answer to such an id that is not a JSON-RPC answer ends its call with an error (code
+``INTERNAL_ERROR``) naming the line.
 
 The request is stamped and the answer checked by the SDK's session itself
 (:func:`call_tool`: the 2026-07-28 envelope, the negotiated version's result shape, the
@@ -22,25 +25,28 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectSendStream
 from mcp import Client, MCPError
 from mcp.client.extension import UnexpectedClaimedResult
 from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
-from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 from mcp_types import methods as _methods
+from pydantic import ValidationError
 
 __all__ = ["DirectCalls", "Progress", "call_tool", "usable"]
 
 _log = logging.getLogger("tooldeck.mcp")
 Progress = Callable[[float, float | None, str | None], Any]
 CANCEL_SECONDS = 1.0  # bound on sending notifications/cancelled for a call given up
+_PREFIX = "tooldeck-"  # the ids of the calls made here; never one of the SDK's (numbers)
+_MARK = f'"{_PREFIX}'  # in every line that answers or reports on such a call
+_SHOWN = 200  # of a malformed answer, the characters an error shows
 
 
 class _Waiting:
@@ -48,51 +54,58 @@ class _Waiting:
 
     def __init__(self, on_progress: Progress | None) -> None:
         self.done = anyio.Event()
-        self.answer: types.JSONRPCResponse | types.JSONRPCError | None = None
+        self.answer: dict[str, Any] | MCPError | None = None
         self.on_progress = on_progress
 
 
 class DirectCalls:
-    """The ``tools/call`` requests of one transport (see the module docstring)."""
+    """The ``tools/call`` requests of one transport (see the module docstring): ``send``
+    writes a message (whole, newline-ended) to the server's stdin."""
 
-    def __init__(self, write: MemoryObjectSendStream[SessionMessage]) -> None:
-        self._write = write
+    def __init__(self, send: Callable[[bytes], Awaitable[None]]) -> None:
+        self._send = send
         self._waiting: dict[str, _Waiting] = {}
         self._ids = itertools.count(1)
         self.closed = False
 
-    def take(self, item: object) -> bool:
-        """Whether ``item`` (what the transport read) is the answer to, or progress of, a
-        call made here: then it is taken (not for the SDK)."""
-        if not isinstance(item, SessionMessage) or not self._waiting:
+    def take(self, line: str) -> bool:
+        """Whether ``line`` (one the server wrote) is the answer to, or progress of, a
+        call made here: then it is taken (not for the SDK). An answer that is not a
+        JSON-RPC answer still ends its call, with an error."""
+        if not self._waiting or _MARK not in line:
             return False
-        message = item.message
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            request_id = message.id
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict):
+            return False
+        method = message.get("method")
+        if method is None:
+            request_id = message.get("id")
             waiting = self._waiting.get(request_id) if isinstance(request_id, str) else None
-            if waiting is None:
-                return False
-            waiting.answer = message
+            if waiting is None or waiting.answer is not None:
+                return False  # not ours, or answered already: the SDK says what it is
+            waiting.answer = _answer(message, line)
             waiting.done.set()
             return True
-        if isinstance(message, types.JSONRPCNotification):
-            if message.method != "notifications/progress" or not message.params:
-                return False
-            token = message.params.get("progressToken")
+        if method == "notifications/progress":
+            params = message.get("params")
+            token = params.get("progressToken") if isinstance(params, dict) else None
             waiting = self._waiting.get(token) if isinstance(token, str) else None
             if waiting is None:
                 return False
-            _progress(waiting, message.params)
+            assert isinstance(params, dict)
+            _progress(waiting, params)
             return True
         return False
 
     def close(self) -> None:
         """The connection is gone: every call waiting is answered "Connection closed"."""
         self.closed = True
-        for request_id, waiting in list(self._waiting.items()):
+        for waiting in self._waiting.values():
             if waiting.answer is None:
-                error = types.ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
-                waiting.answer = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+                waiting.answer = MCPError(code=CONNECTION_CLOSED, message="Connection closed")
             waiting.done.set()
 
     async def call(self, params: dict[str, Any], on_progress: Progress | None) -> dict[str, Any]:
@@ -100,15 +113,13 @@ class DirectCalls:
         error answer (``CONNECTION_CLOSED`` when the connection is lost), as the SDK does."""
         if self.closed:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
-        request_id = f"tooldeck-{next(self._ids)}"
+        request_id = f"{_PREFIX}{next(self._ids)}"
         if on_progress is not None:
             params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": request_id}}
-        request = types.JSONRPCRequest(
-            jsonrpc="2.0", id=request_id, method="tools/call", params=params
-        )
+        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         waiting = self._waiting[request_id] = _Waiting(on_progress)
         try:
-            await self._write.send(SessionMessage(request))
+            await self._send(_dumped(request))
             await waiting.done.wait()
         except anyio.get_cancelled_exc_class():
             # a send interrupted may still have delivered: the server is told either way
@@ -119,18 +130,35 @@ class DirectCalls:
         finally:
             del self._waiting[request_id]
         answer = waiting.answer
-        if isinstance(answer, types.JSONRPCError):
-            raise MCPError.from_error_data(answer.error)
+        if isinstance(answer, MCPError):
+            raise answer
         assert answer is not None
-        return answer.result
+        return answer
 
     async def _cancel(self, request_id: str) -> None:
         params = {"requestId": request_id, "reason": "the caller gave up"}
-        note = types.JSONRPCNotification(
-            jsonrpc="2.0", method="notifications/cancelled", params=params
-        )
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await self._write.send(SessionMessage(note))
+        note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self._send(_dumped(note))
+
+
+def _dumped(message: dict[str, Any]) -> bytes:
+    return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def _answer(message: dict[str, Any], line: str) -> dict[str, Any] | MCPError:
+    """A server's answer to a call: its result, or the error it is (:class:`MCPError`)."""
+    if message.get("jsonrpc") == "2.0":
+        result, error = message.get("result"), message.get("error")
+        if isinstance(result, dict) and error is None:
+            return result
+        if result is None and isinstance(error, dict):
+            try:
+                return MCPError.from_error_data(types.ErrorData.model_validate(error))
+            except ValidationError:
+                pass
+    shown = line if len(line) <= _SHOWN else line[:_SHOWN] + "..."
+    return MCPError(code=INTERNAL_ERROR, message=f"the server's answer is not JSON-RPC: {shown}")
 
 
 def _progress(waiting: _Waiting, params: dict[str, Any]) -> None:
