@@ -175,13 +175,14 @@ async def gateway(
     cwd: Path | None = None,
     lexical: bool = True,
     settle: bool = True,
+    roots: Any = None,
 ) -> AsyncIterator[ClientSession]:
     """``tooldeck serve`` as a stdio subprocess, reached by an SDK client; ``errlog``
     gets its stderr, ``env`` is added to the SDK's default environment, ``cwd`` is its
     folder; ``lexical=False``: its search ranks by meaning too (when the ``semantic``
     extra is installed); ``settle``: the upstream servers are up (or failed) when the
-    client is handed over. Without ``config`` it serves no upstream server (give
-    ``--tools``)."""
+    client is handed over; ``roots``: the client's roots callback (it declares roots).
+    Without ``config`` it serves no upstream server (give ``--tools``)."""
     upstream = ["--mcp", str(config)] if config is not None else []
     serve = ["-m", "tooldeck.cli", "serve", *upstream, "--state", str(state)]
     params = StdioServerParameters(
@@ -192,7 +193,9 @@ async def gateway(
     )
     async with (
         stdio_client(params, errlog=errlog or sys.stderr) as (read, write),
-        ClientSession(read, write, elicitation_callback=elicit, message_handler=notes) as client,
+        ClientSession(
+            read, write, elicitation_callback=elicit, message_handler=notes, list_roots_callback=roots
+        ) as client,
     ):
         with anyio.fail_after(60):
             await client.initialize()
@@ -316,14 +319,17 @@ async def http_client(
     notes: Notes | None = None,
     token: str | None = None,
     settle: bool = True,
+    roots: Any = None,
 ) -> AsyncIterator[ClientSession]:
     """The SDK's client over streamable HTTP (``elicit``: its elicitation callback;
-    ``settle``: see :func:`gateway`)."""
+    ``settle``, ``roots``: see :func:`gateway`)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
         streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write, elicitation_callback=elicit, message_handler=notes) as c,
+        ClientSession(
+            read, write, elicitation_callback=elicit, message_handler=notes, list_roots_callback=roots
+        ) as c,
     ):
         with anyio.fail_after(30):
             await c.initialize()
