@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,6 +32,8 @@ from tooldeck.gateway.roots import common, paths_of
 
 FILESYSTEM = ("@modelcontextprotocol/server-filesystem", "2026.8.31", "mcp-server-filesystem")
 ALLOWED = "fs__list_allowed_directories"
+# handshake-era features, which the SDK client warns of
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 
 class Roots:

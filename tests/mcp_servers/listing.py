@@ -25,15 +25,17 @@ DELAY = float(os.environ.get("LISTING_DELAY", "0"))
 NAME = os.environ.get("LISTING_NAME", "listing")
 
 
-async def _slowly() -> None:
+def _note(event: str) -> None:
     log = os.environ.get("LISTING_LOG")
     if log:
         with open(log, "a") as f:
-            f.write(json.dumps({"server": NAME, "event": "start", "at": time.monotonic()}) + "\n")
+            f.write(json.dumps({"server": NAME, "event": event, "at": time.monotonic()}) + "\n")
+
+
+async def _slowly() -> None:
+    _note("start")
     await anyio.sleep(DELAY)
-    if log:
-        with open(log, "a") as f:
-            f.write(json.dumps({"server": NAME, "event": "end", "at": time.monotonic()}) + "\n")
+    _note("end")
 
 
 class Listing(MCPServer):

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,12 @@ from ..mcp.resources import ResourceError
 from .content import gateway_uri
 from .roots import common, paths_of
 
-__all__ = ["ROOTS_SECONDS", "Clients"]
+__all__ = ["ROOTS_WAITS", "Clients"]
 
 _log = logging.getLogger("tooldeck.gateway")
-ROOTS_SECONDS = 10.0
-"""How long a client has to answer ``roots/list``."""
+ROOTS_WAITS = (1.0, 2.0, 4.0, 8.0)
+"""How long each ``roots/list`` waits for the client's answer before it is asked again:
+over HTTP a request sent before the client opened its event stream is lost."""
 
 
 @dataclass(eq=False)
@@ -100,25 +102,40 @@ class Clients:
         client = self._client(ctx)
         caps = ctx.session.client_capabilities
         if client is not None and caps is not None and caps.roots is not None:
-            await self._ask_roots(client)
+            self._spawn(self._ask_roots(client))
 
     async def roots_changed(self, ctx: Any, params: types.NotificationParams) -> None:
         """``notifications/roots/list_changed``: ask the client again."""
         client = self._client(ctx)
         if client is not None:
-            await self._ask_roots(client)
+            self._spawn(self._ask_roots(client))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _ask_roots(self, client: _Client) -> None:
         client.asked += 1
         asked = client.asked
-        try:
-            answer = await client.session.send_request(
-                types.ListRootsRequest(),
-                types.ListRootsResult,
-                request_read_timeout_seconds=ROOTS_SECONDS,
-            )
-        except Exception as exc:  # the client's error, or gone: its roots stay as they were
-            _log.warning("the client's roots could not be read: %s", exc)
+        answer = None
+        for seconds in ROOTS_WAITS:
+            try:
+                answer = await client.session.send_request(
+                    types.ListRootsRequest(),
+                    types.ListRootsResult,
+                    request_read_timeout_seconds=seconds,
+                )
+                break
+            except MCPError as exc:  # the HTTP client's event stream may not be open yet
+                if exc.error.code != types.REQUEST_TIMEOUT or asked != client.asked:
+                    _log.warning("the client's roots could not be read: %s", exc)
+                    return
+            except Exception as exc:  # the client is gone: its roots stay as they were
+                _log.warning("the client's roots could not be read: %s", exc)
+                return
+        if answer is None:
+            _log.warning("the client did not answer roots/list within %g s", sum(ROOTS_WAITS))
             return
         if asked != client.asked or client not in self._clients.values():
             return  # a newer answer is coming, or the client ended meanwhile
@@ -206,9 +223,7 @@ class Clients:
         gone = [key for key in client.subscribed if self._drop(key)]
         client.subscribed.clear()
         if gone:
-            task = asyncio.ensure_future(self._unsubscribe_all(gone))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._unsubscribe_all(gone))
         if client.roots is not None:
             self._tell_roots()
 
