@@ -194,7 +194,11 @@ async def gateway(
     async with (
         stdio_client(params, errlog=errlog or sys.stderr) as (read, write),
         ClientSession(
-            read, write, elicitation_callback=elicit, message_handler=notes, list_roots_callback=roots
+            read,
+            write,
+            elicitation_callback=elicit,
+            message_handler=notes,
+            list_roots_callback=roots,
         ) as client,
     ):
         with anyio.fail_after(60):
@@ -328,7 +332,11 @@ async def http_client(
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(
-            read, write, elicitation_callback=elicit, message_handler=notes, list_roots_callback=roots
+            read,
+            write,
+            elicitation_callback=elicit,
+            message_handler=notes,
+            list_roots_callback=roots,
         ) as c,
     ):
         with anyio.fail_after(30):

@@ -50,10 +50,13 @@ class Heard:
 
     def __init__(self) -> None:
         self.messages: list[Any] = []
+        self.arrived = anyio.Event()
 
     async def __call__(self, message: Any) -> None:
         if not isinstance(message, Exception):
             self.messages.append(message)
+            self.arrived.set()
+            self.arrived = anyio.Event()
 
     def updated(self) -> list[str]:
         return [
@@ -68,7 +71,7 @@ class Heard:
     async def until(self, kind: type, at_least: int = 1, seconds: float = 30) -> None:
         with anyio.fail_after(seconds):
             while self.count(kind) < at_least:
-                await anyio.sleep(0.05)
+                await self.arrived.wait()
 
 
 def config(tmp_path: Path) -> tuple[Path, str, str, str, str]:
