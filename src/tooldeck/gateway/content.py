@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import mcp_types as types
@@ -43,9 +43,6 @@ from ..mcp.resources import McpResource, McpResourceTemplate
 from ..mcp.source import McpTool, McpToolInfo
 from ..transcript import ToolCall
 
-if TYPE_CHECKING:
-    from .clients import Clients
-
 __all__ = ["LIST_AT_ONCE", "SCHEME", "UpstreamContent", "gateway_uri", "upstream_uri"]
 
 _log = logging.getLogger("tooldeck.gateway")
@@ -59,6 +56,14 @@ _PROMPT_SCHEMA: dict[str, Any] = {
 }
 
 SessionOf = Callable[[Any], AbstractAsyncContextManager[Any]]
+
+
+class Subscriptions(Protocol):
+    """Who keeps each client session's subscriptions (:class:`.clients.Clients`)."""
+
+    async def subscribe(self, ctx: Any, server: str, uri: str) -> None: ...
+
+    async def unsubscribe(self, ctx: Any, server: str, uri: str) -> None: ...
 
 
 def gateway_uri(server: str, uri: str) -> str:
@@ -104,7 +109,7 @@ class UpstreamContent:
     ``clients`` keeps each client session's subscriptions (:mod:`.clients`)."""
 
     def __init__(
-        self, source: McpSource, session_of: SessionOf, clients: Clients | None = None
+        self, source: McpSource, session_of: SessionOf, clients: Subscriptions | None = None
     ) -> None:
         self.source = source
         self.session_of = session_of
@@ -213,7 +218,7 @@ class UpstreamContent:
         await self._clients().unsubscribe(ctx, server, uri)
         return types.EmptyResult()
 
-    def _clients(self) -> Clients:
+    def _clients(self) -> Subscriptions:
         if self.clients is None:
             raise MCPError(types.METHOD_NOT_FOUND, "this gateway keeps no subscriptions")
         return self.clients
