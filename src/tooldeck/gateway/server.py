@@ -7,7 +7,9 @@ elicitation (:mod:`.approval`). When a call changes what the session lists (a
 answer; a watcher sends it too when an upstream server's tools change (a re-list, a
 drop, a reconnect, a server that was still starting coming up: the gateway serves while
 its upstream servers start, and a listing names those still starting in ``_meta``,
-:data:`STARTING_META`). The server declares ``tools.listChanged``.
+:data:`STARTING_META`). The server declares ``tools.listChanged``, and the resources and
+prompts ``listChanged`` and ``resources.subscribe`` its upstreams' changes need
+(:mod:`.clients`: roots, subscriptions and list changes per client session).
 
 Sessions: over stdio the process serves one client, one session; over streamable HTTP
 each client connection (``Mcp-Session-Id``) gets its own, and a client of the stateless
@@ -114,7 +116,7 @@ _CHANGES = NotificationOptions(tools_changed=True, resources_changed=True, promp
 
 
 class _Server(Server[Any]):
-    """The lowlevel server, declaring ``tools.listChanged`` on every transport."""
+    """The lowlevel server, declaring its ``listChanged`` on every transport."""
 
     def create_initialization_options(
         self,
