@@ -57,7 +57,8 @@ over HTTP a request sent before the client opened its event stream is lost."""
 class _Client:
     session: ServerSession  # sends on the client's connection (not tied to a request)
     roots: tuple[Path, ...] | None = None  # None: declared none (or not answered yet)
-    asked: int = 0  # roots/list requests sent: an older answer never wins
+    asking: bool = False  # a roots/list is waiting for its answer
+    again: bool = False  # and the roots changed since it was sent
     subscribed: set[tuple[str, str]] = field(default_factory=set)  # (server, upstream URI)
 
 
@@ -102,45 +103,60 @@ class Clients:
         client = self._client(ctx)
         caps = ctx.session.client_capabilities
         if client is not None and caps is not None and caps.roots is not None:
-            self._spawn(self._ask_roots(client))
+            self._want_roots(client)
 
     async def roots_changed(self, ctx: Any, params: types.NotificationParams) -> None:
         """``notifications/roots/list_changed``: ask the client again."""
         client = self._client(ctx)
         if client is not None:
-            self._spawn(self._ask_roots(client))
+            self._want_roots(client)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _want_roots(self, client: _Client) -> None:
+        """Ask ``client`` for its roots: at once, or after the answer being waited for (a
+        flood of notifications is one request at a time, the last change never lost)."""
+        if client.asking:
+            client.again = True
+            return
+        client.asking = True
+        self._spawn(self._ask_roots(client))
+
     async def _ask_roots(self, client: _Client) -> None:
-        client.asked += 1
-        asked = client.asked
-        answer = None
+        try:
+            while True:
+                client.again = False
+                answer = await self._roots_of(client)
+                if client.again:
+                    continue  # changed meanwhile: this answer may be old
+                if answer is not None and client in self._clients.values():
+                    client.roots = paths_of(answer)
+                    self._tell_roots()
+                return
+        finally:
+            client.asking = False
+
+    async def _roots_of(self, client: _Client) -> types.ListRootsResult | None:
+        """The client's answer to ``roots/list`` (``None``: none came; logged)."""
         for seconds in ROOTS_WAITS:
             try:
-                answer = await client.session.send_request(
+                return await client.session.send_request(
                     types.ListRootsRequest(),
                     types.ListRootsResult,
                     request_read_timeout_seconds=seconds,
                 )
-                break
             except MCPError as exc:  # the HTTP client's event stream may not be open yet
-                if exc.error.code != types.REQUEST_TIMEOUT or asked != client.asked:
+                if exc.error.code != types.REQUEST_TIMEOUT:
                     _log.warning("the client's roots could not be read: %s", exc)
-                    return
-            except Exception as exc:  # the client is gone: its roots stay as they were
+                    return None
+            except Exception as exc:  # a malformed answer, or the client is gone
                 _log.warning("the client's roots could not be read: %s", exc)
-                return
-        if answer is None:
-            _log.warning("the client did not answer roots/list within %g s", sum(ROOTS_WAITS))
-            return
-        if asked != client.asked or client not in self._clients.values():
-            return  # a newer answer is coming, or the client ended meanwhile
-        client.roots = paths_of(answer)
-        self._tell_roots()
+                return None
+        _log.warning("the client did not answer roots/list within %g s", sum(ROOTS_WAITS))
+        return None
 
     def _tell_roots(self) -> None:
         declared = [c.roots for c in self._clients.values() if c.roots is not None]
