@@ -158,7 +158,7 @@ def test_over_http_a_subscription_is_its_client_sessions_only(tmp_path: Path) ->
             await b.subscribe_resource(OTHER)
             await b.unsubscribe_resource(OTHER)  # b keeps none
             await a.call_tool(TOGGLE, {})
-            await heard_a.until(types.ResourceUpdatedNotification, 2, seconds=PACE * 3)
+            await heard_a.until(types.ResourceUpdatedNotification, 2, seconds=PACE * 6)
             assert set(heard_a.updated()) == {DYNAMIC}
             assert heard_b.updated() == []  # the other session hears nothing of it
             # a list change is everyone's
