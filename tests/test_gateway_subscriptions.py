@@ -176,3 +176,27 @@ def test_over_http_a_subscription_is_its_client_sessions_only(tmp_path: Path) ->
     path, *args = config(tmp_path)
     with served_gateway(path, tmp_path / "state", *args) as url:
         anyio.run(main, url)
+
+
+def test_over_http_a_client_gone_while_subscribed_leaves_the_others_served(
+    tmp_path: Path,
+) -> None:
+    """A session that ends without unsubscribing takes its subscription along (the
+    upstream one ends with it); another session subscribing afterwards is subscribed
+    upstream again and gets the updates."""
+    heard = Heard()
+
+    async def main(url: str) -> None:
+        async with http_client(url, notes=heard) as a:  # type: ignore[arg-type]
+            async with http_client(url) as gone:
+                await gone.subscribe_resource(DYNAMIC)
+                await gone.call_tool(TOGGLE, {})  # updates go on after it leaves
+            await anyio.sleep(1)  # its connection's end reaches the gateway
+            await a.subscribe_resource(DYNAMIC)
+            await heard.until(types.ResourceUpdatedNotification, seconds=PACE * 6)
+            assert set(heard.updated()) == {DYNAMIC}
+            await a.call_tool(TOGGLE, {})
+
+    path, *args = config(tmp_path)
+    with served_gateway(path, tmp_path / "state", *args) as url:
+        anyio.run(main, url)
