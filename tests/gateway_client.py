@@ -177,13 +177,14 @@ async def gateway(
     cwd: Path | None = None,
     lexical: bool = True,
     settle: bool = True,
+    roots: Any = None,
 ) -> AsyncIterator[ClientSession]:
     """``tooldeck serve`` as a stdio subprocess, reached by an SDK client; ``errlog``
     gets its stderr, ``env`` is added to the SDK's default environment, ``cwd`` is its
     folder; ``lexical=False``: its search ranks by meaning too (when the ``semantic``
     extra is installed); ``settle``: the upstream servers are up (or failed) when the
-    client is handed over. Without ``config`` it serves no upstream server (give
-    ``--tools``)."""
+    client is handed over; ``roots``: the client's roots callback (it declares roots).
+    Without ``config`` it serves no upstream server (give ``--tools``)."""
     upstream = ["--mcp", str(config)] if config is not None else []
     serve = ["-m", "tooldeck.cli", "serve", *upstream, "--state", str(state)]
     params = StdioServerParameters(
@@ -200,6 +201,7 @@ async def gateway(
             elicitation_callback=elicit,
             message_handler=notes,
             sampling_callback=sample,
+            list_roots_callback=roots,
         ) as client,
     ):
         with anyio.fail_after(60):
@@ -325,9 +327,10 @@ async def http_client(
     token: str | None = None,
     settle: bool = True,
     sample: Sample | None = None,
+    roots: Any = None,
 ) -> AsyncIterator[ClientSession]:
     """The SDK's client over streamable HTTP (``elicit``: its elicitation callback;
-    ``sample``: its sampling callback; ``settle``: see :func:`gateway`)."""
+    ``sample``: its sampling callback; ``settle``, ``roots``: see :func:`gateway`)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
@@ -338,6 +341,7 @@ async def http_client(
             elicitation_callback=elicit,
             message_handler=notes,
             sampling_callback=sample,
+            list_roots_callback=roots,
         ) as c,
     ):
         with anyio.fail_after(30):

@@ -331,6 +331,12 @@ def test_initialize_answered_early_is_answered_once_and_the_session_goes_on(
             proc.stdin.write(_raw({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
             proc.stdin.flush()
             listing = _read_line(proc)  # not a second answer to "init"
+            while listing.get("method") == "roots/list":  # it declared roots: it is asked
+                proc.stdin.write(
+                    _raw({"jsonrpc": "2.0", "id": listing["id"], "result": {"roots": []}})
+                )
+                proc.stdin.flush()
+                listing = _read_line(proc)
             assert listing["id"] == 2, listing
             assert listing["result"]["_meta"][STARTING] == ["slow"]
             assert "tool_search" in [t["name"] for t in listing["result"]["tools"]]

@@ -41,8 +41,8 @@ INSTRUCTIONS = (
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 """The SDK's ``mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS``, the last the latest."""
 _CAPABILITIES = {  # as the SDK declares them for the gateway's handlers (content.py too)
-    "prompts": {"listChanged": False},
-    "resources": {"listChanged": False, "subscribe": False},
+    "prompts": {"listChanged": True},
+    "resources": {"listChanged": True, "subscribe": True},
     "tools": {"listChanged": True},
 }
 _MAX_FIRST = 1 << 20  # a first message longer than this is the SDK's to read

@@ -15,38 +15,55 @@ test denies URI patterns), a prompt as ``<server>__prompts_get`` with ``{"name":
 "arguments": ...}``; both are ``STANDARD`` (allowed unless a rule says otherwise) and
 audited like calls. A deny, or an ask (nobody is asked for a read: a rule has to allow
 it), is an error to the client, one line. Listings are the upstream servers' (bounded, as
-the library's) in one page; the contents and messages pass through as the servers sent
-them, the URIs rewritten.
+the library's) in one page, the servers asked at once (:data:`LIST_AT_ONCE` at a time);
+the contents and messages pass through as the servers sent them, the URIs rewritten.
+
+``resources/subscribe`` of a gateway URI is judged as a read of it, then kept for the
+client session that asked (:mod:`.clients`: subscribed upstream once, its updates sent
+to the sessions subscribed, with the gateway's URI).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp import MCPError
 
 from ..context import ToolContext
 from ..mcp import McpSource, ResourceError
 from ..mcp.naming import map_names, namespace_name, namespace_of
-from ..mcp.prompts import PromptError
+from ..mcp.prompts import McpPrompt, PromptError
 from ..mcp.resource_tools import READ_SCHEMA
+from ..mcp.resources import McpResource, McpResourceTemplate
 from ..mcp.source import McpTool, McpToolInfo
 from ..transcript import ToolCall
 
-__all__ = ["SCHEME", "UpstreamContent", "gateway_uri", "upstream_uri"]
+__all__ = ["LIST_AT_ONCE", "SCHEME", "UpstreamContent", "gateway_uri", "upstream_uri"]
 
 _log = logging.getLogger("tooldeck.gateway")
 SCHEME = "tooldeck://"
+LIST_AT_ONCE = 8
+"""How many upstream servers a listing of resources, templates or prompts asks at once."""
+_T = TypeVar("_T")
 _PROMPT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
 }
 
 SessionOf = Callable[[Any], AbstractAsyncContextManager[Any]]
+
+
+class Subscriptions(Protocol):
+    """Who keeps each client session's subscriptions (:class:`.clients.Clients`)."""
+
+    async def subscribe(self, ctx: Any, server: str, uri: str) -> None: ...
+
+    async def unsubscribe(self, ctx: Any, server: str, uri: str) -> None: ...
 
 
 def gateway_uri(server: str, uri: str) -> str:
@@ -88,11 +105,15 @@ class UpstreamContent:
     """The ``resources/*`` and ``prompts/*`` handlers of the gateway's server.
 
     ``session_of(ctx)`` is the gateway's (an async context manager giving the request's
-    :class:`~tooldeck.gateway.session.GatewaySession`, whose ``policy`` judges reads)."""
+    :class:`~tooldeck.gateway.session.GatewaySession`, whose ``policy`` judges reads);
+    ``clients`` keeps each client session's subscriptions (:mod:`.clients`)."""
 
-    def __init__(self, source: McpSource, session_of: SessionOf) -> None:
+    def __init__(
+        self, source: McpSource, session_of: SessionOf, clients: Subscriptions | None = None
+    ) -> None:
         self.source = source
         self.session_of = session_of
+        self.clients = clients
         self.servers = {namespace_name(s.name): s.name for s in source.config.servers}
 
     def _active(self) -> list[str]:
@@ -115,51 +136,92 @@ class UpstreamContent:
                 f"allow it with a rule ({decided.reason})",
             )
 
+    async def _each_active(
+        self, list_one: Callable[[str], Awaitable[list[Any]]], errors: type[Exception]
+    ) -> list[tuple[str, list[Any]]]:
+        """``(server, what list_one(server) listed)`` for every active server, in their
+        order, listed at once (at most :data:`LIST_AT_ONCE` servers at a time); a server
+        that fails with ``errors`` is left out (logged)."""
+        servers = self._active()
+        found: list[list[Any] | None] = [None] * len(servers)
+        limit = anyio.CapacityLimiter(LIST_AT_ONCE)
+
+        async def one(i: int, server: str) -> None:
+            async with limit:
+                try:
+                    found[i] = await list_one(server)
+                except errors as exc:
+                    _log.warning("%s", exc)
+
+        async with anyio.create_task_group() as tg:
+            for i, server in enumerate(servers):
+                tg.start_soon(one, i, server)
+        return [(server, f) for server, f in zip(servers, found, strict=True) if f is not None]
+
+    async def _listed(
+        self,
+        list_one: Callable[[str], Awaitable[list[Any]]],
+        errors: type[Exception],
+        make: Callable[[str, Any], _T],
+    ) -> list[_T]:
+        """Every active server's listing, each entry made the gateway's by ``make``."""
+        each = await self._each_active(list_one, errors)
+        return [make(server, item) for server, found in each for item in found]
+
     # -- resources -------------------------------------------------------------------------
     async def list_resources(
         self, ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        listed: list[types.Resource] = []
-        for server in self._active():
-            try:
-                found = await self.source.list_resources(server)
-            except ResourceError as exc:
-                _log.warning("%s", exc)
-                continue
-            for r in found:
-                listed.append(
-                    types.Resource(
-                        uri=gateway_uri(server, r.uri),
-                        name=f"{namespace_name(server)}__{r.name}",
-                        title=r.title,
-                        description=r.description,
-                        mime_type=r.mime_type,
-                        size=r.size,
-                    )
-                )
+        def make(server: str, r: McpResource) -> types.Resource:
+            return types.Resource(
+                uri=gateway_uri(server, r.uri),
+                name=f"{namespace_name(server)}__{r.name}",
+                title=r.title,
+                description=r.description,
+                mime_type=r.mime_type,
+                size=r.size,
+            )
+
+        listed = await self._listed(self.source.list_resources, ResourceError, make)
         return types.ListResourcesResult(resources=listed)
 
     async def list_resource_templates(
         self, ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        listed: list[types.ResourceTemplate] = []
-        for server in self._active():
-            try:
-                found = await self.source.list_resource_templates(server)
-            except ResourceError as exc:
-                _log.warning("%s", exc)
-                continue
-            for t in found:
-                listed.append(
-                    types.ResourceTemplate(
-                        uri_template=gateway_uri(server, t.uri_template),
-                        name=f"{namespace_name(server)}__{t.name}",
-                        title=t.title,
-                        description=t.description,
-                        mime_type=t.mime_type,
-                    )
-                )
+        def make(server: str, t: McpResourceTemplate) -> types.ResourceTemplate:
+            return types.ResourceTemplate(
+                uri_template=gateway_uri(server, t.uri_template),
+                name=f"{namespace_name(server)}__{t.name}",
+                title=t.title,
+                description=t.description,
+                mime_type=t.mime_type,
+            )
+
+        listed = await self._listed(self.source.list_resource_templates, ResourceError, make)
         return types.ListResourceTemplatesResult(resource_templates=listed)
+
+    async def subscribe_resource(
+        self, ctx: Any, params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        """``resources/subscribe`` of a gateway URI: judged as a read of it, then
+        subscribed for this client session (:mod:`.clients`)."""
+        server, uri = upstream_uri(str(params.uri), self.servers)
+        await self._judge(ctx, server, "resources/read", {"uri": uri})
+        await self._clients().subscribe(ctx, server, uri)
+        return types.EmptyResult()
+
+    async def unsubscribe_resource(
+        self, ctx: Any, params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        """``resources/unsubscribe``: this client session's subscription ends."""
+        server, uri = upstream_uri(str(params.uri), self.servers)
+        await self._clients().unsubscribe(ctx, server, uri)
+        return types.EmptyResult()
+
+    def _clients(self) -> Subscriptions:
+        if self.clients is None:
+            raise MCPError(types.METHOD_NOT_FOUND, "this gateway keeps no subscriptions")
+        return self.clients
 
     async def read_resource(
         self, ctx: Any, params: types.ReadResourceRequestParams
@@ -185,7 +247,7 @@ class UpstreamContent:
         return types.ReadResourceResult(contents=contents)
 
     # -- prompts ---------------------------------------------------------------------------
-    async def _prompt_names(self, server: str) -> dict[str, Any]:
+    async def _prompt_names(self, server: str) -> dict[str, McpPrompt]:
         """``{gateway name: McpPrompt}`` of one server."""
         prompts = await self.source.list_prompts(server)
         names, collisions = map_names(server, [p.name for p in prompts], prefixed=False)
@@ -196,26 +258,20 @@ class UpstreamContent:
     async def list_prompts(
         self, ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        listed: list[types.Prompt] = []
-        for server in self._active():
-            try:
-                named = await self._prompt_names(server)
-            except PromptError as exc:
-                _log.warning("%s", exc)
-                continue
-            for name, p in named.items():
-                arguments = [
-                    types.PromptArgument(
-                        name=a.name, description=a.description, required=a.required
-                    )
-                    for a in p.arguments
-                ]
-                listed.append(
-                    types.Prompt(
-                        name=name, title=p.title, description=p.description, arguments=arguments
-                    )
-                )
-        return types.ListPromptsResult(prompts=listed)
+        async def named(server: str) -> list[tuple[str, McpPrompt]]:
+            return list((await self._prompt_names(server)).items())
+
+        def make(server: str, entry: tuple[str, McpPrompt]) -> types.Prompt:
+            name, p = entry
+            arguments = [
+                types.PromptArgument(name=a.name, description=a.description, required=a.required)
+                for a in p.arguments
+            ]
+            return types.Prompt(
+                name=name, title=p.title, description=p.description, arguments=arguments
+            )
+
+        return types.ListPromptsResult(prompts=await self._listed(named, PromptError, make))
 
     async def get_prompt(
         self, ctx: Any, params: types.GetPromptRequestParams

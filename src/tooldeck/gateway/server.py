@@ -7,7 +7,9 @@ elicitation (:mod:`.approval`). When a call changes what the session lists (a
 answer; a watcher sends it too when an upstream server's tools change (a re-list, a
 drop, a reconnect, a server that was still starting coming up: the gateway serves while
 its upstream servers start, and a listing names those still starting in ``_meta``,
-:data:`STARTING_META`). The server declares ``tools.listChanged``.
+:data:`STARTING_META`). The server declares ``tools.listChanged``, and the resources and
+prompts ``listChanged`` and ``resources.subscribe`` its upstreams' changes need
+(:mod:`.clients`: roots, subscriptions and list changes per client session).
 
 Sessions: over stdio the process serves one client, one session; over streamable HTTP
 each client connection (``Mcp-Session-Id``) gets its own, and a client of the stateless
@@ -56,6 +58,7 @@ from .approval import (
     nobody_asker,
 )
 from .catalog import Catalog, client_name, name_problems
+from .clients import Clients
 from .content import UpstreamContent
 from .forwarding import Running, forwarding
 from .http_auth import LOOPBACK, IntrospectionVerifier, OAuthResourceServer
@@ -109,8 +112,11 @@ def http_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+_CHANGES = NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True)
+
+
 class _Server(Server[Any]):
-    """The lowlevel server, declaring ``tools.listChanged`` on every transport."""
+    """The lowlevel server, declaring its ``listChanged`` on every transport."""
 
     def create_initialization_options(
         self,
@@ -119,7 +125,7 @@ class _Server(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options or _CHANGES,
             experimental_capabilities,
             extensions,
         )
@@ -206,6 +212,7 @@ class Gateway:
             security = RequestStateSecurity.ephemeral(ttl=ASK_SECONDS)
         else:  # any process opens what another sealed
             security = RequestStateSecurity(keys=[sessions.sealing_key], ttl=ASK_SECONDS)
+        self.clients.register(self.server)  # roots, subscriptions (clients.py)
         self.server.middleware += [
             self._only_known_principals,
             self._record_initialize,
@@ -213,11 +220,14 @@ class Gateway:
         ]
 
     def _content_handlers(self, catalog: Catalog) -> dict[str, Any]:
-        content = UpstreamContent(catalog.source, self._client)
+        self.clients = Clients(catalog.source)
+        content = UpstreamContent(catalog.source, self._client, self.clients)
         return {
             "on_list_resources": content.list_resources,
             "on_list_resource_templates": content.list_resource_templates,
             "on_read_resource": content.read_resource,
+            "on_subscribe_resource": content.subscribe_resource,
+            "on_unsubscribe_resource": content.unsubscribe_resource,
             "on_list_prompts": content.list_prompts,
             "on_get_prompt": content.get_prompt,
         }

@@ -49,6 +49,7 @@ from .resources import (  # noqa: E402
 from .sampling import Sampling, SamplingRequest  # noqa: E402
 from .source import (  # noqa: E402
     McpProgress,
+    McpPromptListChanged,
     McpResourceListChanged,
     McpResourceUpdated,
     McpServerStatusChanged,
@@ -66,6 +67,7 @@ __all__ = [
     "McpConfigError",
     "McpProgress",
     "McpPrompt",
+    "McpPromptListChanged",
     "McpResource",
     "McpResourceListChanged",
     "McpResourceTemplate",

@@ -8,7 +8,11 @@ answers ``roots/list`` with:
 - then the roots the :class:`~tooldeck.mcp.McpSource` was given (``roots=[Path, ...]``).
 
 When that list changes (a turn with another home), every connected server is sent
-``notifications/roots/list_changed`` and asks again. A server such as npm's
+``notifications/roots/list_changed`` and asks again.
+
+In the gateway, the roots its clients declare replace both (:meth:`Roots.set_client`,
+:mod:`tooldeck.gateway.roots`): the upstream servers work where the gateway's clients
+said, until none of them declares roots any more. A server such as npm's
 ``@modelcontextprotocol/server-filesystem``, started with no directory arguments, takes
 its allowed directories from them.
 
@@ -33,13 +37,25 @@ class Roots:
     def __init__(self, configured: Iterable[str | Path] = ()) -> None:
         self._configured = tuple(Path(p).expanduser().resolve() for p in configured)
         self._home: Path | None = None
+        self._client: tuple[Path, ...] | None = None
         self._lock = threading.Lock()
 
     def paths(self) -> tuple[Path, ...]:
-        """The roots, home first, each directory once."""
+        """The roots, home first, each directory once (the client's, when given)."""
         with self._lock:
+            if self._client is not None:
+                return self._client
             chosen = (self._home, *self._configured) if self._home else self._configured
         return tuple(dict.fromkeys(chosen))
+
+    def set_client(self, paths: Iterable[Path] | None) -> bool:
+        """Make ``paths`` the roots, in place of the home and the configured ones (the
+        gateway's clients gave them; ``None``: back to those); whether the roots changed."""
+        chosen = None if paths is None else tuple(dict.fromkeys(paths))
+        before = self.paths()
+        with self._lock:
+            self._client = chosen
+        return self.paths() != before
 
     def set_home(self, home: str | Path | None) -> bool:
         """Make ``home`` the turn's root (``None``: the configured roots only); whether the

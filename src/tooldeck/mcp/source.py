@@ -132,6 +132,14 @@ class McpResourceListChanged(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class McpPromptListChanged(Event):
+    """A server's list of prompts changed (``notifications/prompts/list_changed``)."""
+
+    type: ClassVar[str] = "mcp_prompt_list_changed"
+    server: str
+
+
+@dataclass(frozen=True, slots=True)
 class ServerStatus:
     """A snapshot of one configured server."""
 
@@ -893,7 +901,17 @@ class McpSource(Source):
     def set_home(self, home: str | Path | None) -> None:
         """Make ``home`` the first root (``tools_for`` does, with the turn's home); when the
         roots change, every connected server is sent ``notifications/roots/list_changed``."""
-        if self._roots.set_home(home) and self._started and not self._closed:
+        if self._roots.set_home(home):
+            self._announce_roots()
+
+    def set_client_roots(self, roots: Iterable[Path] | None) -> None:
+        """The roots a gateway's clients gave, in place of the home and the configured
+        ones (``None``: back to those); announced as :meth:`set_home` does."""
+        if self._roots.set_client(roots):
+            self._announce_roots()
+
+    def _announce_roots(self) -> None:
+        if self._started and not self._closed:
             conns = [server.conn for server in self._servers.values()]
 
             def tell() -> None:
@@ -1065,6 +1083,8 @@ class McpSource(Source):
             self._emit(McpResourceListChanged("", server.config.name))
         elif isinstance(message, types.ResourceUpdatedNotification):
             self._emit(McpResourceUpdated("", server.config.name, str(message.params.uri)))
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._emit(McpPromptListChanged("", server.config.name))
 
     def _emit(self, event: Event) -> None:
         """Send ``event`` to ``events`` on the caller's loop (from the I/O loop)."""
