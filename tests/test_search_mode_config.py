@@ -41,3 +41,28 @@ def test_a_quality_index_ranks_with_the_quality_weight(tmp_path: Path) -> None:
 def test_the_default_mode_keeps_the_default_config(tmp_path: Path) -> None:
     index = ToolIndex(load_definitions(TOOLS), semantic="auto", cache=tmp_path)
     assert index.config == SearchConfig()
+
+
+def test_the_gateway_catalog_under_quality_ranks_with_the_quality_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tooldeck serve --quality`` gives its catalog ``semantic="quality"``: the index it
+    builds for ``tool_search`` takes the quality mode's config."""
+    from tooldeck import tool
+    from tooldeck.gateway.catalog import CatalogView
+
+    @tool
+    def time__convert_time(source_timezone: str, time: str, target_timezone: str) -> str:
+        """Convert time between timezones."""
+        return time
+
+    @tool
+    def git__git_status(repo_path: str) -> str:
+        """Shows the working tree status."""
+        return repo_path
+
+    monkeypatch.setenv("TOOLDECK_CACHE_DIR", str(tmp_path))
+    view = CatalogView([time__convert_time, git__git_status], (), "quality")
+    assert view.index.config == SearchConfig.for_semantic("quality")
+    assert view.index.embedder is not None and "MiniLM" in view.index.embedder.name
+    assert view.index.search("what time is it in Tokyo when it is noon here", 1)
