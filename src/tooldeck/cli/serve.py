@@ -402,7 +402,6 @@ def serve_command(
                 )
             except ValueError as exc:
                 raise user_error(f"--approvals {approvals}: {exc}") from exc
-            upstream_sampling.running = gateway.running  # one guard for questions and sampling
             if check_only:
                 report = check(gateway)
                 _print_check(report, json_output, native.left_out if native else ())

@@ -3,20 +3,19 @@
 The gateway's source (:class:`GatewaySource`) declares sampling to every upstream server.
 A request an upstream sends while one of its tools runs for a client is answered for the
 session whose call is running (the library's :class:`~tooldeck.mcp.asking.Asker`), in
-this order:
+this order (which call asked is the library's routing, :mod:`tooldeck.mcp.asking`, as for
+an upstream's questions: exact where the protocol links a request to its call, refused
+while calls of several sessions run on a server that names none, never guessed):
 
-1. while a call of **another** client session runs on the same server, which call asked
-   cannot be told apart (the request names none): it is refused (the same
-   :class:`~.forwarding.Running` guard as an upstream's questions), never guessed;
-2. when the call's client declared ``sampling``, the request goes to it **as the server
+1. when the call's client declared ``sampling``, the request goes to it **as the server
    sent it** (``sampling/createMessage`` related to the client's ``tools/call``), once the
    session's policy lets the server sample; the client's answer is checked (a sampling
    result, an assistant's message) before it goes upstream; the client's error is the
    server's error;
-3. otherwise, with a model configured (``tooldeck serve --sampling-model KIND:MODEL``), the
+2. otherwise, with a model configured (``tooldeck serve --sampling-model KIND:MODEL``), the
    library serves it (:func:`tooldeck.mcp.sampling.serve_sampling`: the policy, the
    per-server token budget, the audit and the ``mcp.sampling`` span);
-4. otherwise it is refused at once, saying why (:data:`NO_SAMPLING`); so is a request
+3. otherwise it is refused at once, saying why (:data:`NO_SAMPLING`); so is a request
    sent while none of the server's tools runs for a client (:data:`NO_CALL`).
 
 The policy judges it as the ``WRITE`` tool ``<server>__sampling_createMessage``, so with
@@ -25,7 +24,7 @@ elicitation, ``tooldeck approve``, or nobody, and then it is refused saying how 
 it); a rule allows or denies one server's sampling. Every refusal is a JSON-RPC error to
 the server (``sampling refused: ...``) and an audit line; while it waits (for a human,
 the client or the model), a client that cancels its call ends it at once
-(:data:`CANCELLED`).
+(:data:`tooldeck.mcp.asking.ENDED`).
 """
 
 from __future__ import annotations
@@ -55,11 +54,9 @@ from ..mcp.sampling import (
     serve_sampling,
 )
 from ..policy import SessionPolicy
-from .forwarding import Forwarding, Running, guessed
+from .forwarding import Forwarding
 
 __all__ = [
-    "AMBIGUOUS",
-    "CANCELLED",
     "NO_CALL",
     "NO_SAMPLING",
     "GatewaySource",
@@ -72,11 +69,6 @@ NO_SAMPLING = (
     "this MCP client declared no sampling and the gateway has no model for it "
     "(tooldeck serve --sampling-model KIND:MODEL)"
 )
-AMBIGUOUS = (
-    "a call of another client session is running on this server: which call asked "
-    "cannot be told apart, so the request is not served"
-)
-CANCELLED = "the client cancelled its call while the request waited"
 NO_CALL = "no client's call is running on this server"
 Result = types.CreateMessageResult | types.ErrorData
 
@@ -127,9 +119,8 @@ def _request(server: str, params: types.CreateMessageRequestParams) -> SamplingR
 class UpstreamSampling:
     """Answers upstream servers' sampling requests (see the module docstring)."""
 
-    def __init__(self, sampling: Sampling | None, running: Running | None = None) -> None:
+    def __init__(self, sampling: Sampling | None) -> None:
         self.sampling = sampling
-        self.running = running or Running()  # the gateway's (Gateway.running)
 
     async def answer(
         self, server: str, name: str, params: types.CreateMessageRequestParams, asker: Asker
@@ -138,11 +129,7 @@ class UpstreamSampling:
         session_id = asker.session_id
         if not session_id:  # asked outside any client's call (or after it ended)
             return self._refusal(asker, name, server, params, NO_CALL)
-        if guessed() and self.running.others(server, session_id):
-            return self._refusal(asker, name, server, params, AMBIGUOUS)
-        with self.running.asking(server, session_id):
-            return await self._served(server, name, params, asker)
-        return self._refusal(asker, name, server, params, CANCELLED)
+        return await self._served(server, name, params, asker)
 
     async def _served(
         self, server: str, name: str, params: types.CreateMessageRequestParams, asker: Asker

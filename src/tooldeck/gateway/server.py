@@ -60,7 +60,7 @@ from .approval import (
 from .catalog import Catalog, client_name, name_problems
 from .clients import Clients
 from .content import UpstreamContent
-from .forwarding import Running, forwarding
+from .forwarding import forwarding
 from .http_auth import LOOPBACK, IntrospectionVerifier, OAuthResourceServer
 from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
@@ -185,7 +185,6 @@ class Gateway:
         self._stdio = False
         self.session_idle = session_idle
         self.sessions = sessions  # shared with other gateway processes (:mod:`.shared`)
-        self.running = Running()  # per upstream server, the sessions calling it (forwarding.py)
         # clients of the stateless protocol (2026-07-28): sessions by principal, their
         # listen streams, their approvals waiting for a retry
         self.asks = InputAsks(ASK_SECONDS)
@@ -243,7 +242,6 @@ class Gateway:
             home=self.home,
             session_id=session_id,
             grants=SharedSessions.grant_store() if shared else None,
-            running=self.running,
         )
 
     def _asker(
@@ -456,7 +454,7 @@ class Gateway:
             else:
                 asker, who = self._asker(ctx, session)
                 back = None if stateless(ctx) else ctx.session  # who an upstream asks
-                asker = forwarding(asker, back, ctx.request_id, (self.running, session.id))
+                asker = forwarding(asker, back, ctx.request_id)
                 try:
                     result = await session.call(
                         params.name,

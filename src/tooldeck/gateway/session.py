@@ -47,7 +47,6 @@ from ..tools import Tool
 from ..transcript import ToolCall
 from .catalog import Catalog, CatalogView
 from .evidence import EvidenceLog
-from .forwarding import Running
 from .native import gateway_turn
 from .wire import fit_structure, listed_tool
 
@@ -145,13 +144,11 @@ class GatewaySession:
         home: Path | None = None,
         session_id: str | None = None,
         grants: GrantStore | None = None,
-        running: Running | None = None,
     ) -> None:
         # a session shared by several gateway processes (:mod:`.shared`) comes with its id
         # and its grants (kept in the shared store, not in a file)
         self.id = session_id or "gw-" + secrets.token_hex(8)
         self.catalog = catalog
-        self.running = running or Running()  # the gateway's: whose calls run where
         self.turn = gateway_turn(self.id, home)  # what tooldeck's own tools run with
         self.policy = SessionPolicy(
             policy, session_id=self.id, directory=state, home=home, grants=grants
@@ -311,9 +308,7 @@ class GatewaySession:
         )
         call_id = call_id or f"{self.call_prefix}-{next(self._calls)}"
         call = ToolCall(call_id, tool.name if tool else _short(name), args)
-        upstream = getattr(getattr(tool, "mcp", None), "server", None)
-        with self.running.call(upstream, self.id):  # an upstream's question: forwarding.py
-            outcome = await dispatcher.dispatch([call], answers=answers)
+        outcome = await dispatcher.dispatch([call], answers=answers)
         result = outcome.outputs[0].result
         if tool is None:
             result = ToolResult.error(self._unknown(name), details=result.details)
