@@ -4,15 +4,20 @@ client, with the CPU time per call (the gateway's process, from /proc, after sta
 and, with ``--profile``, a cProfile (CPU time) of the calls grouped by package (own time of
 the functions, blocking waits left out).
 
-    uv run python bench/gateway_profile.py [--calls 2000] [--profile] [--src DIR]
+    uv run python bench/gateway_profile.py [--calls 2000] [--profile] [--src DIR] [--http]
+
+``--http``: the gateway serves streamable HTTP (``--http PORT``) and the client connects
+over it (the upstream is still over stdio).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pstats
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +28,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 
-from gateway_proxy import cpu_seconds, tooldeck_args
+from gateway_proxy import connect_http, cpu_seconds, free_port, tooldeck_args, wait_listening
 
 HERE = Path(__file__).parent
 PY = sys.executable
@@ -78,12 +83,19 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     serve = tooldeck_args(root, "profile")
     prof = root / "gateway.prof"
     command = [*([str(HERE / "_profiled.py"), str(prof)] if args.profile else []), *serve]
-    params = StdioServerParameters(command=PY, args=command, env=env)
-    async with (
-        stdio_client(params) as (read, write),
-        ClientSession(read, write) as client,
-    ):
-        await client.initialize()
+    async with contextlib.AsyncExitStack() as stack:
+        if args.http:
+            port = free_port()
+            proc = subprocess.Popen([PY, *command, "--http", str(port)], env=env)
+            stack.callback(proc.wait)
+            stack.callback(proc.terminate)
+            wait_listening(proc, port, "tooldeck serve --http")
+            client = await stack.enter_async_context(connect_http(f"http://127.0.0.1:{port}/mcp"))
+        else:
+            params = StdioServerParameters(command=PY, args=command, env=env)
+            read, write = await stack.enter_async_context(stdio_client(params))
+            client = await stack.enter_async_context(ClientSession(read, write))
+            await client.initialize()
         for _ in range(300):  # settled: the upstream is up
             listing = await client.list_tools()
             if not (listing.meta or {}).get("tooldeck/starting"):
@@ -132,6 +144,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--profile", action="store_true", help="cProfile the gateway")
     parser.add_argument("--src", type=Path, help="another checkout's src folder")
+    parser.add_argument("--http", action="store_true", help="the gateway over streamable HTTP")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         anyio.run(run, args, Path(tmp))
