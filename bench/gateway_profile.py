@@ -86,7 +86,7 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     async with contextlib.AsyncExitStack() as stack:
         if args.http:
             port = free_port()
-            proc = subprocess.Popen([PY, *command, "--http", str(port)], env=env)
+            proc = subprocess.Popen([PY, *command, "--http", str(port)], env=env)  # noqa: ASYNC220
             stack.callback(proc.wait)
             stack.callback(proc.terminate)
             wait_listening(proc, port, "tooldeck serve --http")

@@ -19,11 +19,13 @@ of a session the SDK's manager holds, made by the same credential (OAuth princip
 not terminated nor idled out; the transport's Host / Origin / Content-Type checks;
 ``Accept`` of both JSON and SSE; a session the gateway already serves (a request of it
 went through the SDK before); a JSON-RPC request (no other top-level keys) of
-``tools/call`` whose ``params`` are just ``name`` (a string) and ``arguments`` (an
-object, or none), whose id is not in flight here. Left to the SDK: everything else,
-and a call that may need the SDK's session: one carrying ``_meta`` (a progress token,
-a trace context), any call of a client that declared elicitation (an ask, or an
-upstream server's question, goes to that client), the stateless protocol
+``tools/call`` whose ``params`` are just ``name`` (a string), ``arguments`` (an
+object, or none) and a ``_meta`` of just a ``progressToken``, whose id is not in
+flight here (progress, sent while an approval is waited for, is written on the call's
+stream as the SDK writes it). Left to the SDK: everything else, and a call that may
+need the SDK's session: one carrying any other ``_meta`` (a trace context), any call
+of a client that declared elicitation (an ask, or an upstream server's question, goes
+to that client), the stateless protocol
 (2026-07-28), and every request when sessions are shared between processes
 (``--sessions``).
 
@@ -53,6 +55,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 
 from ..approvals import Approver
+from .approval import Progress
 from .wire import call_result_json
 
 if TYPE_CHECKING:
@@ -71,7 +74,7 @@ timeout counts from the request; the SDK sends them at once)."""
 PING_SECONDS = 15.0
 """Keep-alive comments on a long call's stream (``sse_starlette``'s default)."""
 REQUEST_CANCELLED = -32800  # the SDK's answer, on this era's wire, to a cancelled request
-_PLAIN = frozenset({"name", "arguments"})
+_PLAIN = frozenset({"name", "arguments", "_meta"})
 _ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
 _SESSION = b"mcp-session-id"
 _VERSION = b"mcp-protocol-version"
@@ -86,7 +89,9 @@ class HttpHost(Protocol):
 
     def http_session(self, session_id: str) -> tuple[Connection, GatewaySession] | None: ...
 
-    def plain_asker(self, session: GatewaySession) -> tuple[Approver, str]: ...
+    def plain_asker(
+        self, session: GatewaySession, progress: Progress | None = None
+    ) -> tuple[Approver, str]: ...
 
     async def listing_changed(
         self, session: GatewaySession, announce: Callable[[], Awaitable[None]]
@@ -138,7 +143,7 @@ class _Reply:
         self.headers = [
             (b"cache-control", b"no-cache, no-transform"),
             (b"connection", b"keep-alive"),
-            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"content-type", b"text/event-stream"),
             (_SESSION, session_id.encode("latin-1")),
             (b"x-accel-buffering", b"no"),
         ]
@@ -151,11 +156,22 @@ class _Reply:
         ping = f": ping - {datetime.now(UTC)}\r\n\r\n".encode()
         await self.send({"type": "http.response.body", "body": ping, "more_body": True})
 
+    async def event(self, body: bytes) -> None:
+        """An event before the answer (a progress notification)."""
+        if not self.started:
+            self.started = True
+            await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
+        await self.send({"type": "http.response.body", "body": body, "more_body": True})
+
     async def answer(self, body: bytes) -> None:
         if not self.started:
             self.started = True
             length = (b"content-length", str(len(body)).encode())
-            start = {"type": "http.response.start", "status": 200, "headers": [*self.headers, length]}
+            start = {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [*self.headers, length],
+            }
             await self.send(start)
         await self.send({"type": "http.response.body", "body": body})
 
@@ -221,13 +237,19 @@ class HttpCalls:
             parsed = pydantic_core.from_json(data)
         except ValueError:
             parsed = None
-        if isinstance(parsed, dict) and parsed.get("jsonrpc") == "2.0" and parsed.keys() <= _ENVELOPE:
+        if (
+            isinstance(parsed, dict)
+            and parsed.get("jsonrpc") == "2.0"
+            and parsed.keys() <= _ENVELOPE
+        ):
             method = parsed.get("method")
-            if method == "tools/call" and await self._call(session_id, parsed, scope, receive, send):
+            if method == "tools/call" and await self._call(
+                session_id, parsed, scope, receive, send
+            ):
                 return
-            if method == "notifications/cancelled" and "id" not in parsed:
-                if await self._cancel(session_id, parsed.get("params"), scope, receive, send):
-                    return
+            cancel = method == "notifications/cancelled" and "id" not in parsed
+            if cancel and await self._cancel(session_id, parsed.get("params"), send):
+                return
         await self.inner(scope, _replay(data, receive), send)
 
     async def _call(
@@ -241,12 +263,22 @@ class HttpCalls:
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
             return False
+        token: int | str | None = None
+        if "_meta" in params:  # a progress token only (fastmcp's client always sends one)
+            meta = params["_meta"]
+            if not isinstance(meta, dict) or meta.keys() != {"progressToken"}:
+                return False
+            token = meta["progressToken"]
+            if not _an_id(token):
+                return False
         found = self.host.http_session(session_id)
         if found is None:
             return False
-        connection, session = found
+        connection = found[0]
         caps = connection.client_capabilities
-        if not connection.initialize_accepted or (caps is not None and caps.elicitation is not None):
+        if not connection.initialize_accepted or (
+            caps is not None and caps.elicitation is not None
+        ):
             return False  # an ask, or an upstream's question, goes to that client
         assert isinstance(request_id, int | str)
         key = (session_id, _key(request_id))
@@ -261,7 +293,7 @@ class HttpCalls:
             transport._requests_in_flight += 1
             idle.deadline = float("inf")
         try:
-            await self._serve(session_id, request_id, call, name, arguments, receive, send)
+            await self._serve(session_id, request_id, token, call, name, arguments, receive, send)
         finally:
             if self._running.get(key) is call:
                 del self._running[key]
@@ -275,6 +307,7 @@ class HttpCalls:
         self,
         session_id: str,
         request_id: int | str,
+        token: int | str | None,
         call: _Call,
         name: str,
         arguments: dict[str, Any] | None,
@@ -283,18 +316,35 @@ class HttpCalls:
     ) -> None:
         reply = _Reply(send, session_id)
         answer: dict[str, Any] | None = None
+        progress: Progress | None = None
+        if token is not None:
+
+            async def progress(done: float, total: float | None, message: str) -> None:
+                params: dict[str, Any] = {"progressToken": token, "progress": done}
+                if total is not None:
+                    params["total"] = total
+                if message is not None:
+                    params["message"] = message
+                note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
+                with anyio.CancelScope(shield=True):
+                    await reply.event(_event(note))
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._watch, receive, reply, call)
             with call.scope:
                 try:
-                    result = await self._answer(session_id, name, arguments)
+                    result = await self._answer(session_id, name, arguments, progress)
                     answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
                 except MCPError as exc:
                     error = exc.error.model_dump(by_alias=True, exclude_none=True)
                     answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
                 except Exception as exc:  # as the SDK's dispatcher answers it
                     _log.exception("tools/call %s failed", name)
-                    answer = {"jsonrpc": "2.0", "id": request_id, "error": {"code": 0, "message": str(exc)}}
+                    answer = {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "error": {"code": 0, "message": str(exc)},
+                    }
             tg.cancel_scope.cancel()
         if answer is None:
             if not call.cancelled:
@@ -308,7 +358,11 @@ class HttpCalls:
                 _log.debug("answer not written: %s", exc)
 
     async def _answer(
-        self, session_id: str, name: str, arguments: dict[str, Any] | None
+        self,
+        session_id: str,
+        name: str,
+        arguments: dict[str, Any] | None,
+        progress: Progress | None,
     ) -> dict[str, Any]:
         found = self.host.http_session(session_id)
         if found is None:  # the session ended meanwhile
@@ -316,7 +370,7 @@ class HttpCalls:
         connection, session = found
         host = self.host
         before = session.listing_state()
-        asker, who = host.plain_asker(session)
+        asker, who = host.plain_asker(session, progress)
         protocol = connection.protocol_version
         result = await session.call(name, arguments, asker, who=who, protocol=protocol)
         if session.listing_state() != before:  # announced before the answer, as the SDK's
@@ -346,9 +400,7 @@ class HttpCalls:
                     return
             wait = PING_SECONDS
 
-    async def _cancel(
-        self, session_id: str, params: object, scope: Scope, receive: Receive, send: Send
-    ) -> bool:
+    async def _cancel(self, session_id: str, params: object, send: Send) -> bool:
         """A ``notifications/cancelled`` for a call taken here: cancel it, answer 202."""
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if not _an_id(request_id):

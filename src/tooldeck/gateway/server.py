@@ -257,10 +257,13 @@ class Gateway:
             return asker, CLIENT_USER
         return self._asker_of(session, progress)
 
-    def plain_asker(self, session: GatewaySession) -> tuple[Approver, str]:
+    def plain_asker(
+        self, session: GatewaySession, progress: Progress | None = None
+    ) -> tuple[Approver, str]:
         """How a call of a client that cannot be asked by elicitation reaches a human,
-        with no progress sent (:mod:`.stdio_calls`); an upstream's question is declined."""
-        asker, who = self._asker_of(session, None)
+        telling ``progress`` while it waits (:mod:`.stdio_calls`: none sent;
+        :mod:`.http_calls`); an upstream's question is declined."""
+        asker, who = self._asker_of(session, progress)
         return forwarding(asker, None, None), who
 
     def _asker_of(self, session: GatewaySession, progress: Progress | None) -> tuple[Approver, str]:
