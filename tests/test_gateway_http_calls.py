@@ -12,6 +12,7 @@ bad bodies, cancellation and disconnects are checked on this path.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -29,9 +30,12 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from gateway_client import (
     INTROSPECTOR,
+    approve,
     audit_lines,
     gateway_process,
     oauth_args,
+    pending_file,
+    served_gateway,
     stdio,
     write_config,
     write_policy,
@@ -389,6 +393,41 @@ def test_an_eliciting_client_is_served_by_the_sdk(gateway: tuple[str, Path]) -> 
             answer = await c.call(1, "alpha__echo", {"text": "asked"})
             assert not _narrow(answer)
             assert _events(answer)[-1]["result"]["content"][0]["text"] == "asked"
+
+    _run(main)
+
+
+def test_progress_while_an_approval_waits_is_the_sdks(tmp_path: Path) -> None:
+    """Out-of-band approvals: a waiting call reports progress on its stream; the events
+    and the answer are those the SDK's server sends for the same call."""
+    config = write_config(tmp_path, {"alpha": stdio("basic.py")})
+    state = tmp_path / "s"
+
+    async def waits(c: Raw, sdk: bool, seen: set[Path]) -> list[str]:
+        message = c.call_message("w", "alpha__echo", {"text": "approved"}, sdk, progress=True)
+        async with (
+            anyio.create_task_group() as tg,
+            c.http.stream("POST", c.url, json=message, headers=c.headers()) as streamed,
+        ):
+            path = await pending_file(state, seen)
+            seen.add(path)
+            tg.start_soon(anyio.to_thread.run_sync, approve, path, "y\n")
+            body = (await streamed.aread()).decode()
+        events = [
+            re.sub(r'"progress":[-+.e0-9]+|-[0-9]+\.pending', "(varies)", e)  # time, file
+            for e in body.split("\r\n\r\n")
+            if e and not e.startswith(": ping")
+        ]
+        assert events[-1].endswith('"isError":false}}'), events
+        assert any('"method":"notifications/progress"' in e for e in events), events
+        return events
+
+    async def main() -> None:
+        with served_gateway(config, state, "--approvals", "out-of-band", "--core", "*") as url:
+            async with _http() as http:
+                c = await Raw(http, url, token=None).open("2025-11-25")
+                seen: set[Path] = set()
+                assert await waits(c, False, seen) == await waits(c, True, seen)
 
     _run(main)
 
