@@ -4,17 +4,21 @@ client, with the CPU time per call (the gateway's process, from /proc, after sta
 and, with ``--profile``, a cProfile (CPU time) of the calls grouped by package (own time of
 the functions, blocking waits left out).
 
-    uv run python bench/gateway_profile.py [--calls 2000] [--profile] [--instructions] [--src DIR]
+    uv run python bench/gateway_profile.py [--calls 2000] [--profile] [--instructions]
+        [--src DIR] [--http]
 
 ``--instructions`` runs the gateway under valgrind's callgrind and counts the instructions
 of the measured calls only (the machine's load does not change them; slow: use
 ``--calls 200``). With ``--profile``, the event loop's iterations per call are counted
-too (its wake-ups and the callbacks it ran).
+too (its wake-ups and the callbacks it ran). ``--http``: the gateway serves streamable
+HTTP (``--http PORT``) and the client connects over it (the upstream is still over stdio;
+not with ``--instructions``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pstats
 import re
@@ -30,7 +34,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 
-from gateway_proxy import cpu_seconds, tooldeck_args
+from gateway_proxy import connect_http, cpu_seconds, free_port, tooldeck_args, wait_listening
 
 HERE = Path(__file__).parent
 PY = sys.executable
@@ -99,18 +103,31 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     prof = root / "gateway.prof"
     command = [*([str(HERE / "_profiled.py"), str(prof)] if args.profile else []), *serve]
     grind = root / "callgrind.out"
-    if args.instructions:  # the gateway under callgrind, counting only around the calls
-        env["PYTHONHASHSEED"] = "0"
-        valgrind = ["--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={grind}"]
-        params = StdioServerParameters(command="valgrind", args=[*valgrind, PY, *command], env=env)
-    else:
-        params = StdioServerParameters(command=PY, args=command, env=env)
     errlog = (root / "stderr").open("w") if args.instructions else sys.stderr
-    async with (
-        stdio_client(params, errlog=errlog) as (read, write),
-        ClientSession(read, write) as client,
-    ):
-        await client.initialize()
+    async with contextlib.AsyncExitStack() as stack:
+        if args.http:
+            port = free_port()
+            proc = subprocess.Popen([PY, *command, "--http", str(port)], env=env)  # noqa: ASYNC220
+            stack.callback(proc.wait)
+            stack.callback(proc.terminate)
+            wait_listening(proc, port, "tooldeck serve --http")
+            client = await stack.enter_async_context(connect_http(f"http://127.0.0.1:{port}/mcp"))
+        else:
+            if args.instructions:  # the gateway under callgrind, counting only around the calls
+                env["PYTHONHASHSEED"] = "0"
+                valgrind = [
+                    "--tool=callgrind",
+                    "--instr-atstart=no",
+                    f"--callgrind-out-file={grind}",
+                ]
+                params = StdioServerParameters(
+                    command="valgrind", args=[*valgrind, PY, *command], env=env
+                )
+            else:
+                params = StdioServerParameters(command=PY, args=command, env=env)
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            client = await stack.enter_async_context(ClientSession(read, write))
+            await client.initialize()
         for _ in range(300):  # settled: the upstream is up
             listing = await client.list_tools()
             if not (listing.meta or {}).get("tooldeck/starting"):
@@ -182,7 +199,10 @@ def main() -> None:
         "--instructions", action="store_true", help="count instructions (valgrind callgrind)"
     )
     parser.add_argument("--src", type=Path, help="another checkout's src folder")
+    parser.add_argument("--http", action="store_true", help="the gateway over streamable HTTP")
     args = parser.parse_args()
+    if args.http and args.instructions:
+        parser.error("--instructions counts a gateway over stdio: leave out --http")
     with tempfile.TemporaryDirectory() as tmp:
         anyio.run(run, args, Path(tmp))
 

@@ -214,6 +214,18 @@ def start_http(target: Target) -> None:
 
 
 @asynccontextmanager
+async def connect_http(url: str) -> AsyncIterator[ClientSession]:
+    """One initialized client session to the streamable-HTTP server at ``url``."""
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
 async def connect(target: Target, errlog: Any) -> AsyncIterator[ClientSession]:
     """One initialized client session to ``target``; over stdio, a fresh process."""
     async with AsyncExitStack() as stack:
@@ -224,12 +236,8 @@ async def connect(target: Target, errlog: Any) -> AsyncIterator[ClientSession]:
             read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         else:
             assert target.url is not None
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300))
-            )
-            read, write = await stack.enter_async_context(
-                streamable_http_client(target.url, http_client=http)
-            )
+            yield await stack.enter_async_context(connect_http(target.url))
+            return
         session = await stack.enter_async_context(ClientSession(read, write))
         await session.initialize()
         yield session

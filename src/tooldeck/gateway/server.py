@@ -62,6 +62,7 @@ from .clients import Clients
 from .content import UpstreamContent
 from .forwarding import forwarding
 from .http_auth import LOOPBACK, IntrospectionVerifier, OAuthResourceServer
+from .http_calls import HttpCalls
 from .input_required import ASK_SECONDS, InputAsks
 from .out_of_band import (
     DEFAULT_TIMEOUT,
@@ -182,6 +183,8 @@ class Gateway:
         self._sessions: weakref.WeakKeyDictionary[Any, GatewaySession] = weakref.WeakKeyDictionary()
         self._peers: weakref.WeakKeyDictionary[GatewaySession, _Peer] = weakref.WeakKeyDictionary()
         self._single: GatewaySession | None = None  # stdio: the one client
+        # over HTTP: the SDK's connection of each HTTP session (Mcp-Session-Id) served
+        self._http: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
         self._stdio = False
         self.session_idle = session_idle
         self.sessions = sessions  # shared with other gateway processes (:mod:`.shared`)
@@ -262,10 +265,13 @@ class Gateway:
             return asker, CLIENT_USER
         return self._asker_of(session, progress)
 
-    def plain_asker(self, session: GatewaySession) -> tuple[Approver, str]:
+    def plain_asker(
+        self, session: GatewaySession, progress: Progress | None = None
+    ) -> tuple[Approver, str]:
         """How a call of a client that cannot be asked by elicitation reaches a human,
-        with no progress sent (:mod:`.stdio_calls`); an upstream's question is declined."""
-        asker, who = self._asker_of(session, None)
+        telling ``progress`` while it waits (:mod:`.stdio_calls`: none sent;
+        :mod:`.http_calls`); an upstream's question is declined."""
+        asker, who = self._asker_of(session, progress)
         return forwarding(asker, None, None), who
 
     def _asker_of(self, session: GatewaySession, progress: Progress | None) -> tuple[Approver, str]:
@@ -327,6 +333,13 @@ class Gateway:
         """The session of the one client over stdio."""
         return self._local()
 
+    def http_session(self, session_id: str) -> tuple[Any, GatewaySession] | None:
+        """The SDK's connection of the HTTP session ``session_id`` and its gateway
+        session, if a request of it was served (:mod:`.http_calls`)."""
+        connection = self._http.get(session_id)
+        session = self._sessions.get(connection) if connection is not None else None
+        return None if session is None else (connection, session)
+
     async def listing_changed(
         self, session: GatewaySession, announce: Callable[[], Awaitable[None]]
     ) -> None:
@@ -353,6 +366,9 @@ class Gateway:
         session = self._sessions.get(key)
         if session is None:
             session = self._sessions[key] = self.new_session(session_id)
+            http_id = getattr(key, "session_id", None)
+            if isinstance(http_id, str):
+                self._http[http_id] = key
             # the connection ended (its HTTP session closed or idled out): so did the session
             key.exit_stack.callback(self._connection_ended, key)
             weakref.finalize(key, session.close)  # a transport that never closes its stack
@@ -588,6 +604,7 @@ class Gateway:
         ``announce`` is told the URL once requests are served.
         """
         import uvicorn
+        from mcp.server.transport_security import RequestBodyLimitMiddleware
 
         from .http_auth import BearerToken
 
@@ -606,6 +623,10 @@ class Gateway:
         app: Any = self.server.streamable_http_app(
             host=host, session_idle_timeout=self.session_idle, **auth
         )
+        manager = self.server.session_manager
+        if self.sessions is None:  # plain calls answered by the gateway (http_calls.py)
+            calls = HttpCalls(self, manager, manager._handle_request)
+            manager.asgi_app = RequestBodyLimitMiddleware(calls, manager.max_request_body_size)
         if token is not None:
             app = BearerToken(app, token)
         gateway = self
@@ -630,6 +651,7 @@ class Gateway:
             host=host,
             port=port,
             log_level="warning",
+            access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=int(CLOSING_SECONDS) + 1,  # open event streams
         )

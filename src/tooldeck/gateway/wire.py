@@ -198,20 +198,20 @@ def to_call_result(result: ToolResult, protocol: str | None = None) -> types.Cal
 
 def call_result_json(result: ToolResult, protocol: str) -> dict[str, Any]:
     """:func:`to_call_result` as the MCP SDK's server puts it on the wire to a client of
-    ``protocol`` (a handshake version), built without the SDK's models
-    (:mod:`.stdio_calls`; tests/test_gateway_stdio_calls.py compares the two)."""
-    content: list[dict[str, Any]] = []
+    ``protocol`` (a handshake version), built without the SDK's models, its keys in the
+    SDK's order (:mod:`.stdio_calls`, :mod:`.http_calls`; tests/test_gateway_stdio_calls.py
+    and tests/test_gateway_http_calls.py compare the two, the latter byte for byte)."""
+    content: list[dict[str, Any]] = []  # keys in the SDK's order (its models': by name)
     for part in result.parts:
         if isinstance(part, ImagePart):
             if part.data is not None:
-                content.append({"type": "image", "data": part.data, "mimeType": part.mime_type})
+                content.append({"data": part.data, "mimeType": part.mime_type, "type": "image"})
             else:
-                content.append({"type": "text", "text": f"[image: {part.url}]"})
+                content.append({"text": f"[image: {part.url}]", "type": "text"})
         else:
-            content.append({"type": "text", "text": part.text})
-    out: dict[str, Any] = {"content": content}
+            content.append({"text": part.text, "type": "text"})
+    out: dict[str, Any] = {"content": content, "isError": result.is_error}
     sent, value = _sent_structure(result, protocol)
     if sent:
         out["structuredContent"] = value
-    out["isError"] = result.is_error
     return out
