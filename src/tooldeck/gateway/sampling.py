@@ -46,11 +46,8 @@ from ..mcp.sampling import (
     REFUSED,
     Refused,
     Sampling,
-    SamplingRequest,
-    _permitted,
-    _shown,
-    _tool,
-    _transcript,
+    permit,
+    sampling_request,
     serve_sampling,
 )
 from ..policy import SessionPolicy
@@ -102,20 +99,6 @@ def _judged_by_the_session(asker: Asker) -> Asker:
     return asker
 
 
-def _request(server: str, params: types.CreateMessageRequestParams) -> SamplingRequest:
-    """The request as the policy, an approver and the audit see it (forwarded requests
-    are not counted against the gateway's budget: ``budget_left`` is what it asks)."""
-    hints = params.model_preferences.hints or [] if params.model_preferences else []
-    return SamplingRequest(
-        server=server,
-        system_prompt=params.system_prompt,
-        messages=_shown(_transcript(params)),
-        max_tokens=params.max_tokens,
-        budget_left=params.max_tokens,
-        model_hints=[h.name for h in hints if h.name],
-    )
-
-
 class UpstreamSampling:
     """Answers upstream servers' sampling requests (see the module docstring)."""
 
@@ -151,7 +134,7 @@ class UpstreamSampling:
     ) -> types.ErrorData:
         _log.info("MCP server %r: sampling refused: %s", server, why)
         try:
-            shown: Any = _request(server, params)
+            shown: Any = sampling_request(server, params)
         except Refused:
             shown = {"server": server}
         asker.audit(name, shown, "deny", why)
@@ -168,8 +151,8 @@ class UpstreamSampling:
         client = forward.client
         assert client is not None
         try:
-            request = _request(server, params)
-            await _permitted(asker, _tool(name, server), request)
+            request = sampling_request(server, params)  # not counted: the client's model pays
+            await permit(asker, name, request)
         except Refused as exc:
             _log.info("MCP server %r: sampling refused: %s", server, exc)
             return _refused(str(exc))

@@ -50,7 +50,7 @@ from ..transcript import AssistantMessage, Item, StopReason, UserMessage
 from .asking import Asker, request_call
 from .naming import namespace_name
 
-__all__ = ["REFUSED", "refused", "serve_sampling"]
+__all__ = ["REFUSED", "permit", "refused", "sampling_request", "serve_sampling"]
 
 _log = logging.getLogger("tooldeck.mcp")
 REFUSED = -1
@@ -201,6 +201,37 @@ async def _permitted(asker: Asker, tool: Any, request: SamplingRequest) -> None:
         raise Refused(f"not approved{': ' + message if message else ''}")
 
 
+def sampling_request(
+    server: str,
+    params: types.CreateMessageRequestParams,
+    items: list[Item] | None = None,
+    *,
+    limit: int | None = None,
+    left: int | None = None,
+) -> SamplingRequest:
+    """A ``sampling/createMessage`` as the policy, an approver and the audit see it
+    (``limit``: the tokens it may get, ``left``: the budget left; both the server's own
+    ``maxTokens`` when not given); :class:`Refused` when it cannot be served (tools, too
+    many messages, content that is not text or an image)."""
+    items = _transcript(params) if items is None else items
+    hints = params.model_preferences.hints or [] if params.model_preferences else []
+    return SamplingRequest(
+        server=server,
+        system_prompt=params.system_prompt,
+        messages=_shown(items),
+        max_tokens=params.max_tokens if limit is None else limit,
+        budget_left=params.max_tokens if left is None else left,
+        model_hints=[h.name for h in hints if h.name],
+    )
+
+
+async def permit(asker: Asker, name: str, request: SamplingRequest) -> None:
+    """Raise :class:`Refused` unless the asking session's policy (or, when it asks, a
+    human) lets ``request.server`` sample; ``name``: the request's name
+    (:func:`~.asking.request_name`)."""
+    await _permitted(asker, _tool(name, request.server), request)
+
+
 async def serve_sampling(
     server: str,
     name: str,
@@ -216,21 +247,8 @@ async def serve_sampling(
             budget = sampling.budgets.get(server, sampling.budget)
             raise Refused(f"the server's sampling budget of {budget:,} tokens is spent")
         limit = max(1, min(params.max_tokens, left, sampling.max_tokens))
-        hints = (
-            [h.name for h in (params.model_preferences.hints or [])]
-            if (params.model_preferences)
-            else []
-        )
-        request = SamplingRequest(
-            server=server,
-            system_prompt=params.system_prompt,
-            messages=_shown(items),
-            max_tokens=limit,
-            budget_left=left,
-            model_hints=[h for h in hints if h],
-        )
-        tool = _tool(name, server)
-        await _permitted(asker, tool, request)
+        request = sampling_request(server, params, items, limit=limit, left=left)
+        await permit(asker, name, request)
         answer = await _ask_model(sampling, items, params, limit)
     except Refused as exc:
         return refused(server, str(exc))
