@@ -41,6 +41,7 @@ from mcp_types import ErrorData as _ErrorData
 from starlette.types import Message, Receive, Scope, Send
 
 from ..workflows.store import StoreError
+from .http_calls import replay
 from .replies import PASSED_ON, only_answers
 from .session_store import SessionRecord
 
@@ -95,7 +96,7 @@ def adopt_sessions(
             and _header(scope, PASSED_ON) is None
         ):
             body = await _body(receive)
-            receive = _replay(body, receive)
+            receive = replay(body, receive)
             if session_id is not None and only_answers(body):
                 await pass_on(session_id, body, scope.get("headers", ()))
         if session_id is None or scope.get("method") != "DELETE":
@@ -126,20 +127,6 @@ async def _body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` with ``body`` (read already) given again first."""
-    given = False
-
-    async def again() -> Message:
-        nonlocal given
-        if not given:
-            given = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
 
 
 def _header(scope: Scope, name: str) -> str | None:

@@ -56,7 +56,7 @@ from starlette.requests import Request
 
 from ..approvals import Approver
 from .approval import Progress
-from .wire import call_result_json
+from .wire import an_id, call_result_json, request_key
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
@@ -111,20 +111,6 @@ class _Call:
 def _requestor(scope: Scope) -> Any:
     user = scope.get("user")
     return authorization_context(user) if isinstance(user, AuthenticatedUser) else None
-
-
-def _an_id(value: object) -> bool:
-    return type(value) is int or type(value) is str
-
-
-def _key(request_id: int | str) -> int | str:
-    """The id as the SDK correlates it: ``"7"`` and ``7`` are one id."""
-    if isinstance(request_id, str):
-        try:
-            return int(request_id)
-        except ValueError:
-            pass
-    return request_id
 
 
 def _event(message: dict[str, Any]) -> bytes:
@@ -250,7 +236,7 @@ class HttpCalls:
             cancel = method == "notifications/cancelled" and "id" not in parsed
             if cancel and await self._cancel(session_id, parsed.get("params"), send):
                 return
-        await self.inner(scope, _replay(data, receive), send)
+        await self.inner(scope, replay(data, receive), send)
 
     async def _call(
         self, session_id: str, message: dict[str, Any], scope: Scope, receive: Receive, send: Send
@@ -258,7 +244,7 @@ class HttpCalls:
         """Serve this ``tools/call`` here; ``False`` (nothing done) to leave it to the SDK."""
         request_id = message.get("id")
         params = message.get("params")
-        if not _an_id(request_id) or not isinstance(params, dict) or not params.keys() <= _PLAIN:
+        if not an_id(request_id) or not isinstance(params, dict) or not params.keys() <= _PLAIN:
             return False
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
@@ -269,7 +255,7 @@ class HttpCalls:
             if not isinstance(meta, dict) or meta.keys() != {"progressToken"}:
                 return False
             token = meta["progressToken"]
-            if not _an_id(token):
+            if not an_id(token):
                 return False
         found = self.host.http_session(session_id)
         if found is None:
@@ -281,7 +267,7 @@ class HttpCalls:
         ):
             return False  # an ask, an upstream's question or sampling goes to that client
         assert isinstance(request_id, int | str)
-        key = (session_id, _key(request_id))
+        key = (session_id, request_key(request_id))
         if key in self._running:
             return False  # the SDK says what a duplicate id gets
         call = self._running[key] = _Call()
@@ -403,10 +389,10 @@ class HttpCalls:
     async def _cancel(self, session_id: str, params: object, send: Send) -> bool:
         """A ``notifications/cancelled`` for a call taken here: cancel it, answer 202."""
         request_id = params.get("requestId") if isinstance(params, dict) else None
-        if not _an_id(request_id):
+        if not an_id(request_id):
             return False
         assert isinstance(request_id, int | str)
-        call = self._running.get((session_id, _key(request_id)))
+        call = self._running.get((session_id, request_key(request_id)))
         if call is None:
             return False
         call.cancelled = True
@@ -417,7 +403,7 @@ class HttpCalls:
         return True
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """``receive`` with the body read here given again first."""
     given = False
 

@@ -40,7 +40,7 @@ import anyio.abc
 from ..approvals import Approver
 from ._handshake import HANDSHAKE_VERSIONS
 from ._stdin import MAX_MESSAGE, TOO_LONG, WireStdin, WireStdout
-from .wire import call_result_json
+from .wire import an_id, call_result_json, request_key
 
 if TYPE_CHECKING:
     from .session import GatewaySession
@@ -77,20 +77,6 @@ def _line(message: dict[str, Any]) -> bytes:
 
 def _error(request_id: object, code: int, message: str) -> bytes:
     return _line({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
-
-
-def _an_id(value: object) -> bool:
-    return type(value) is int or type(value) is str
-
-
-def _key(request_id: int | str) -> int | str:
-    """The id as the SDK correlates it: ``"7"`` and ``7`` are one id."""
-    if isinstance(request_id, str):
-        try:
-            return int(request_id)
-        except ValueError:
-            pass
-    return request_id
 
 
 class StdioCalls:
@@ -148,7 +134,7 @@ class StdioCalls:
 
     async def _invalid(self, message: object) -> bool:
         found = message.get("id") if isinstance(message, dict) else None
-        request_id = found if _an_id(found) else None
+        request_id = found if an_id(found) else None
         await self._send(_error(request_id, INVALID_REQUEST, "Invalid request: not JSON-RPC 2.0"))
         return False
 
@@ -168,7 +154,7 @@ class StdioCalls:
         """Whether this ``tools/call`` is run here (see the module docstring)."""
         request_id = message["id"]
         params = message.get("params")
-        if self.protocol is None or not _an_id(request_id) or not isinstance(params, dict):
+        if self.protocol is None or not an_id(request_id) or not isinstance(params, dict):
             return False
         if self._elicits:  # an ask, or an upstream's question, goes to that client
             return False
@@ -177,7 +163,7 @@ class StdioCalls:
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, dict)):
             return False
-        key = _key(request_id)
+        key = request_key(request_id)
         if key in self._running:
             return False  # the SDK says what a duplicate id gets
         scope = self._running[key] = anyio.CancelScope()
@@ -187,10 +173,10 @@ class StdioCalls:
     def _cancel(self, params: object) -> bool:
         """Cancel the call taken here that ``params`` names; whether there was one."""
         request_id = params.get("requestId") if isinstance(params, dict) else None
-        if not _an_id(request_id):
+        if not an_id(request_id):
             return False
         assert isinstance(request_id, int | str)
-        scope = self._running.get(_key(request_id))
+        scope = self._running.get(request_key(request_id))
         if scope is None:
             return False
         self._cancelled.add(scope)

@@ -215,3 +215,19 @@ def call_result_json(result: ToolResult, protocol: str) -> dict[str, Any]:
     if sent:
         out["structuredContent"] = value
     return out
+
+
+def an_id(value: object) -> bool:
+    """Whether ``value`` can be a JSON-RPC request's id here (an int or a string; not a
+    bool, a float or null)."""
+    return type(value) is int or type(value) is str
+
+
+def request_key(request_id: int | str) -> int | str:
+    """The id as the SDK correlates it: ``"7"`` and ``7`` are one id."""
+    if isinstance(request_id, str):
+        try:
+            return int(request_id)
+        except ValueError:
+            pass
+    return request_id
