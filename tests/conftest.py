@@ -22,8 +22,8 @@ settings.load_profile("ci" if __import__("os").environ.get("CI") else "default")
 os.environ.setdefault("TOOLDECK_CACHE_DIR", tempfile.mkdtemp(prefix="tooldeck-test-cache-"))
 
 # Tests that run worker, scheduler or job processes take the longest (10-30 s each): run
-# them first, so that with two test processes (pytest-xdist) the run does not end with one
-# process still in a long test while the other has nothing left to do.
+# them first, so that with several test processes (pytest-xdist) the run does not end with one
+# process still in a long test while the others have nothing left to do.
 _LONG_FIRST = (
     # the mypy group (one process): mypy on a user's file, which writes the mypy cache the
     # docs blocks' mypy then reads, and every docs block, a process each
