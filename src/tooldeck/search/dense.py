@@ -103,16 +103,30 @@ def _by_rows(addends: Sequence[Addend], n: int) -> Any:
     np = numpy_or_none()
     tools: list[Any] = []
     weights: list[Any] = []
+    starts: list[int] = []  # each list's row, as its first index in the rows
+    sizes: list[int] = []
+    scales: list[float] = []
     for row, a in enumerate(addends):
-        offset = row * n
         for store, k, scale in a.members:
-            ids, w = _list(store, k, scale)
-            if offset:
-                ids += offset
-            tools.append(ids)
-            weights.append(w)
+            ids, vals, per = _views(store)
+            lo, hi = store.span(k)
+            tools.append(ids[lo:hi])
+            if vals is not None:
+                weights.append(vals[lo:hi])
+            elif per is None:
+                weights.append(np.full(hi - lo, store.const, dtype=np.float64))
+            else:
+                weights.append(store.const * per[ids[lo:hi]])
+            starts.append(row * n)
+            sizes.append(hi - lo)
+            scales.append(scale)
+    where = np.repeat(starts, sizes)
+    where += np.concatenate(tools)
+    w = np.concatenate(weights).astype(np.float64)
+    if any(scale != 1.0 for scale in scales):
+        w *= np.repeat(scales, sizes)
     rows = np.zeros((len(addends), n))
-    np.maximum.at(rows.reshape(-1), np.concatenate(tools), np.concatenate(weights))
+    np.maximum.at(rows.reshape(-1), where, w)
     scores = rows[0]
     for row in rows[1:]:  # in order (numpy.add.reduce may pair them up)
         scores += row
