@@ -108,8 +108,9 @@ def _by_rows(addends: Sequence[Addend], n: int) -> Any:
     scales: list[float] = []
     for row, a in enumerate(addends):
         for store, k, scale in a.members:
-            ids, vals, per = _views(store)
-            lo, hi = store.span(k)
+            ids, vals, per = store.views or _views(store)
+            first, bounds = store.first, store.layer_start
+            lo, hi = bounds[first[k]], bounds[first[k + 1]]
             tools.append(ids[lo:hi])
             if vals is not None:
                 weights.append(vals[lo:hi])
@@ -120,11 +121,11 @@ def _by_rows(addends: Sequence[Addend], n: int) -> Any:
             starts.append(row * n)
             sizes.append(hi - lo)
             scales.append(scale)
-    where = np.repeat(starts, sizes)
+    where = np.array(starts, dtype=np.intp).repeat(sizes)
     where += np.concatenate(tools)
     w = np.concatenate(weights).astype(np.float64)
     if any(scale != 1.0 for scale in scales):
-        w *= np.repeat(scales, sizes)
+        w *= np.array(scales).repeat(sizes)
     rows = np.zeros((len(addends), n))
     np.maximum.at(rows.reshape(-1), where, w)
     scores = rows[0]
@@ -165,15 +166,18 @@ def _best(scores: Any, k: int) -> list[tuple[int, float]]:
     """The ``k`` best positive scores, best first, equal scores by position."""
     np = numpy_or_none()
     n = len(scores)
-    floor = 0.0
     if n > _SAMPLED_FROM and n > _SAMPLE * 8 * k:
         # the k-th best of some tools is at most the k-th best of all: a floor that
         # leaves a handful of candidates instead of every tool scored
         sample = scores[::_SAMPLE]
         floor = np.partition(sample, len(sample) - k)[len(sample) - k]
+    elif n > k:
+        floor = np.partition(scores, n - k)[n - k]  # the k-th best
+    else:
+        floor = 0.0
     found = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores)
     values = scores[found]
-    if len(found) > k:
+    if len(found) > 4 * k:
         kth = np.partition(values, len(found) - k)[len(found) - k]
         keep = values >= kth
         found, values = found[keep], values[keep]
