@@ -71,17 +71,18 @@ def test_the_pruned_top_k_is_the_top_k_of_every_tool_scored(seed: int, size: int
     rng = random.Random(seed)
     index = ToolIndex.from_definitions(_catalog(rng, size), semantic=False)
     lexical = index._lexical
-    small = topk._SMALL
+    small, numpy = topk._SMALL, topk._NUMPY
     try:
         for _ in range(6):
             query = _query(rng)
             expected = _every_tool(lexical, query, k, size)
+            topk._NUMPY = False  # the pure-Python paths
             topk._SMALL = 0  # always the layered, pruned path
             assert lexical.top(query, k) == expected, query
             topk._SMALL = 10**9  # always one pass over every list
             assert lexical.top(query, k) == expected, query
     finally:
-        topk._SMALL = small
+        topk._SMALL, topk._NUMPY = small, numpy
 
 
 PLAIN = SearchConfig(
@@ -198,7 +199,10 @@ def test_names_are_found_by_hash_and_checked() -> None:
     assert {h.name for h in index.search("get_item", 5)} == {"get-item", "GetItem"}
 
 
-def test_synonym_lists_kept_merged_give_the_same_results_and_stay_in_their_budget() -> None:
+def test_synonym_lists_kept_merged_give_the_same_results_and_stay_in_their_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(topk, "_NUMPY", False)  # the pure-Python one pass keeps them
     rng = random.Random(11)
     tools = _catalog(rng, 200)
     queries = [_query(rng) for _ in range(60)] + ["delete the file", "find a user", "get a page"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = ["FIRST", "HashedKeys", "Postings", "Terms"]
 
@@ -56,9 +57,12 @@ class Postings:
         self.layer_start.append(0)
         #: each layer's highest weight
         self.layer_top: array[float] = array("d")
+        #: numpy views of the arrays, made by the first query that reads them (:mod:`.dense`)
+        self.views: Any = None
 
     def add(self, ids: Sequence[int], vals: Sequence[float] | None = None) -> int:
         """Append a list (``ids`` distinct); its number."""
+        self.views = None  # an array viewed cannot grow
         if self.const is None:
             if vals is None or len(vals) != len(ids):
                 raise ValueError("a weighted posting list needs one weight per tool")
@@ -123,6 +127,10 @@ class Postings:
         """(tool, weight) of list ``k``, layer by layer."""
         return zip(*self.columns(k), strict=True)
 
+    def span(self, k: int) -> tuple[int, int]:
+        """Where list ``k`` is in ``ids`` (and ``vals``): its first and past-last index."""
+        return self.layer_start[self.first[k]], self.layer_start[self.first[k + 1]]
+
     def columns(self, k: int) -> tuple[Sequence[int], Sequence[float]]:
         """(tools, weights) of list ``k``, layer by layer."""
         lo, hi = self.layer_start[self.first[k]], self.layer_start[self.first[k + 1]]
@@ -147,6 +155,7 @@ class Postings:
 
     def compact(self) -> None:
         """Let go of the arrays' spare room once every list is in."""
+        self.views = None
         for name in ("ids", "vals", "first", "layer_start", "layer_top"):
             old = getattr(self, name)
             setattr(self, name, array(old.typecode, old))

@@ -29,6 +29,7 @@ from itertools import compress, repeat
 from operator import ge, itemgetter
 from typing import NamedTuple
 
+from . import dense
 from .merged import MergedLists
 from .postings import Postings
 
@@ -41,6 +42,9 @@ _MARGIN = 1e-9
 _LOOKUP_COST = 3
 # a query whose lists hold at most this many postings in all reads them all
 _SMALL = 3000
+# with numpy importable, every query is one pass over its lists in numpy (.dense); off,
+# the pure-Python paths below (the tests run both)
+_NUMPY = True
 
 
 class Addend(NamedTuple):
@@ -231,6 +235,8 @@ def top(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
     in catalog order."""
     if k <= 0 or not addends:
         return []
+    if _NUMPY and dense.numpy_or_none() is not None:
+        return dense.top(addends, k)
     if sum(s.left(j, 0) for a in addends for s, j, _ in a.members) <= _SMALL:
         return _everything(addends, k)
     readings = [_Reading(a) for a in addends]
