@@ -150,10 +150,10 @@ def test_a_list_added_after_a_query_read_the_store() -> None:
     store = Postings(10)
     k = store.add([1, 2, 3], [0.5, 1.5, 1.0])
     addend = topk.Addend("t", ((store, k, 1.0),))
-    assert dense.top([addend], 2) == [(2, 1.5), (3, 1.0)]
+    assert dense.top_dense([addend], 2) == [(2, 1.5), (3, 1.0)]
     assert store.views is not None
     j = store.add([4], [2.0])
-    assert dense.top([topk.Addend("u", ((store, j, 2.0),)), addend], 9) == [
+    assert dense.top_dense([topk.Addend("u", ((store, j, 2.0),)), addend], 9) == [
         (4, 4.0),
         (2, 1.5),
         (3, 1.0),

@@ -34,7 +34,7 @@ from .postings import Postings
 if TYPE_CHECKING:
     from .topk import Addend
 
-__all__ = ["numpy_or_none", "top"]
+__all__ = ["numpy_or_none", "top_dense"]
 
 # a query's addends x the catalog's tools at most this many: one row per addend
 _ROWS_AT_MOST = 1 << 16
@@ -87,7 +87,7 @@ def _list(store: Postings, k: int, scale: float) -> tuple[Any, Any]:
     return tools, weights
 
 
-def top(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
+def top_dense(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
     """The ``k`` best (tool, score) pairs with a positive score, best first; equal scores
     in catalog order (:func:`tooldeck.search.topk.top`, by another way)."""
     if k <= 0 or not addends:

@@ -236,7 +236,7 @@ def top(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
     if k <= 0 or not addends:
         return []
     if _NUMPY and dense.numpy_or_none() is not None:
-        return dense.top(addends, k)
+        return dense.top_dense(addends, k)
     if sum(s.left(j, 0) for a in addends for s, j, _ in a.members) <= _SMALL:
         return _everything(addends, k)
     readings = [_Reading(a) for a in addends]
