@@ -3,8 +3,8 @@
 A client that declares the ``roots`` capability is asked for its roots (``roots/list``)
 once it is initialized, and again on each ``notifications/roots/list_changed`` it sends
 (:mod:`.clients`). The upstream servers are one set of processes for every client
-session of the gateway, so they are told one list (:meth:`McpSource.set_client_roots
-<tooldeck.mcp.McpSource.set_client_roots>`, then ``notifications/roots/list_changed``):
+session of the gateway, so they are told one list (``McpSource.set_client_roots``, then
+``notifications/roots/list_changed``):
 
 - one client session declares roots (stdio, or one HTTP client): its roots;
 - several do (HTTP): what they have in common (:func:`common`): a directory is a root
