@@ -431,8 +431,9 @@ async def _idle_then_stop(g: OAuthGateway, proc: subprocess.Popen[Any]) -> None:
         )
         assert isinstance(asked, types.InputRequiredResult)
         proc.send_signal(signal.SIGTERM)
-        await events.next()
-        assert events.ended
+        with anyio.fail_after(30):  # a tools change may come first (the upstream stopping)
+            while not events.ended:
+                await events.next()
 
 
 # -- a 2026 client without elicitation: asks wait out of band (--approvals out-of-band) ---
