@@ -27,6 +27,7 @@ __all__ = [
     "quiet",
     "server_config",
     "server_failures_in_the_output",
+    "started",
 ]
 
 ConfigArg = Annotated[Path, typer.Argument(help='An MCP config file ({"mcpServers": {...}}).')]
@@ -78,3 +79,13 @@ def server_config(cfg: McpConfig, name: str) -> ServerConfig:
         return cfg[name]
     except KeyError as exc:
         raise user_error(str(exc.args[0])) from exc
+
+
+def started(cfg: McpConfig, server: str | None) -> McpConfig:
+    """``cfg`` with only ``server`` (every server when None), each started at once."""
+    import dataclasses
+
+    from ..mcp import McpConfig
+
+    chosen = [server_config(cfg, server)] if server is not None else list(cfg.servers)
+    return McpConfig(tuple(dataclasses.replace(s, autostart=True) for s in chosen), cfg.source)

@@ -318,11 +318,10 @@ def prompts_command(
     json_output: JsonOption = False,
 ) -> None:
     """Connect to the servers of CONFIG and print the prompts they offer, with their arguments."""
-    from ..mcp import McpConfig, McpPrompt, McpSource, PromptError
+    from ..mcp import McpPrompt, McpSource, PromptError
 
     cfg = _load(Console(), config)
-    chosen = [_server(cfg, server)] if server is not None else list(cfg.servers)
-    wanted = McpConfig(tuple(dataclasses.replace(s, autostart=True) for s in chosen), cfg.source)
+    wanted = common.started(cfg, server)
 
     async def collect() -> tuple[list[ServerStatus], list[McpPrompt]]:
         async with McpSource(wanted) as source:

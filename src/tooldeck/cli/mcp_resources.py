@@ -20,6 +20,7 @@ from ._mcp_common import (
     load_config,
     server_config,
     server_failures_in_the_output,
+    started,
 )
 from .report import user_error
 
@@ -38,11 +39,10 @@ def resources_command(
     json_output: JsonOption = False,
 ) -> None:
     """Connect to the servers of CONFIG and print their resources and resource templates."""
-    from ..mcp import McpConfig, McpSource, ResourceError
+    from ..mcp import McpSource, ResourceError
 
     cfg = load_config(Console(), config)
-    chosen = [server_config(cfg, server)] if server is not None else list(cfg.servers)
-    wanted = McpConfig(tuple(dataclasses.replace(s, autostart=True) for s in chosen), cfg.source)
+    wanted = started(cfg, server)
 
     async def collect() -> tuple[
         list[ServerStatus], list[McpResource], list[McpResourceTemplate], list[str]
