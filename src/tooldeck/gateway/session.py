@@ -159,7 +159,9 @@ class GatewaySession:
             self.store = OffloadStore(
                 state, self.id, threshold_tokens=offload_tokens, guard_tokens=guard_tokens
             )
-        self.evidence = EvidenceLog(state / f"{self.id}.calls.jsonl" if state else None, self.id)
+        self.evidence = EvidenceLog(
+            state / f"{self.id}.calls.jsonl" if state else None, self.id, self.policy.audit
+        )
         self.max_found = MAX_FOUND
         self.loaded: dict[str, None] = {}  # client names found or called, in listed order
         self._used: dict[str, None] = {}  # the same names, least recently used first

@@ -24,6 +24,7 @@ is answered "Connection closed" (``CONNECTION_CLOSED``), the SDK's error for it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -37,7 +38,8 @@ from mcp.client.extension import UnexpectedClaimedResult
 from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 from mcp_types import methods as _methods
-from pydantic import ValidationError
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter, ValidationError
 
 __all__ = ["DirectCalls", "Progress", "call_tool", "usable"]
 
@@ -175,6 +177,18 @@ def _progress(waiting: _Waiting, params: dict[str, Any]) -> None:
         _log.exception("progress callback failed")
 
 
+@functools.cache
+def _surface(version: str) -> TypeAdapter[Any] | None:
+    """What ``version``'s ``tools/call`` result is checked against: the check of the
+    SDK's ``validate_server_result`` (an unknown version is its ``ValueError``), without
+    the dump it makes of the result and drops; ``None``: a version without a row, nothing
+    to check."""
+    if version not in KNOWN_PROTOCOL_VERSIONS:
+        raise ValueError(f"version must be a known protocol version, got {version!r}")
+    row = _methods.SERVER_RESULTS.get(("tools/call", version))
+    return None if row is None else _methods._adapter(row)
+
+
 def usable(client: Client) -> bool:
     """Whether calls of ``client`` can be made here: the SDK version has what
     :func:`call_tool` reuses of its client and session."""
@@ -206,8 +220,9 @@ async def call_tool(
     session._stamp(data, {})  # the headers it sets are HTTP's: not used over stdio
     raw = await direct.call(data["params"], on_progress)
     _clamp_inbound_ttl(raw)
-    with contextlib.suppress(KeyError):  # a version without a row: nothing to check
-        _methods.validate_server_result("tools/call", version, raw)
+    surface = _surface(version)
+    if surface is not None:
+        surface.validate_python(raw, by_name=False)
     foreign = _later_revision_fields("tools/call", version)
     if not foreign.isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
