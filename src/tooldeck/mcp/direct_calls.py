@@ -23,6 +23,7 @@ is answered "Connection closed" (``CONNECTION_CLOSED``), the SDK's error for it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import itertools
@@ -52,12 +53,20 @@ _SHOWN = 200  # of a malformed answer, the characters an error shows
 
 
 class _Waiting:
+    """One call waiting for its answer: ``done`` is a future of the running loop (an
+    ``anyio.Event`` wraps an ``asyncio.Event`` that makes one per wait anyway); a cancel
+    scope cancels the wait as any other."""
+
     __slots__ = ("answer", "done", "on_progress")
 
     def __init__(self, on_progress: Progress | None) -> None:
-        self.done = anyio.Event()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.answer: dict[str, Any] | MCPError | None = None
         self.on_progress = on_progress
+
+    def set(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
 
 
 class DirectCalls:
@@ -89,7 +98,7 @@ class DirectCalls:
             if waiting is None or waiting.answer is not None:
                 return False  # not ours, or answered already: the SDK says what it is
             waiting.answer = _answer(message, line)
-            waiting.done.set()
+            waiting.set()
             return True
         if method == "notifications/progress":
             params = message.get("params")
@@ -108,7 +117,7 @@ class DirectCalls:
         for waiting in self._waiting.values():
             if waiting.answer is None:
                 waiting.answer = MCPError(code=CONNECTION_CLOSED, message="Connection closed")
-            waiting.done.set()
+            waiting.set()
 
     async def call(self, params: dict[str, Any], on_progress: Progress | None) -> dict[str, Any]:
         """The raw result of ``tools/call`` with ``params``; raises :class:`MCPError` for an
@@ -122,7 +131,7 @@ class DirectCalls:
         waiting = self._waiting[request_id] = _Waiting(on_progress)
         try:
             await self._send(_dumped(request))
-            await waiting.done.wait()
+            await waiting.done
         except anyio.get_cancelled_exc_class():
             # a send interrupted may still have delivered: the server is told either way
             if not self.closed and waiting.answer is None:
