@@ -664,6 +664,8 @@ class Connection:
         on_progress: Callable[[float, float | None, str | None], Any] | None,
         trace_context: Any,
     ) -> ToolResult:
+        if trace_context is None:  # no span to carry (telemetry off): nothing to restore
+            return await self._call_traced(tool, arguments, on_progress)
         with restored(trace_context):
             return await self._call_traced(tool, arguments, on_progress)
 
