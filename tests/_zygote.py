@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent / "mcp_servers"))
-import _zygote_client
 from _zygote_client import address
 
 # Imported once here, inherited by every fork (what the test servers and the gateway
@@ -276,7 +275,7 @@ def _become(conn: socket.socket, fds: list[int], request: dict[str, Any]) -> Non
         os.dup2(fd, target)
         os.close(fd)
     conn.close()
-    _zygote_client.FORKED = True  # the script's own hand-off: nothing to do
+    sys._tooldeck_zygote_child = True  # type: ignore[attr-defined]  # (see handoff)
     os.setpgid(0, 0)  # out of the fork server's group, as a started process would be
     os.chdir(request["cwd"])
     os.umask(request["umask"])

@@ -7,6 +7,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -92,7 +93,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # `TOOLDECK_TEST_CPU=/tmp/cpu pytest ...` appends one line per test to
 # `/tmp/cpu.<pid>.tsv`: start (epoch), wall, CPU of the test process, CPU of the processes
 # it started and waited for (set-up and teardown included, so a module fixture counts on
-# its first test), and the node id.
+# its first test), and the node id. The processes the fork server ran (below) are not the
+# test process's children: their CPU is in `/tmp/cpu.zygote.<pid>.tsv`, a line each (end,
+# CPU, command line), to match with the tests by time.
 _CPU_LOG = os.environ.get("TOOLDECK_TEST_CPU")
 if _CPU_LOG:
     import resource
@@ -135,6 +138,36 @@ def pytest_configure(config: pytest.Config) -> None:
         stdout=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+# `python -m MODULE ...` commands a test starts itself, run by the fork server too (through
+# tests/_zygote_run.py): the gateway and the short CLI commands, and PyPI's time server;
+# not the commands that start workers (their own process trees, kills and takeovers).
+_FORKED_COMMANDS = {
+    "tooldeck.cli": {"serve", "approve", "mcp", "tools", "search", "policy", "toolkits",
+                     "timeline", "report", "sessions", "version"},
+    "mcp_server_time": None,  # any arguments
+}  # fmt: skip
+_RUN = str(Path(__file__).parent / "_zygote_run.py")
+_popen_init = subprocess.Popen.__init__
+
+
+def _through_zygote(args: Any) -> Any:
+    if _zygote is None or not isinstance(args, list | tuple) or len(args) < 3:
+        return args
+    if args[0] != sys.executable or args[1] != "-m" or args[2] not in _FORKED_COMMANDS:
+        return args
+    commands = _FORKED_COMMANDS[args[2]]
+    if commands is not None and (len(args) < 4 or args[3] not in commands):
+        return args
+    return [args[0], _RUN, *args[1:]]
+
+
+def _popen(self: subprocess.Popen[Any], args: Any, *rest: Any, **options: Any) -> None:
+    _popen_init(self, _through_zygote(args), *rest, **options)
+
+
+subprocess.Popen.__init__ = _popen  # type: ignore[method-assign]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -17,7 +17,6 @@ import os
 import sys
 
 PREFIX = "tooldeck-zygote"  # the abstract socket: PREFIX-UID-PID, PID: the test process
-FORKED = False  # set in a process the fork server started: it runs the script itself
 
 
 def address(pid: int) -> str:
@@ -80,7 +79,9 @@ def handoff(module: str | None = None) -> None:
     """Have the fork server run this script (``module``: run that module as ``-m`` would,
     the arguments after it in ``sys.argv[1:]``), and exit as it does; return when there is
     no fork server for us (the caller then runs as usual)."""
-    if FORKED or sys.platform != "linux" or os.environ.get("TOOLDECK_TEST_ZYGOTE") == "0":
+    if getattr(sys, "_tooldeck_zygote_child", False):
+        return  # the fork server started us: we are the script, run it
+    if sys.platform != "linux" or os.environ.get("TOOLDECK_TEST_ZYGOTE") == "0":
         return
     sock = _connect()
     if sock is None:
@@ -146,7 +147,8 @@ def _stand_in(sock: object) -> None:
             os._exit(int(line[1:]))
         if line.startswith(b"K"):
             signum = int(line[1:])
-            signal.signal(signum, signal.SIG_DFL)
+            with contextlib.suppress(OSError, ValueError):  # (not for SIGKILL)
+                signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             os._exit(128 + signum)
         if not line:  # the fork server is gone: so is the server
