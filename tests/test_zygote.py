@@ -136,3 +136,18 @@ def test_closing_stdin_ends_a_server_that_reads_it(tmp_path: Path) -> None:
     first_line(proc)
     proc.communicate("", timeout=30)  # end of file at once: the script exits 0
     assert proc.returncode == 0
+
+
+def test_a_script_started_with_stdin_closed_runs_itself(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        preexec_fn=lambda: os.close(0),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    _pid, preloaded, *_ = done.stdout.split()
+    assert preloaded == "False"  # not handed off: it sees its stdin closed itself,
+    assert "'NoneType' object has no attribute 'readline'" in done.stderr  # sys.stdin None

@@ -83,6 +83,11 @@ def handoff(module: str | None = None) -> None:
         return  # the fork server started us: we are the script, run it
     if sys.platform != "linux" or os.environ.get("TOOLDECK_TEST_ZYGOTE") == "0":
         return
+    try:  # a closed one is for the script to see: it runs itself
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        return
     sock = _connect()
     if sock is None:
         return
