@@ -11,8 +11,9 @@ if len(sys.argv) < 3 or sys.argv[1] != "-m":
 module = sys.argv[2]
 del sys.argv[1:3]  # as -m leaves them: argv[0], then the module's arguments
 handoff(module)
-del sys.path[0]  # this folder; -m puts the working folder first instead
-sys.path.insert(0, "")
+import os  # noqa: E402
 import runpy  # noqa: E402
+
+sys.path[0] = os.getcwd()  # not this folder: -m puts the working folder first
 
 runpy._run_module_as_main(module)  # type: ignore[attr-defined]

@@ -215,5 +215,5 @@ def _zygote_control(state: str) -> None:
                     return  # not running: nothing is handed off either
                 time.sleep(0.01)
         sock.settimeout(30)
-        socket.send_fds(sock, [struct.pack("!I", len(payload)) + payload], [])
+        sock.sendall(struct.pack("!I", len(payload)) + payload)
         assert sock.recv(2) == b"A\n"

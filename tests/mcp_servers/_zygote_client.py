@@ -99,7 +99,8 @@ def handoff(module: str | None = None) -> None:
     payload = _request(run)
     try:
         sock.settimeout(30)
-        socket.send_fds(sock, [struct.pack("!I", len(payload)) + payload], [0, 1, 2])
+        socket.send_fds(sock, [struct.pack("!I", len(payload))], [0, 1, 2])
+        sock.sendall(payload)
         answer = _line(sock)
     except OSError:
         answer = b""
