@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,11 @@ def cosine_ranker(embedder: Embedder, docs: Sequence[ToolDoc], cache: VectorCach
     return retrieve
 
 
+def scaled(semantic: str, scale: float) -> SearchConfig:
+    """The mode's own config with BM25F divided by max(best, ``scale``)."""
+    return replace(SearchConfig.for_semantic(semantic), semantic_lexical_scale=scale)
+
+
 def mean_rank(retrieve: Retrieve, queries: Sequence[dict[str, Any]]) -> float:
     ranks = [r or 11 for q in queries for r in request_ranks(retrieve, q, "list")]
     return statistics.mean(ranks)
@@ -108,6 +114,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--no-big", action="store_true")
     parser.add_argument("--cache", default=None, help="a vector cache folder to reuse")
+    parser.add_argument(
+        "--scales",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also the quality and default modes with these semantic_lexical_scale values",
+    )
+    parser.add_argument(
+        "--static", type=Path, default=None, help="also a static table (distill_*.py's .npz)"
+    )
+    parser.add_argument("--modes", nargs="*", default=None, help="only modes naming one of these")
     args = parser.parse_args()
     queries = json.loads(QUERIES.read_text(encoding="utf-8"))["queries"]
     cache = VectorCache(args.cache or tempfile.mkdtemp(prefix="bench-mcp-cache-"))
@@ -132,6 +149,35 @@ def main() -> None:
             ("bm25s (flat BM25)", lambda d=docs: bm25s_ranker(d)),
             ("plain MiniLM cosine", lambda d=docs: cosine_ranker(minilm, d, cache)),
         ]
+        for scale in args.scales:
+            modes.append(
+                (
+                    f"quality, lexical scale {scale:g}",
+                    lambda d=docs, c=scale: grouped(
+                        ToolIndex(d, semantic="quality", cache=cache, config=scaled("quality", c))
+                    ),
+                )
+            )
+            modes.append(
+                (
+                    f"default, lexical scale {scale:g}",
+                    lambda d=docs, c=scale: grouped(
+                        ToolIndex(d, cache=cache, config=scaled("auto", c))
+                    ),
+                )
+            )
+        if args.static is not None:
+            from distill_minilm import StaticEmbedder
+
+            static = StaticEmbedder(args.static)
+            modes.append(
+                (
+                    f"default with {args.static.name} (BM25F + static table)",
+                    lambda d=docs, e=static: grouped(ToolIndex(d, semantic=e, cache=cache)),
+                )
+            )
+        if args.modes:
+            modes = [m for m in modes if any(o in m[0] for o in args.modes)]
         rows = []
         for label, make in modes:
             make()  # first build: embeds into the cache

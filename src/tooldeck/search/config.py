@@ -67,6 +67,11 @@ class SearchConfig:
     #: how BM25F and cosine are combined: "sum" (BM25F / best + weight x cosine) or
     #: "rrf" (reciprocal rank fusion: 1 / (k + BM25F rank) + weight / (k + cosine rank))
     semantic_fusion: Literal["sum", "rrf"] = "sum"
+    #: "sum" fusion divides BM25F scores by the larger of the best one and this: with 0
+    #: the best lexical match always counts 1 (worth 1 / ``semantic_weight`` of cosine),
+    #: however weak; above 0 a weak lexical match (a common word, a server's name) counts
+    #: for less than a strong one, so the cosine decides when BM25F has little evidence
+    semantic_lexical_scale: float = 0.0
     #: RRF's k
     semantic_rrf_k: float = 20.0
     #: what a tool's embedding is made of: "fields" (each of name, first sentence,
