@@ -34,13 +34,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--big", action="store_true", help="also the whole catalog")
-    parser.add_argument("--subset", choices=("all", "conv"), default="all")
+    parser.add_argument("--subset", choices=("all", "indirect"), default="all")
     parser.add_argument("--scales", default="2,4,8,16,32")
     args = parser.parse_args()
     docs = load_definitions(CATALOG)
     tune = [q for q in json.loads(QUERIES.read_text()) if q["split"] == "tune"]
-    if args.subset == "conv":
-        tune = [q for q in tune if q.get("batch") == 7]
+    if args.subset == "indirect":
+        tune = [q for q in tune if q.get("batch") in (6, 7)]
     print(f"{len(tune)} tune requests ({args.subset})", flush=True)
     by_ns: dict[str, list[ToolDoc]] = defaultdict(list)
     for d in docs:
