@@ -124,6 +124,7 @@ def main() -> None:
     parser.add_argument(
         "--static", type=Path, default=None, help="also a static table (distill_*.py's .npz)"
     )
+    parser.add_argument("--diagnostic", action="store_true", help="also the diagnostic rows")
     parser.add_argument("--modes", nargs="*", default=None, help="only modes naming one of these")
     args = parser.parse_args()
     queries = json.loads(QUERIES.read_text(encoding="utf-8"))["queries"]
@@ -176,6 +177,36 @@ def main() -> None:
                     lambda d=docs, e=static: grouped(ToolIndex(d, semantic=e, cache=cache)),
                 )
             )
+            for scale in args.scales:
+                modes.append(
+                    (
+                        f"default with {args.static.name}, lexical scale {scale:g}",
+                        lambda d=docs, e=static, c=scale: grouped(
+                            ToolIndex(d, semantic=e, cache=cache, config=scaled("auto", c))
+                        ),
+                    )
+                )
+        if args.diagnostic:
+            # where the quality mode loses to plain MiniLM: the fusion, or the tool text?
+            alone = replace(SearchConfig.for_semantic("quality"), semantic_weight=1000.0)
+            modes.append(
+                (
+                    "diagnostic: MiniLM alone through the index (fields mix, weight 1000)",
+                    lambda d=docs, c=alone: grouped(
+                        ToolIndex(d, semantic="quality", cache=cache, config=c)
+                    ),
+                )
+            )
+            for text in ("description", "summary"):
+                cfg = replace(SearchConfig.for_semantic("quality"), semantic_text=text)
+                modes.append(
+                    (
+                        f"diagnostic: quality with semantic_text={text!r}",
+                        lambda d=docs, c=cfg: grouped(
+                            ToolIndex(d, semantic="quality", cache=cache, config=c)
+                        ),
+                    )
+                )
         if args.modes:
             modes = [m for m in modes if any(o in m[0] for o in args.modes)]
         rows = []
