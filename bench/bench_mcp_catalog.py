@@ -124,6 +124,13 @@ def main() -> None:
     parser.add_argument(
         "--static", type=Path, default=None, help="also a static table (distill_*.py's .npz)"
     )
+    parser.add_argument(
+        "--minsims",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also the quality and default modes with these semantic_min_similarity values",
+    )
     parser.add_argument("--diagnostic", action="store_true", help="also the diagnostic rows")
     parser.add_argument("--modes", nargs="*", default=None, help="only modes naming one of these")
     args = parser.parse_args()
@@ -167,6 +174,18 @@ def main() -> None:
                     ),
                 )
             )
+        for m in args.minsims:
+            for mode in ("quality", "auto"):
+                cfg = replace(SearchConfig.for_semantic(mode), semantic_min_similarity=m)
+                label = "quality" if mode == "quality" else "default"
+                modes.append(
+                    (
+                        f"{label}, min_similarity {m:g}",
+                        lambda d=docs, c=cfg, e=mode: grouped(
+                            ToolIndex(d, semantic=e, cache=cache, config=c)
+                        ),
+                    )
+                )
         if args.static is not None:
             from distill_minilm import StaticEmbedder
 

@@ -5,7 +5,9 @@ with BM25F at any weight (bench/RESULTS.md): "sum" fusion gives BM25F's best mat
 1.0 however weak its evidence, worth 1 / ``semantic_weight`` of cosine. This script scores,
 on the tune requests only (the whole 2,033-tool catalog and ``tune-small``, see
 ``tune_recall.py``), the knobs that let the cosine decide when BM25F has little evidence:
-``semantic_lexical_scale`` (BM25F divided by max(best, scale)) and rank fusion (RRF), next
+``semantic_lexical_scale`` (BM25F divided by max(best, scale)), ``semantic_min_similarity``
+(the cosine a tool BM25F does not match needs to be a candidate at all) and rank fusion
+(RRF), next
 to each encoder alone (weight 1000: BM25F only orders equal cosines). ``--subset conv``
 keeps the tune requests of batch 7, the batch written as people talk (the closest tune
 has to the fresh requests' style); ``--subset all`` (default) all of them.
@@ -36,6 +38,7 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="also the whole catalog")
     parser.add_argument("--subset", choices=("all", "indirect"), default="all")
     parser.add_argument("--scales", default="2,4,8,16,32")
+    parser.add_argument("--minsims", default="0.4,0.3,0.2")
     args = parser.parse_args()
     docs = load_definitions(CATALOG)
     tune = [q for q in json.loads(QUERIES.read_text()) if q["split"] == "tune"]
@@ -72,6 +75,16 @@ def main() -> None:
                 ml,
                 SearchConfig(semantic_weight=w, semantic_lexical_scale=c),
             )
+    for m in (float(x) for x in args.minsims.split(",") if x):
+        # a tool BM25F does not match joins the candidates with a cosine of at least this
+        settings[f"MiniLM w=3.0 min_similarity={m:g}"] = (
+            ml,
+            SearchConfig(semantic_weight=3.0, semantic_min_similarity=m),
+        )
+        settings[f"WordLlama w=1.5 min_similarity={m:g}"] = (
+            wl,
+            SearchConfig(semantic_min_similarity=m),
+        )
     for k, w in ((20, 2.0), (60, 1.0), (60, 2.0), (60, 3.0)):
         settings[f"MiniLM rrf k={k} w={w}"] = (
             ml,
