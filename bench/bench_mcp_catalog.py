@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import BackgroundLoad, machine_lines, percentile, table
 from bench_search import Retrieve, evaluate, flat, grouped, latency_us, request_ranks
 from tooldeck.search import SearchConfig, ToolDoc, ToolIndex, load_definitions
-from tooldeck.search.config import QUALITY_WEIGHT
+from tooldeck.search.config import QUALITY_MIN_SIMILARITY, QUALITY_WEIGHT
 from tooldeck.search.embedding import Embedder, VectorCache, quality_embedder, unit_rows
 
 HERE = Path(__file__).resolve().parent
@@ -145,7 +145,8 @@ def main() -> None:
             ("BM25F alone", lambda d=docs: flat(ToolIndex(d, semantic=False))),
             ("default (BM25F + WordLlama)", lambda d=docs: grouped(ToolIndex(d, cache=cache))),
             (
-                f"quality (BM25F + MiniLM int8, weight {QUALITY_WEIGHT:g})",
+                f"quality (BM25F + MiniLM int8, weight {QUALITY_WEIGHT:g}, "
+                f"min_similarity {QUALITY_MIN_SIMILARITY:g})",
                 lambda d=docs: grouped(ToolIndex(d, semantic="quality", cache=cache)),
             ),
             (
