@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--subset", choices=("all", "indirect"), default="all")
     parser.add_argument("--scales", default="2,4,8,16,32")
     parser.add_argument("--minsims", default="0.4,0.3,0.2")
+    parser.add_argument("--weights", default="", help="MiniLM weights at min_similarity 0.2")
     args = parser.parse_args()
     docs = load_definitions(CATALOG)
     tune = [q for q in json.loads(QUERIES.read_text()) if q["split"] == "tune"]
@@ -84,6 +85,12 @@ def main() -> None:
         settings[f"WordLlama w=1.5 min_similarity={m:g}"] = (
             wl,
             SearchConfig(semantic_min_similarity=m),
+        )
+    for w in (float(x) for x in args.weights.split(",") if x):
+        # the quality mode's weight again, now with its candidate threshold
+        settings[f"MiniLM w={w:g} min_similarity=0.2"] = (
+            ml,
+            SearchConfig(semantic_weight=w, semantic_min_similarity=0.2),
         )
     for k, w in ((20, 2.0), (60, 1.0), (60, 2.0), (60, 3.0)):
         settings[f"MiniLM rrf k={k} w={w}"] = (
