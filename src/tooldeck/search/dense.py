@@ -171,13 +171,15 @@ def _best(scores: Any, k: int) -> list[tuple[int, float]]:
         # leaves a handful of candidates instead of every tool scored
         sample = scores[::_SAMPLE]
         floor = np.partition(sample, len(sample) - k)[len(sample) - k]
-    elif n > k:
-        floor = np.partition(scores, n - k)[n - k]  # the k-th best
+        found = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores)
+        cut_above = 4 * k
     else:
-        floor = 0.0
-    found = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores)
+        # the tools the query reached (a score is never negative), then their k-th best:
+        # a few hundred numbers to partition instead of the whole catalog
+        found = np.flatnonzero(scores)
+        cut_above = k
     values = scores[found]
-    if len(found) > 4 * k:
+    if len(found) > cut_above:
         kth = np.partition(values, len(found) - k)[len(found) - k]
         keep = values >= kth
         found, values = found[keep], values[keep]
