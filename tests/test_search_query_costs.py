@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tooldeck.search import SearchConfig, SearchHit, ToolIndex, bm25f
+from tooldeck.search import SearchConfig, SearchHit, ToolIndex, bm25f, dense, topk
 from tooldeck.search.alternatives import name_key
 from tooldeck.search.bm25f import Bm25fIndex
+from tooldeck.search.postings import Postings
 from tooldeck.search.text import STOPWORDS, stem, words
 from tooldeck.search.topk import Addend
 
@@ -218,3 +219,27 @@ def test_addends_of_joined_words_phrases_and_identifiers(query: str) -> None:
     assert lexical.addends(query) == expected  # from the chunks kept
     labels = {a.label for a in lexical.addends("work the log time zone")}
     assert "worklog" in labels  # a joined word is there to be found
+
+
+# -- the numpy path sums a tool's addends in query order ---------------------------------
+@pytest.mark.parametrize("tools", [1, 2, 3, 17, 300])
+def test_numpy_sums_the_addends_one_after_another(tools: int) -> None:
+    """A large weight, then many small ones: added in order each small one is lost (half
+    a unit in the last place, rounded to even), summed in pairs they add up. The
+    numpy row layout's one reduce over its rows must give the order's sum."""
+    numpy = pytest.importorskip("numpy")
+    store = Postings(tools)
+    every = list(range(tools))
+    big = Addend("big", ((store, store.add(every, [1e16] * tools), 1.0),))
+    small = [Addend(f"s{j}", ((store, store.add(every, [0.5] * tools), 1.0),)) for j in range(12)]
+    addends = [big, *small]
+    first = float(numpy.float32(1e16))
+    assert first + 6.0 != first  # the small ones summed first would show
+    expected = [(i, first) for i in every]
+    assert [(i, topk.score(addends, i)) for i in every] == expected
+    assert topk.top(addends, tools) == expected  # numpy's row layout
+    assert dense.top_dense(addends, tools) == expected
+    monkey = pytest.MonkeyPatch()
+    with monkey.context() as m:
+        m.setattr(topk, "_NUMPY", False)
+        assert topk.top(addends, tools) == expected
