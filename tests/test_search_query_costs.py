@@ -54,8 +54,9 @@ def _catalog(rng: random.Random, size: int) -> list[dict[str, Any]]:
 
 def _groups(index: ToolIndex, query: str, limit: int, floor: bool) -> list[list[SearchHit]]:
     """``search_groups`` from the definition: rank ``max(3 x limit, limit + 10)``, then
-    each hit joins the first group whose head has its name key and none of its
-    namespace, or starts a group while fewer than ``limit``."""
+    each hit joins the first group whose head has its name key (or, with tool vectors, a
+    cosine of at least ``alternative_similarity`` with it) and none of its namespace, or
+    starts a group while fewer than ``limit``."""
     hits = index.search(query, max(limit * 3, limit + 10), floor=floor)
     if limit <= 0:
         return []
@@ -64,13 +65,19 @@ def _groups(index: ToolIndex, query: str, limit: int, floor: bool) -> list[list[
         doc = index.doc(name)
         return name_key(name, doc.namespace, list(words(name.split("__", 1)[-1], joined=False)))
 
+    def near(a: str, b: str) -> bool:
+        if not index.semantic:
+            return False
+        va, vb = index.vector_of([a, b])
+        return float(va @ vb) >= index.config.alternative_similarity
+
     groups: list[list[SearchHit]] = []
     for hit in hits:
         space = index.doc(hit.name).namespace
         for group in groups:
             if space is None or any(index.doc(h.name).namespace == space for h in group):
                 continue
-            if key(hit.name) == key(group[0].name):
+            if key(hit.name) == key(group[0].name) or near(group[0].name, hit.name):
                 group.append(hit)
                 break
         else:
@@ -96,6 +103,24 @@ def test_groups_are_the_definitions(seed: int, size: int, limit: int, floor: boo
         expected = _groups(index, query, limit, floor)
         assert index.search_groups(query, limit, floor=floor) == expected, query
     assert index.search_groups("branch", 0) == []
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    size=st.integers(1, 80),
+    similarity=st.sampled_from([0.3, 0.6, 0.9]),
+)
+def test_groups_with_tool_vectors_are_the_definitions(
+    seed: int, size: int, similarity: float
+) -> None:
+    pytest.importorskip("wordllama")
+    rng = random.Random(seed)
+    config = SearchConfig(alternative_similarity=similarity)
+    index = ToolIndex.from_definitions(_catalog(rng, size), config=config, cache=False)
+    assert index.semantic
+    for query in ["create a branch", "send a message to a user", "list files"]:
+        assert index.search_groups(query, 4) == _groups(index, query, 4, False), query
 
 
 def test_a_catalog_with_alternatives_groups_them() -> None:

@@ -40,25 +40,32 @@ def group_alternatives(
     equal when the tools' name keys (:func:`name_key`) are."""
     groups: list[list[int]] = []
     spaces: list[set[str | None]] = []  # each group's namespaces
+    # without vectors a tool joins only a group whose head has its key: the groups by
+    # their head's key, in order, instead of every group tried
+    by_key: dict[Hashable, list[int]] | None = {} if vectors is None else None
     for p, space in enumerate(namespaces):
         key = keys[p]
         placed = False
         if space is not None:
-            for group, held in zip(groups, spaces, strict=True):
+            candidates = range(len(groups)) if by_key is None else by_key.get(key, ())
+            for g in candidates:
+                held = spaces[g]
                 if space in held:
                     continue
-                head = group[0]
+                head = groups[g][0]
                 if key == keys[head] or (
                     vectors is not None
                     and float(vectors[ranked[head]] @ vectors[ranked[p]]) >= threshold
                 ):
-                    group.append(p)
+                    groups[g].append(p)
                     held.add(space)
                     placed = True
                     break
         if not placed:
             if len(groups) == limit:
                 continue  # an alternative of a later group could still come; a new head not
+            if by_key is not None:
+                by_key.setdefault(key, []).append(len(groups))
             groups.append([p])
             spaces.append({space})
     return groups

@@ -218,8 +218,9 @@ class ToolIndex:
             self.config.alternative_similarity,
             limit,
         )
-        hits = [SearchHit(docs[i].name, round(s, 4)) for i, s in ranked]
-        return [[hits[p] for p in g] for g in groups]
+        return [
+            [SearchHit(docs[ranked[p][0]].name, round(ranked[p][1], 4)) for p in g] for g in groups
+        ]
 
     def explain(self, query: str, name: str) -> list[tuple[str, float]]:
         """How ``name`` scores for ``query``: (term, contribution) pairs, largest first.
