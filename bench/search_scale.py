@@ -53,7 +53,7 @@ from _harness import machine_lines, percentile, table
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-BEFORE = "cb70e6d"
+BEFORE = "c02297d"
 SIZES = (1000, 5000, 10000, 20000, 50000)
 ENGINES = ("before", "after", "bm25s")
 

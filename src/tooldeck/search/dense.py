@@ -132,7 +132,7 @@ def _by_rows(addends: Sequence[Addend], n: int) -> Any:
     where = np.array(starts, dtype=np.intp).repeat(sizes)
     where += np.frombuffer(b"".join(positions), dtype=np.uint16 if code == "H" else np.uint32)
     w = np.frombuffer(b"".join(weights), dtype=np.float32).astype(np.float64)
-    if any(scale != 1.0 for scale in scales):
+    if scales.count(1.0) != len(scales):
         w *= np.array(scales).repeat(sizes)
     if bonus:
         wheres, ws = [where], [w]
@@ -200,7 +200,7 @@ def _best(scores: Any, k: int) -> list[tuple[int, float]]:
     else:
         # the tools the query reached (a score is never negative), then their k-th best:
         # a few hundred numbers to partition instead of the whole catalog
-        found = np.flatnonzero(scores)
+        found = scores.nonzero()[0]
         cut_above = k
     values = scores[found]
     if len(found) > cut_above:
