@@ -188,7 +188,9 @@ def interleaved(size: int, engines: list[str], rounds: int, before: Path) -> dic
             engine.gateway(t)
     gc.collect()
     cpu = time.process_time_ns
-    least = {(name, label): [] for name in engines for label in ("search", "gateway")}
+    least: dict[tuple[str, str], list[float]] = {
+        (name, label): [] for name in engines for label in ("search", "gateway")
+    }
     for j, t in enumerate(texts):
         for name in engines if j % 2 == 0 else engines[::-1]:
             engine = built[name]
