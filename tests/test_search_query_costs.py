@@ -218,9 +218,9 @@ def test_addends_are_the_definitions(
 def test_chunks_kept_for_queries_stay_within_their_bound() -> None:
     index = ToolIndex.from_definitions(_catalog(random.Random(1), 40), semantic=False)
     lexical = index._lexical
-    many = " ".join(f"word{i}x" for i in range(bm25f._QUERY_CHUNK_CACHE + 500))
+    many = " ".join(f"word{i}x" for i in range(bm25f._QUERY_CHUNKS + 500))
     assert lexical.addends(many) == _addends_by_definition(lexical, many)
-    assert len(lexical._query_chunks) == bm25f._QUERY_CHUNK_CACHE
+    assert len(lexical._query_chunks) == bm25f._QUERY_CHUNKS
     assert lexical.addends("create branch") == _addends_by_definition(lexical, "create branch")
     assert lexical.addends("create branch")  # not kept, still analysed
 

@@ -67,6 +67,9 @@ _FIELDS = (
 )
 _CHUNK_CACHE = 200_000  # while building
 _QUERY_CHUNK_CACHE = 4_096  # after
+# a query's chunks kept with their terms' numbers and plain words (about 300 bytes each:
+# 0.6 MB at most, what 4,096 chunks of terms alone took)
+_QUERY_CHUNKS = 2_048
 # synonym lists kept merged after a query (.merged): a quarter of the index's postings,
 # at most this many (10 bytes each)
 _MERGED_MOST = 32_768
@@ -389,7 +392,7 @@ class Bm25fIndex:
                     terms = chunk_terms(chunk, True, stemming)
                     plain = tuple(w for w in chunk_words(chunk, False) if w not in STOPWORDS)
                     entry = (tuple((t, number(t)) for t in terms), plain)
-                    if len(cache) < _QUERY_CHUNK_CACHE:
+                    if len(cache) < _QUERY_CHUNKS:
                         cache[chunk] = entry
                     found[k] = entry
         entries: list[_Chunk] = found  # type: ignore[assignment]
