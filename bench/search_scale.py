@@ -27,7 +27,11 @@ from), extracted with ``git archive`` and put first on ``PYTHONPATH``.
 Run: ``uv run --locked --group bench python bench/search_scale.py`` (``--sizes 1000,5000``,
 ``--rounds 3``, ``--engines before,after,bm25s``, ``--json out.json``, ``--clock cpu``: each
 text's least CPU time of its rounds instead of every call's wall-clock time, for a loaded
-machine).
+machine; ``--interleave``: the query times of all engines measured in one process, text by
+text, each engine's rounds of a text one after another and the engines' order alternating
+per text, so a change of the machine's load hits every engine alike; implies ``--clock
+cpu``; "before" is imported there as a renamed copy of its package; build, memory and
+recall come from the usual fresh processes).
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from _harness import machine_lines, percentile, table
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-BEFORE = "cb70e6d"
+BEFORE = "c02297d"
 SIZES = (1000, 5000, 10000, 20000, 50000)
 ENGINES = ("before", "after", "bm25s")
 
@@ -151,11 +155,64 @@ def _recall(engine: Any, qs: list[dict[str, Any]]) -> dict[str, float]:
     return {"r1": overall["r1"], "r5": overall["r5"]}
 
 
+def _texts(qs: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(t for q in qs for t in [q["query"], *q.get("subqueries", [])]))
+
+
+def interleaved(size: int, engines: list[str], rounds: int, before: Path) -> dict[str, Any]:
+    """Query times of every engine, measured in this one process text by text (see
+    ``--interleave``): {engine: {"search": {p50, p99}, "gateway": {...}}}, CPU ms."""
+    defs = catalog(size)
+    built: dict[str, Any] = {}
+    for name in engines:
+        if name == "before":
+            package = before.parent / "pkg" / "tooldeck_before"
+            if not package.exists():
+                package.parent.mkdir(parents=True)
+                os.symlink(before / "tooldeck", package)
+            sys.path.insert(0, str(package.parent))
+            import tooldeck_before.search as old  # type: ignore[import-not-found]
+
+            docs = [old.ToolDoc.from_definition(d) for d in defs]
+            index = old.ToolIndex(docs, semantic=False)
+            engine: Any = Tooldeck.__new__(Tooldeck)
+            engine.index = index
+        else:
+            engine = _engine(name, defs)
+            engine.build()
+        built[name] = engine
+    texts = _texts(queries())
+    for t in texts[:100]:  # warm up
+        for engine in built.values():
+            engine.timed(t)
+            engine.gateway(t)
+    gc.collect()
+    cpu = time.process_time_ns
+    least: dict[tuple[str, str], list[float]] = {
+        (name, label): [] for name in engines for label in ("search", "gateway")
+    }
+    for j, t in enumerate(texts):
+        for name in engines if j % 2 == 0 else engines[::-1]:
+            engine = built[name]
+            for label, call in (("search", engine.timed), ("gateway", engine.gateway)):
+                best = math.inf
+                for _ in range(rounds):
+                    t0 = cpu()
+                    call(t)
+                    best = min(best, (cpu() - t0) / 1e6)
+                least[name, label].append(best)
+    out: dict[str, Any] = {name: {} for name in engines}
+    for (name, label), samples in least.items():
+        samples.sort()
+        out[name][label] = {"p50": percentile(samples, 0.5), "p99": percentile(samples, 0.99)}
+    return out
+
+
 def child(name: str, size: int, memory: bool, rounds: int, clock: str) -> dict[str, Any]:
     defs = catalog(size)
     engine = _engine(name, defs)
     qs = queries()
-    texts = list(dict.fromkeys(t for q in qs for t in [q["query"], *q.get("subqueries", [])]))
+    texts = _texts(qs)
     gc.collect()
     if memory:
         tracemalloc.start()
@@ -224,6 +281,16 @@ def _run(
     return result
 
 
+def _interleaved(size: int, engines: list[str], rounds: int, before: Path) -> dict[str, Any]:
+    args = [sys.executable, __file__, "--interleaved", "--size", str(size), "--rounds"]
+    args += [str(rounds), "--engines", ",".join(engines), "--before", str(before)]
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"interleaved at {size}: {done.stderr.strip()}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
 def _mib(n: float) -> str:
     return f"{n / 2**20:.1f}"
 
@@ -231,6 +298,7 @@ def _mib(n: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--child", choices=ENGINES)
+    parser.add_argument("--interleaved", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int)
     parser.add_argument("--memory", action="store_true")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
@@ -244,7 +312,19 @@ def main() -> None:
         default="wall",
         help="wall: every call timed; cpu: each text's least CPU time of --rounds",
     )
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="time every engine's queries in one process, text by text (implies cpu)",
+    )
     args = parser.parse_args()
+    if args.interleaved:  # the one process of --interleave
+        engines = args.engines.split(",")
+        times = interleaved(args.size, engines, args.rounds, Path(args.before))
+        print(json.dumps(times))
+        return
+    if args.interleave:
+        args.clock = "cpu"
     if args.child:
         print(json.dumps(child(args.child, args.size, args.memory, args.rounds, args.clock)))
         return
@@ -259,6 +339,12 @@ def main() -> None:
             r = _run(name, size, False, args.rounds, before, args.clock)
             r.update(_run(name, size, True, args.rounds, before, args.clock))
             results[f"{name}@{size}"] = r
+        if args.interleave:
+            times = _interleaved(size, order, args.rounds, before)
+            for name in order:
+                results[f"{name}@{size}"].update(times[name])
+        for name in order:
+            r = results[f"{name}@{size}"]
             print(
                 f"{name:>6} {size:>6}: build {r['build_s']:.1f} s, search p50 "
                 f"{r['search']['p50']:.2f} ms p99 {r['search']['p99']:.2f}, gateway p50 "
@@ -270,7 +356,11 @@ def main() -> None:
             )
     for line in machine_lines(("tooldeck", "bm25s", "numpy", "PyStemmer")):
         print(line)
-    print(f"- before: tooldeck at {args.before}; rounds: {args.rounds}; clock: {args.clock}\n")
+    timing = "interleaved in one process" if args.interleave else "each engine in its own"
+    print(
+        f"- before: tooldeck at {args.before}; rounds: {args.rounds}; clock: {args.clock}; "
+        f"query times: {timing}\n"
+    )
     headers = [
         "tools",
         "engine",

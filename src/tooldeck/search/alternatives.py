@@ -14,7 +14,7 @@ same name words once the namespace is stripped (``github__create_branch``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 __all__ = ["group_alternatives", "name_key"]
@@ -28,29 +28,44 @@ def name_key(name: str, namespace: str | None, words: Sequence[str]) -> frozense
 
 def group_alternatives(
     ranked: Sequence[int],
-    namespaces: Mapping[int, str | None],
-    keys: Mapping[int, frozenset[str]],
+    namespaces: Sequence[str | None],
+    keys: Sequence[Hashable],
     vectors: Any,
     threshold: float,
     limit: int,
 ) -> list[list[int]]:
-    """``ranked`` tools (best first) as at most ``limit`` groups; each group's first tool
-    is its best, the others are its alternatives, in rank order."""
+    """``ranked`` tools (best first) as at most ``limit`` groups of their positions in
+    ``ranked``; each group's first is its best, the others are its alternatives, in rank
+    order. ``namespaces`` and ``keys`` are the ranked tools' (by position): two keys are
+    equal when the tools' name keys (:func:`name_key`) are."""
     groups: list[list[int]] = []
-    for i in ranked:
+    spaces: list[set[str | None]] = []  # each group's namespaces
+    # without vectors a tool joins only a group whose head has its key: the groups by
+    # their head's key, in order, instead of every group tried
+    by_key: dict[Hashable, list[int]] | None = {} if vectors is None else None
+    for p, space in enumerate(namespaces):
+        key = keys[p]
         placed = False
-        for group in groups:
-            head = group[0]
-            if namespaces[i] is None or any(namespaces[j] == namespaces[i] for j in group):
-                continue
-            if keys[i] == keys[head] or (
-                vectors is not None and float(vectors[head] @ vectors[i]) >= threshold
-            ):
-                group.append(i)
-                placed = True
-                break
+        if space is not None:
+            candidates = range(len(groups)) if by_key is None else by_key.get(key, ())
+            for g in candidates:
+                held = spaces[g]
+                if space in held:
+                    continue
+                head = groups[g][0]
+                if key == keys[head] or (
+                    vectors is not None
+                    and float(vectors[ranked[head]] @ vectors[ranked[p]]) >= threshold
+                ):
+                    groups[g].append(p)
+                    held.add(space)
+                    placed = True
+                    break
         if not placed:
             if len(groups) == limit:
                 continue  # an alternative of a later group could still come; a new head not
-            groups.append([i])
+            if by_key is not None:
+                by_key.setdefault(key, []).append(len(groups))
+            groups.append([p])
+            spaces.append({space})
     return groups

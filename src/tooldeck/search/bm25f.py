@@ -67,6 +67,9 @@ _FIELDS = (
 )
 _CHUNK_CACHE = 200_000  # while building
 _QUERY_CHUNK_CACHE = 4_096  # after
+# a query's chunks kept with their terms' numbers and plain words (about 300 bytes each:
+# 0.6 MB at most, what 4,096 chunks of terms alone took)
+_QUERY_CHUNKS = 2_048
 # synonym lists kept merged after a query (.merged): a quarter of the index's postings,
 # at most this many (10 bytes each)
 _MERGED_MOST = 32_768
@@ -75,6 +78,11 @@ _MERGED_MOST = 32_768
 class _Expansion(NamedTuple):
     members: tuple[tuple[Postings, int, float], ...]  # (store, term number, scale)
     single: bool  # one term's (its own list first, when the index has the term)
+
+
+# a query chunk's index terms with their numbers (None: not a term of the index), and its
+# words unstemmed, stopwords dropped (for the exact name words and joined words)
+_Chunk = tuple[tuple[tuple[str, "int | None"], ...], tuple[str, ...]]
 
 
 class Bm25fIndex:
@@ -318,6 +326,8 @@ class Bm25fIndex:
         for cache in self._chunk_cache.values():
             cache.clear()  # the build's chunks; queries fill it again, up to a small bound
         self._cache_bound = _QUERY_CHUNK_CACHE
+        #: a query's chunk -> its (term, term number) pairs and its plain words
+        self._query_chunks: dict[str, _Chunk] = {}
 
     def _synonym_table(self) -> dict[str, tuple[tuple[str, ...], ...]]:
         """term or two-term phrase -> the other members of its groups, as term tuples.
@@ -366,6 +376,29 @@ class Bm25fIndex:
                 out[key] = _Expansion(tuple(found), single)
         return out
 
+    def _query_words(self, query: str) -> tuple[dict[str, int | None], list[str]]:
+        """``query``'s index terms, each once, in order, with their numbers (what
+        :meth:`_terms` gives, looked up); and its words unstemmed, stopwords dropped (what
+        :func:`~.text.words` gives, ``joined=False``). Both are kept per chunk, up to a
+        bound, so a word a query repeats is analysed once."""
+        cache = self._query_chunks
+        chunks = WORD.findall(query)
+        found = list(map(cache.get, chunks))  # the common case: every chunk seen before
+        if None in found:
+            number = self._term_ids.get
+            stemming = self.config.stemming
+            for k, chunk in enumerate(chunks):
+                if found[k] is None:
+                    terms = chunk_terms(chunk, True, stemming)
+                    plain = tuple(w for w in chunk_words(chunk, False) if w not in STOPWORDS)
+                    entry = (tuple((t, number(t)) for t in terms), plain)
+                    if len(cache) < _QUERY_CHUNKS:
+                        cache[chunk] = entry
+                    found[k] = entry
+        entries: list[_Chunk] = found  # type: ignore[assignment]
+        numbered = dict(chain.from_iterable(e[0] for e in entries))
+        return numbered, list(chain.from_iterable(e[1] for e in entries))
+
     def addends(self, query: str) -> list[Addend]:
         """The addends of ``query``'s score (see :mod:`.topk`).
 
@@ -373,9 +406,10 @@ class Bm25fIndex:
         :meth:`_expansion_table`); each two-term phrase adds its own synonyms. A term
         already counted is never added again through a synonym.
         """
-        terms = list(dict.fromkeys(self._terms(query)))[: self.config.max_query_terms]
+        numbered, plain = self._query_words(query)
+        terms = list(numbered)[: self.config.max_query_terms]
+        numbers = [numbered[t] for t in terms]
         number = self._term_ids.get
-        numbers = [number(t) for t in terms]
         store = self._postings
         expansions = self._expansions
         plan: list[Addend] = []
@@ -405,7 +439,6 @@ class Bm25fIndex:
                     j = bisect_left(keys, key)
                     if j < len(keys) and keys[j] == key:
                         plan.append(Addend(f'"{a} {b}"', ((self._pairs, j, 1.0),)))
-        plain = [w for w in words(query, joined=False) if w not in STOPWORDS]
         raw = self._raw_words
         for w in dict.fromkeys(plain) if raw else ():
             found = raw.get(w)

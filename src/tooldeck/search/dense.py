@@ -56,16 +56,18 @@ def numpy_or_none() -> Any:
     return numpy
 
 
-def _views(store: Postings) -> tuple[Any, Any, Any]:
+def _views(store: Postings) -> tuple[Any, Any, Any, memoryview, memoryview | None]:
     """The store's tool positions, weights (None: a bonus list) and per-tool factors
-    (None: none) as numpy arrays over the store's own memory (no copy)."""
+    (None: none) as numpy arrays over the store's own memory (no copy); and its positions
+    and weights as memoryviews (slicing one costs less than slicing an array)."""
     views = store.views
     if views is None:
         np = numpy_or_none()
         ids = np.frombuffer(store.ids, dtype=np.uint16 if store.code == "H" else np.uint32)
         vals = np.frombuffer(store.vals, dtype=np.float32) if store.const is None else None
         per = None if store.per_tool is None else np.frombuffer(store.per_tool, dtype=np.float64)
-        views = store.views = (ids, vals, per)
+        weights = memoryview(store.vals) if store.const is None else None
+        views = store.views = (ids, vals, per, memoryview(store.ids), weights)
     return views  # type: ignore[no-any-return]
 
 
@@ -73,7 +75,7 @@ def _list(store: Postings, k: int, scale: float) -> tuple[Any, Any]:
     """List ``k`` of ``store``: its tools (as indices) and their weights times ``scale``,
     as 64-bit floats (the values the pure-Python paths read)."""
     np = numpy_or_none()
-    ids, vals, per = _views(store)
+    ids, vals, per, _, _ = _views(store)
     lo, hi = store.span(k)
     tools = ids[lo:hi].astype(np.intp)
     if vals is not None:
@@ -99,39 +101,61 @@ def top_dense(addends: Sequence[Addend], k: int) -> list[tuple[int, float]]:
 
 def _by_rows(addends: Sequence[Addend], n: int) -> Any:
     """Scores with one row per addend: every list scattered at once (the largest weight
-    per row and tool), then the rows summed in order."""
+    per row and tool), then the rows summed in order.
+
+    The weighted lists' slices are joined as bytes (one copy, no array object per list);
+    the bonus lists (one weight, or one weight times a per-tool factor) are scattered with
+    them (the largest weight of a row and tool does not depend on the order)."""
     np = numpy_or_none()
-    tools: list[Any] = []
-    weights: list[Any] = []
-    starts: list[int] = []  # each list's row, as its first index in the rows
+    positions: list[memoryview] = []  # the weighted lists' tools and weights
+    weights: list[memoryview] = []
+    starts: list[int] = []  # each weighted list's row, as its first index in the rows
     sizes: list[int] = []
     scales: list[float] = []
+    bonus: list[tuple[int, Postings, int, int, float]] = []
+    code = "H"
     for row, a in enumerate(addends):
+        at = row * n
         for store, k, scale in a.members:
-            ids, vals, per = store.views or _views(store)
             first, bounds = store.first, store.layer_start
             lo, hi = bounds[first[k]], bounds[first[k + 1]]
-            tools.append(ids[lo:hi])
-            if vals is not None:
-                weights.append(vals[lo:hi])
-            elif per is None:
-                weights.append(np.full(hi - lo, store.const, dtype=np.float64))
-            else:
-                weights.append(store.const * per[ids[lo:hi]])
-            starts.append(row * n)
+            views = store.views or _views(store)
+            if views[4] is None:
+                bonus.append((at, store, lo, hi, scale))
+                continue
+            positions.append(views[3][lo:hi])
+            weights.append(views[4][lo:hi])
+            starts.append(at)
             sizes.append(hi - lo)
             scales.append(scale)
+            code = store.code
     where = np.array(starts, dtype=np.intp).repeat(sizes)
-    where += np.concatenate(tools)
-    w = np.concatenate(weights).astype(np.float64)
-    if any(scale != 1.0 for scale in scales):
+    where += np.frombuffer(b"".join(positions), dtype=np.uint16 if code == "H" else np.uint32)
+    w = np.frombuffer(b"".join(weights), dtype=np.float32).astype(np.float64)
+    if scales.count(1.0) != len(scales):
         w *= np.array(scales).repeat(sizes)
+    if bonus:
+        wheres, ws = [where], [w]
+        for at, store, lo, hi, scale in bonus:
+            ids, _, per, _, _ = store.views
+            tools = ids[lo:hi]
+            wheres.append(np.add(tools, at, dtype=np.intp))
+            b = np.full(hi - lo, store.const) if per is None else store.const * per[tools]
+            if scale != 1.0:
+                b *= scale
+            ws.append(b)
+        where, w = np.concatenate(wheres), np.concatenate(ws)
     rows = np.zeros((len(addends), n))
     np.maximum.at(rows.reshape(-1), where, w)
-    scores = rows[0]
-    for row in rows[1:]:  # in order (numpy.add.reduce may pair them up)
-        scores += row
-    return scores
+    if n == 1:  # one tool: numpy.add.reduce would pair the rows up
+        scores = rows[0]
+        for row in rows[1:]:
+            scores += row
+        return scores
+    # in order: reducing the first axis of a C-ordered array, numpy's inner loop runs
+    # along a row (the output's stride is not 0, so no pairwise summation), and the rows
+    # are added one after another from the first (the property tests hold it to that)
+    return np.add.reduce(rows, axis=0)
 
 
 def _in_turn(addends: Sequence[Addend], n: int) -> Any:
@@ -171,13 +195,15 @@ def _best(scores: Any, k: int) -> list[tuple[int, float]]:
         # leaves a handful of candidates instead of every tool scored
         sample = scores[::_SAMPLE]
         floor = np.partition(sample, len(sample) - k)[len(sample) - k]
-    elif n > k:
-        floor = np.partition(scores, n - k)[n - k]  # the k-th best
+        found = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores)
+        cut_above = 4 * k
     else:
-        floor = 0.0
-    found = np.flatnonzero(scores >= floor) if floor > 0 else np.flatnonzero(scores)
+        # the tools the query reached (a score is never negative), then their k-th best:
+        # a few hundred numbers to partition instead of the whole catalog
+        found = scores.nonzero()[0]
+        cut_above = k
     values = scores[found]
-    if len(found) > 4 * k:
+    if len(found) > cut_above:
         kth = np.partition(values, len(found) - k)[len(found) - k]
         keep = values >= kth
         found, values = found[keep], values[keep]

@@ -9,6 +9,7 @@ can be grouped (:mod:`.alternatives`).
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -95,6 +96,7 @@ class ToolIndex:
         summaries = [one_line(d.description) for d in self._docs]
         self._lexical = Bm25fIndex(self._docs, summaries, self.config)
         del summaries
+        self._alternative_keys = _alternative_keys(self._docs)
         self._embedder: Embedder | None = resolve_embedder(semantic)
         self._vectors: Any = None
         #: (distinct texts whose vectors came from the cache, distinct texts embedded)
@@ -206,17 +208,19 @@ class ToolIndex:
         if limit <= 0:
             return []
         ranked = self._ranked(query, max(limit * 3, limit + 10), floor)
-        score = dict(ranked)
-        docs = self._docs
+        docs, keys = self._docs, self._alternative_keys
+        tools = [i for i, _ in ranked]
         groups = group_alternatives(
-            [i for i, _ in ranked],
-            {i: docs[i].namespace for i in score},
-            {i: self._name_key(i) for i in score},
+            tools,
+            [docs[i].namespace for i in tools],
+            [keys[i] for i in tools],
             self._vectors,
             self.config.alternative_similarity,
             limit,
         )
-        return [[SearchHit(docs[i].name, round(score[i], 4)) for i in g] for g in groups]
+        return [
+            [SearchHit(docs[ranked[p][0]].name, round(ranked[p][1], 4)) for p in g] for g in groups
+        ]
 
     def explain(self, query: str, name: str) -> list[tuple[str, float]]:
         """How ``name`` scores for ``query``: (term, contribution) pairs, largest first.
@@ -288,3 +292,14 @@ class ToolIndex:
         if self._vectors is None:
             return None
         return self._vectors[[self._position(n) for n in names]]
+
+
+def _alternative_keys(docs: Sequence[ToolDoc]) -> array[int]:
+    """Each tool's name key (:func:`~.alternatives.name_key`) as a number: two tools'
+    numbers are equal when their keys are (2 bytes a tool, 4 past 65,536 tools)."""
+    numbers: dict[frozenset[str], int] = {}
+    out = array("H" if len(docs) <= 1 << 16 else "I")
+    for d in docs:
+        key = name_key(d.name, d.namespace, list(words(d.name.split("__", 1)[-1], joined=False)))
+        out.append(numbers.setdefault(key, len(numbers)))
+    return out

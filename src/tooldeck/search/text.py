@@ -157,6 +157,9 @@ def one_line(description: str, limit: int = 160) -> str:
 IDENTIFIER = re.compile(r"\b\w+(?:[-._]\w+)+\b|\b[a-z]+[A-Z]\w*\b|\b[A-Z]\w*[a-z][A-Z]\w*\b")
 
 
+_SEPARATORS = re.compile(r"[\W_]+")
+
+
 def norm_name(text: str) -> str:
     """A name with case and separators removed: how exact-name matches are compared."""
-    return re.sub(r"[\W_]+", "", text.lower())
+    return _SEPARATORS.sub("", text.lower())
