@@ -101,7 +101,7 @@ def http_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` for :meth:`Gateway.serve_http` (bound before
     anything else starts, so a port in use is said at once); raises ``OSError``."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         if sys.platform != "win32":  # there it would let two servers share the port
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
