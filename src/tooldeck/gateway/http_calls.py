@@ -10,8 +10,8 @@ limit and behind the HTTP auth: a static bearer token, or OAuth, checked as for 
 request): it takes a plain ``tools/call`` POST of an established session and answers it
 after running it through the session's dispatcher, as the SDK's handler would
 (:meth:`GatewaySession.call`: policy, approvals, audit, evidence, offload, guard), with
-the SSE event the SDK would send (the same ``event: message`` and JSON bytes). Every
-other request goes to the SDK unchanged (a body read here is handed on as it came).
+the JSON-RPC message the SDK would send (the same JSON bytes). Every other request goes
+to the SDK unchanged (a body read here is handed on as it came).
 
 Taken: a POST whose every check the SDK would pass as it does now (the same functions
 where the SDK has them): a handshake protocol version (or none), an ``Mcp-Session-Id``
@@ -30,13 +30,17 @@ question or sampling request, goes to that client), the stateless protocol
 (``--sessions``).
 
 As the SDK does: a ``notifications/cancelled`` POST naming a call taken here (same
-session) cancels it and is answered ``202``; the call's stream ends with the
+session) cancels it and is answered ``202``; the call is answered with the
 ``Request cancelled`` (``-32800``) error. A listing change is announced on the
 session's standalone stream before the answer. Unlike the SDK, a call whose client
-disconnects is cancelled (the SDK lets it run and drops its answer). The answer is
-framed with ``Content-Length``; a call that takes longer than :data:`HEADERS_AFTER`
-seconds gets its headers then and a keep-alive comment every :data:`PING_SECONDS`
-(as ``sse_starlette`` does), its answer chunked.
+disconnects is cancelled (the SDK lets it run and drops its answer). An answer ready
+before anything else was sent is one ``application/json`` body framed with
+``Content-Length`` (the streamable HTTP transport lets a server answer either way a
+client that accepts both; the SDK's client then reads it to its end and keeps the
+connection for the next request). A call that reports progress, or takes longer than
+:data:`HEADERS_AFTER` seconds, gets the SDK's SSE stream instead (the same events and
+bytes as the SDK's), with a keep-alive comment every :data:`PING_SECONDS` (as
+``sse_starlette`` does), its answer chunked.
 """
 
 from __future__ import annotations
@@ -119,46 +123,56 @@ def _event(message: dict[str, Any]) -> bytes:
 
 
 class _Reply:
-    """The response of one call: headers sent once, at the answer or when it is late."""
+    """The response of one call. Its answer alone, when nothing was sent before it, is one
+    JSON body framed with ``Content-Length`` (as the SDK's server answers in its JSON mode;
+    a client that accepts SSE accepts JSON too, and reads the body to its end, so its HTTP
+    connection is kept for the next request, where an SSE answer ends it: the SDK's client
+    closes the stream at the answer, before its end). Anything sent before the answer (a
+    progress notification, a late call's headers) makes it the SDK's SSE stream, chunked."""
 
-    __slots__ = ("headers", "send", "started")
+    __slots__ = ("send", "session", "started")
 
     def __init__(self, send: Send, session_id: str) -> None:
         self.send = send
-        self.started = False
-        self.headers = [
+        self.started = False  # the SSE stream's headers sent
+        self.session = session_id.encode("latin-1")
+
+    async def _start(self) -> None:
+        self.started = True
+        headers = [
             (b"cache-control", b"no-cache, no-transform"),
             (b"connection", b"keep-alive"),
             (b"content-type", b"text/event-stream"),
-            (_SESSION, session_id.encode("latin-1")),
+            (_SESSION, self.session),
             (b"x-accel-buffering", b"no"),
         ]
+        await self.send({"type": "http.response.start", "status": 200, "headers": headers})
 
     async def keep_alive(self) -> None:
         if not self.started:
-            self.started = True
-            await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
+            await self._start()
             return
         ping = f": ping - {datetime.now(UTC)}\r\n\r\n".encode()
         await self.send({"type": "http.response.body", "body": ping, "more_body": True})
 
-    async def event(self, body: bytes) -> None:
+    async def event(self, message: dict[str, Any]) -> None:
         """An event before the answer (a progress notification)."""
         if not self.started:
-            self.started = True
-            await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
-        await self.send({"type": "http.response.body", "body": body, "more_body": True})
+            await self._start()
+        await self.send({"type": "http.response.body", "body": _event(message), "more_body": True})
 
-    async def answer(self, body: bytes) -> None:
-        if not self.started:
-            self.started = True
-            length = (b"content-length", str(len(body)).encode())
-            start = {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [*self.headers, length],
-            }
-            await self.send(start)
+    async def answer(self, message: dict[str, Any]) -> None:
+        if self.started:
+            await self.send({"type": "http.response.body", "body": _event(message)})
+            return
+        self.started = True
+        body = pydantic_core.to_json(message)
+        headers = [
+            (b"content-type", b"application/json"),
+            (_SESSION, self.session),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await self.send({"type": "http.response.start", "status": 200, "headers": headers})
         await self.send({"type": "http.response.body", "body": body})
 
 
@@ -313,7 +327,7 @@ class HttpCalls:
                     params["message"] = message
                 note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
                 with anyio.CancelScope(shield=True):
-                    await reply.event(_event(note))
+                    await reply.event(note)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._watch, receive, reply, call)
@@ -339,7 +353,7 @@ class HttpCalls:
             answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
         with anyio.CancelScope(shield=True):  # a message is never left half written
             try:
-                await reply.answer(_event(answer))
+                await reply.answer(answer)
             except OSError as exc:
                 _log.debug("answer not written: %s", exc)
 
