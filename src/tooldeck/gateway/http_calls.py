@@ -33,7 +33,8 @@ As the SDK does: a ``notifications/cancelled`` POST naming a call taken here (sa
 session) cancels it and is answered ``202``; the call is answered with the
 ``Request cancelled`` (``-32800``) error. A listing change is announced on the
 session's standalone stream before the answer. Unlike the SDK, a call whose client
-disconnects is cancelled (the SDK lets it run and drops its answer). An answer ready
+disconnects is cancelled (the SDK lets it run and drops its answer; watched for from
+:data:`WATCH_AFTER` on, so a call answered sooner pays no task for it). An answer ready
 before anything else was sent is one ``application/json`` body framed with
 ``Content-Length`` (the streamable HTTP transport lets a server answer either way a
 client that accepts both; the SDK's client then reads it to its end and keeps the
@@ -45,6 +46,7 @@ bytes as the SDK's), with a keep-alive comment every :data:`PING_SECONDS` (as
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -69,7 +71,7 @@ if TYPE_CHECKING:
 
     from .session import GatewaySession
 
-__all__ = ["HEADERS_AFTER", "PING_SECONDS", "HttpCalls", "HttpHost"]
+__all__ = ["HEADERS_AFTER", "PING_SECONDS", "WATCH_AFTER", "HttpCalls", "HttpHost"]
 
 _log = logging.getLogger("tooldeck.gateway")
 HEADERS_AFTER = 1.0
@@ -77,6 +79,8 @@ HEADERS_AFTER = 1.0
 timeout counts from the request; the SDK sends them at once)."""
 PING_SECONDS = 15.0
 """Keep-alive comments on a long call's stream (``sse_starlette``'s default)."""
+WATCH_AFTER = 0.1
+"""Seconds a call runs before a disconnect of its client is watched for (cancelling it)."""
 REQUEST_CANCELLED = -32800  # the SDK's answer, on this era's wire, to a cancelled request
 _PLAIN = frozenset({"name", "arguments", "_meta"})
 _ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
@@ -110,6 +114,12 @@ class _Call:
     def __init__(self) -> None:
         self.scope = anyio.CancelScope()
         self.cancelled = False  # by the client's notifications/cancelled
+
+
+def _ended(task: asyncio.Task[None]) -> None:
+    """A watcher's end: a failure is logged, not left for asyncio to find."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        _log.error("watching an HTTP call failed", exc_info=exc)
 
 
 def _requestor(scope: Scope) -> Any:
@@ -329,8 +339,18 @@ class HttpCalls:
                 with anyio.CancelScope(shield=True):
                     await reply.event(note)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._watch, receive, reply, call)
+        # A call still running after WATCH_AFTER gets a watcher (its own task; a call
+        # answered sooner, nearly every one, pays a timer, not a task and its cancellation)
+        loop = asyncio.get_running_loop()
+        watcher: asyncio.Task[None] | None = None
+
+        def watch() -> None:
+            nonlocal watcher
+            watcher = loop.create_task(self._watch(receive, reply, call))
+            watcher.add_done_callback(_ended)
+
+        timer = loop.call_later(WATCH_AFTER, watch)
+        try:
             with call.scope:
                 try:
                     result = await self._answer(session_id, name, arguments, progress)
@@ -345,7 +365,10 @@ class HttpCalls:
                         "id": request_id,
                         "error": {"code": 0, "message": str(exc)},
                     }
-            tg.cancel_scope.cancel()
+        finally:
+            timer.cancel()
+            if watcher is not None:  # cancelled where it waits: it sends nothing more
+                watcher.cancel()
         if answer is None:
             if not call.cancelled:
                 return  # the client went away: nobody to answer
@@ -382,23 +405,25 @@ class HttpCalls:
         return call_result_json(result, protocol)
 
     async def _watch(self, receive: Receive, reply: _Reply, call: _Call) -> None:
-        """Until cancelled: a client that disconnects cancels its call; a late call gets
-        its headers, then keep-alive comments."""
-        wait = HEADERS_AFTER
+        """From :data:`WATCH_AFTER` until cancelled: a client that disconnects cancels its
+        call; a late call gets its headers, then keep-alive comments. (A task of asyncio,
+        as uvicorn serves on its loop; a send is one write, never cut in half.)"""
+        wait = HEADERS_AFTER - WATCH_AFTER
         while True:
-            with anyio.move_on_after(wait):
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    call.scope.cancel()
-                    return
-                continue
-            with anyio.CancelScope(shield=True):
+            try:
+                async with asyncio.timeout(wait):
+                    message = await receive()
+            except TimeoutError:
                 try:
                     await reply.keep_alive()
                 except OSError:
                     call.scope.cancel()
                     return
-            wait = PING_SECONDS
+                wait = PING_SECONDS
+                continue
+            if message["type"] == "http.disconnect":
+                call.scope.cancel()
+                return
 
     async def _cancel(self, session_id: str, params: object, send: Send) -> bool:
         """A ``notifications/cancelled`` for a call taken here: cancel it, answer 202."""
