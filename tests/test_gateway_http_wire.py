@@ -7,7 +7,10 @@
   with a JSON body, which that client reads to its end; it closes an SSE answer's stream,
   and its connection with it, at the answer);
 - uvicorn parses HTTP with ``httptools`` when it is installed (the ``mcp`` extra brings
-  it), and the gateway still serves with its pure-Python ``h11`` when it is not.
+  it), and the gateway still serves with its pure-Python ``h11`` when it is not;
+- what the protocol writes in one turn of the event loop (a response's headers, then its
+  body) is sent as one: nothing before the turn ends, all of it in one piece then, and
+  what is pending when the connection closes (gateway/http_wire.py).
 
 Real gateways as subprocesses in front of tests/mcp_servers/basic.py, real clients.
 """
@@ -28,6 +31,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from gateway_client import ALLOW_ALL, gateway_process, stdio, write_config, write_policy
+from tooldeck.gateway.http_wire import Coalesced
 from tooldeck.gateway.server import http_socket
 
 
@@ -128,3 +132,33 @@ def test_the_gateway_serves_with_h11_when_httptools_is_absent(tmp_path: Path) ->
             for _ in range(2):
                 answer = http.get(url.removesuffix("/mcp") + "/nowhere")
                 assert answer.status_code == 404
+
+
+def test_writes_of_one_loop_turn_are_sent_as_one() -> None:
+    async def main() -> tuple[bool, bytes, bytes]:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        theirs.setblocking(False)
+        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+        coalesced = Coalesced(transport, loop)  # type: ignore[arg-type]
+        coalesced.write(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\n")
+        coalesced.write(b"")
+        coalesced.write(b"body")
+        try:
+            early = theirs.recv(1024)  # nothing sent yet
+        except BlockingIOError:
+            early = b""
+        sent_late = not early and coalesced.get_write_buffer_size() == 42
+        await asyncio.sleep(0)  # the turn ends
+        at_once = theirs.recv(1024)
+        coalesced.write(b"last")
+        coalesced.close()  # pending writes go first
+        await asyncio.sleep(0.05)
+        closing = theirs.recv(1024)
+        theirs.close()
+        return sent_late, at_once, closing
+
+    sent_late, at_once, closing = asyncio.run(main())
+    assert sent_late
+    assert at_once == b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nbody"
+    assert closing == b"last"

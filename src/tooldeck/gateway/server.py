@@ -607,6 +607,7 @@ class Gateway:
         from mcp.server.transport_security import RequestBodyLimitMiddleware
 
         from .http_auth import BearerToken
+        from .http_wire import http_protocol
 
         if token is not None and oauth is not None:
             raise ValueError("give the gateway a static token or OAuth, not both")
@@ -650,6 +651,7 @@ class Gateway:
             app,
             host=host,
             port=port,
+            http=http_protocol(),  # httptools (else h11), a turn's writes sent as one
             log_level="warning",
             access_log=False,
             lifespan="on",
