@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import BackgroundLoad, machine_lines, percentile, table
 from bench_search import Retrieve, evaluate, flat, grouped, latency_us, request_ranks
 from tooldeck.search import SearchConfig, ToolDoc, ToolIndex, load_definitions
-from tooldeck.search.config import QUALITY_WEIGHT
+from tooldeck.search.config import QUALITY_MIN_SIMILARITY, QUALITY_WEIGHT
 from tooldeck.search.embedding import Embedder, VectorCache, quality_embedder, unit_rows
 
 HERE = Path(__file__).resolve().parent
@@ -98,6 +99,11 @@ def cosine_ranker(embedder: Embedder, docs: Sequence[ToolDoc], cache: VectorCach
     return retrieve
 
 
+def scaled(semantic: str, scale: float) -> SearchConfig:
+    """The mode's own config with BM25F divided by max(best, ``scale``)."""
+    return replace(SearchConfig.for_semantic(semantic), semantic_lexical_scale=scale)
+
+
 def mean_rank(retrieve: Retrieve, queries: Sequence[dict[str, Any]]) -> float:
     ranks = [r or 11 for q in queries for r in request_ranks(retrieve, q, "list")]
     return statistics.mean(ranks)
@@ -108,6 +114,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--no-big", action="store_true")
     parser.add_argument("--cache", default=None, help="a vector cache folder to reuse")
+    parser.add_argument(
+        "--scales",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also the quality and default modes with these semantic_lexical_scale values",
+    )
+    parser.add_argument(
+        "--static", type=Path, default=None, help="also a static table (distill_*.py's .npz)"
+    )
+    parser.add_argument(
+        "--minsims",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also the quality and default modes with these semantic_min_similarity values",
+    )
+    parser.add_argument("--diagnostic", action="store_true", help="also the diagnostic rows")
+    parser.add_argument("--modes", nargs="*", default=None, help="only modes naming one of these")
     args = parser.parse_args()
     queries = json.loads(QUERIES.read_text(encoding="utf-8"))["queries"]
     cache = VectorCache(args.cache or tempfile.mkdtemp(prefix="bench-mcp-cache-"))
@@ -120,7 +145,8 @@ def main() -> None:
             ("BM25F alone", lambda d=docs: flat(ToolIndex(d, semantic=False))),
             ("default (BM25F + WordLlama)", lambda d=docs: grouped(ToolIndex(d, cache=cache))),
             (
-                f"quality (BM25F + MiniLM int8, weight {QUALITY_WEIGHT:g})",
+                f"quality (BM25F + MiniLM int8, weight {QUALITY_WEIGHT:g}, "
+                f"min_similarity {QUALITY_MIN_SIMILARITY:g})",
                 lambda d=docs: grouped(ToolIndex(d, semantic="quality", cache=cache)),
             ),
             (
@@ -132,6 +158,77 @@ def main() -> None:
             ("bm25s (flat BM25)", lambda d=docs: bm25s_ranker(d)),
             ("plain MiniLM cosine", lambda d=docs: cosine_ranker(minilm, d, cache)),
         ]
+        for scale in args.scales:
+            modes.append(
+                (
+                    f"quality, lexical scale {scale:g}",
+                    lambda d=docs, c=scale: grouped(
+                        ToolIndex(d, semantic="quality", cache=cache, config=scaled("quality", c))
+                    ),
+                )
+            )
+            modes.append(
+                (
+                    f"default, lexical scale {scale:g}",
+                    lambda d=docs, c=scale: grouped(
+                        ToolIndex(d, cache=cache, config=scaled("auto", c))
+                    ),
+                )
+            )
+        for m in args.minsims:
+            for mode in ("quality", "auto"):
+                cfg = replace(SearchConfig.for_semantic(mode), semantic_min_similarity=m)
+                label = "quality" if mode == "quality" else "default"
+                modes.append(
+                    (
+                        f"{label}, min_similarity {m:g}",
+                        lambda d=docs, c=cfg, e=mode: grouped(
+                            ToolIndex(d, semantic=e, cache=cache, config=c)
+                        ),
+                    )
+                )
+        if args.static is not None:
+            from distill_minilm import StaticEmbedder
+
+            static = StaticEmbedder(args.static)
+            modes.append(
+                (
+                    f"default with {args.static.name} (BM25F + static table)",
+                    lambda d=docs, e=static: grouped(ToolIndex(d, semantic=e, cache=cache)),
+                )
+            )
+            for scale in args.scales:
+                modes.append(
+                    (
+                        f"default with {args.static.name}, lexical scale {scale:g}",
+                        lambda d=docs, e=static, c=scale: grouped(
+                            ToolIndex(d, semantic=e, cache=cache, config=scaled("auto", c))
+                        ),
+                    )
+                )
+        if args.diagnostic:
+            # where the quality mode loses to plain MiniLM: the fusion, or the tool text?
+            alone = replace(SearchConfig.for_semantic("quality"), semantic_weight=1000.0)
+            modes.append(
+                (
+                    "diagnostic: MiniLM alone through the index (fields mix, weight 1000)",
+                    lambda d=docs, c=alone: grouped(
+                        ToolIndex(d, semantic="quality", cache=cache, config=c)
+                    ),
+                )
+            )
+            for text in ("description", "summary"):
+                cfg = replace(SearchConfig.for_semantic("quality"), semantic_text=text)
+                modes.append(
+                    (
+                        f"diagnostic: quality with semantic_text={text!r}",
+                        lambda d=docs, c=cfg: grouped(
+                            ToolIndex(d, semantic="quality", cache=cache, config=c)
+                        ),
+                    )
+                )
+        if args.modes:
+            modes = [m for m in modes if any(o in m[0] for o in args.modes)]
         rows = []
         for label, make in modes:
             make()  # first build: embeds into the cache

@@ -1,7 +1,13 @@
 """Shared test settings."""
 
 import os
+import subprocess
+import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -87,7 +93,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # `TOOLDECK_TEST_CPU=/tmp/cpu pytest ...` appends one line per test to
 # `/tmp/cpu.<pid>.tsv`: start (epoch), wall, CPU of the test process, CPU of the processes
 # it started and waited for (set-up and teardown included, so a module fixture counts on
-# its first test), and the node id.
+# its first test), and the node id. The processes the fork server ran (below) are not the
+# test process's children: their CPU is in `/tmp/cpu.zygote.<pid>.tsv`, a line each (end,
+# CPU, command line), to match with the tests by time.
 _CPU_LOG = os.environ.get("TOOLDECK_TEST_CPU")
 if _CPU_LOG:
     import resource
@@ -106,3 +114,106 @@ if _CPU_LOG:
         with open(f"{_CPU_LOG}.{os.getpid()}.tsv", "a") as out:
             cpu = f"{own2 - own:.2f}\t{kids2 - kids:.2f}"
             out.write(f"{start:.1f}\t{wall:.2f}\t{cpu}\t{item.nodeid}\n")
+
+
+# The fork server (tests/_zygote.py): one per test process, which the test MCP servers
+# (tests/mcp_servers/) and the gateways (tests/gateway_client.py) this process starts hand
+# off to, so that they need not import the MCP SDK each (~0.8 CPU-s a process).
+# `TOOLDECK_TEST_ZYGOTE=0` runs without it; `@pytest.mark.no_zygote` runs one test without.
+_zygote: subprocess.Popen[bytes] | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _zygote
+    config.addinivalue_line(
+        "markers", "no_zygote: the processes this test starts are started as usual"
+    )
+    worker = hasattr(config, "workerinput")
+    controller = not worker and (config.getoption("numprocesses", default=None) or 0) > 0
+    if os.environ.get("TOOLDECK_TEST_ZYGOTE") == "0" or controller or sys.platform != "linux":
+        return
+    _zygote = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "_zygote.py"), str(os.getpid())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+# `python -m MODULE ...` commands a test starts itself, run by the fork server too (through
+# tests/_zygote_run.py): the gateway and the short CLI commands, and PyPI's time server;
+# not the commands that start workers (their own process trees, kills and takeovers).
+_FORKED_COMMANDS = {
+    "tooldeck.cli": {"serve", "approve", "mcp", "tools", "search", "policy", "toolkits",
+                     "timeline", "report", "sessions", "version"},
+    "mcp_server_time": None,  # any arguments
+}  # fmt: skip
+_RUN = str(Path(__file__).parent / "_zygote_run.py")
+_popen_init = subprocess.Popen.__init__
+
+
+def _through_zygote(args: Any) -> Any:
+    if _zygote is None or not isinstance(args, list | tuple) or len(args) < 3:
+        return args
+    if args[0] != sys.executable or args[1] != "-m" or args[2] not in _FORKED_COMMANDS:
+        return args
+    commands = _FORKED_COMMANDS[args[2]]
+    if commands is not None and (len(args) < 4 or args[3] not in commands):
+        return args
+    return [args[0], _RUN, *args[1:]]
+
+
+def _popen(self: subprocess.Popen[Any], args: Any, *rest: Any, **options: Any) -> None:
+    _popen_init(self, _through_zygote(args), *rest, **options)
+
+
+subprocess.Popen.__init__ = _popen  # type: ignore[method-assign]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _zygote
+    if _zygote is not None:
+        assert _zygote.stdin is not None
+        _zygote.stdin.close()  # it stops the servers still running, then itself
+        try:
+            _zygote.wait(20)
+        except subprocess.TimeoutExpired:
+            _zygote.kill()
+            _zygote.wait()
+        _zygote = None
+
+
+@pytest.fixture(autouse=True)
+def _without_zygote(request: pytest.FixtureRequest) -> Iterator[None]:
+    """For a test marked ``no_zygote``: the fork server refuses while it runs."""
+    if _zygote is None or request.node.get_closest_marker("no_zygote") is None:
+        yield
+        return
+    _zygote_control("off")
+    try:
+        yield
+    finally:
+        _zygote_control("on")
+
+
+def _zygote_control(state: str) -> None:
+    import json
+    import socket
+    import struct
+
+    from mcp_servers._zygote_client import address
+
+    payload = json.dumps({"control": state}).encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        deadline = time.monotonic() + 30
+        while True:  # it listens a moment after it started
+            try:
+                sock.connect(address(os.getpid()))
+                break
+            except OSError:
+                if _zygote is None or _zygote.poll() is not None or time.monotonic() > deadline:
+                    return  # not running: nothing is handed off either
+                time.sleep(0.01)
+        sock.settimeout(30)
+        sock.sendall(struct.pack("!I", len(payload)) + payload)
+        assert sock.recv(2) == b"A\n"

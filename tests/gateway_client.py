@@ -37,6 +37,9 @@ from oauth_server import OAuthServers
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 PY = sys.executable
+# `python RUN -m MODULE ...` runs as `python -m MODULE ...`, by the tests' fork server when
+# there is one (tests/_zygote.py): without importing the MCP SDK again
+RUN = str(Path(__file__).parent / "_zygote_run.py")
 ALLOW_ALL = '[profile]\n[[profile.rules]]\ntools = "*__*"\naction = "allow"\n'
 
 Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
@@ -48,7 +51,7 @@ def stdio(script: str, *args: str) -> dict[str, Any]:
 
 
 def time_server() -> dict[str, Any]:
-    return {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    return {"command": PY, "args": [RUN, "-m", "mcp_server_time", "--local-timezone", "UTC"]}
 
 
 NPM_CACHE = Path.home() / ".cache" / "tooldeck-tests" / "npm"
@@ -186,7 +189,7 @@ async def gateway(
     client is handed over; ``roots``: the client's roots callback (it declares roots).
     Without ``config`` it serves no upstream server (give ``--tools``)."""
     upstream = ["--mcp", str(config)] if config is not None else []
-    serve = ["-m", "tooldeck.cli", "serve", *upstream, "--state", str(state)]
+    serve = [RUN, "-m", "tooldeck.cli", "serve", *upstream, "--state", str(state)]
     params = StdioServerParameters(
         command=PY,
         args=[*serve, *(["--lexical"] if lexical else []), *args],
@@ -298,7 +301,7 @@ def gateway_process(
     """``tooldeck serve --http`` as a subprocess on a free loopback port; its URL, and the
     process (``stderr``: where its stderr goes)."""
     port = free_port()
-    serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
+    serve = [RUN, "-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
     environment = {**os.environ, **env} if env else None
     proc = subprocess.Popen(
         [PY, *serve, "--lexical", "--http", str(port), *args], env=environment, stderr=stderr
@@ -365,7 +368,7 @@ async def pending_file(state: Path, after: set[Path] | None = None) -> Path:
 def approve(path: Path, typed: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``tooldeck approve FILE`` in another process, the answers typed on its stdin."""
     return subprocess.run(
-        [PY, "-m", "tooldeck.cli", "approve", str(path), *args],
+        [PY, RUN, "-m", "tooldeck.cli", "approve", str(path), *args],
         input=typed,
         capture_output=True,
         text=True,

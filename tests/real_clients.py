@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
-from gateway_client import PY, audit_lines, stdio, time_server, write_config, write_policy
+from gateway_client import PY, RUN, audit_lines, stdio, time_server, write_config, write_policy
 from tooldeck.gateway.out_of_band import WATCHED_SECONDS
 
 QUERY = "current time in a timezone"
@@ -45,8 +45,9 @@ def setup(directory: Path) -> tuple[Path, Path, Path]:
 
 
 def serve_args(config: Path, policy: Path, state: Path) -> list[str]:
-    """``tooldeck serve`` over stdio, as a client's command line starts it (after PY)."""
-    serve = ["-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
+    """``tooldeck serve`` over stdio, as a client's command line starts it (after PY;
+    through RUN: by the tests' fork server, when the client runs under one)."""
+    serve = [RUN, "-m", "tooldeck.cli", "serve", "--mcp", str(config), "--state", str(state)]
     return [*serve, "--policy", str(policy), "--lexical"]
 
 

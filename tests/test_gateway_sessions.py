@@ -253,6 +253,7 @@ def test_an_approval_asked_by_elicitation_may_be_answered_by_way_of_either_proce
         assert set(answered) == set(ports)
 
 
+@pytest.mark.no_zygote  # killed, then started again on its port at once
 def test_a_killed_process_started_again_carries_on_with_the_session(
     tmp_path: Path, sessions: tuple[str, dict[str, str]]
 ) -> None:

@@ -312,6 +312,7 @@ def test_stdio_server_killed_mid_call_then_reconnected_next_turn() -> None:
     asyncio.run(go())
 
 
+@pytest.mark.no_zygote  # killed, then started again on its port at once
 def test_http_server_killed_mid_call_then_restarted(http_server: HttpServer) -> None:
     async def go() -> None:
         async with McpSource({"web": {"url": http_server.url, "startup_timeout": 5}}) as source:
@@ -335,6 +336,7 @@ def test_http_server_killed_mid_call_then_restarted(http_server: HttpServer) -> 
     asyncio.run(go())
 
 
+@pytest.mark.no_zygote  # killed, then started again on its port at once
 def test_http_stale_session_404_reconnects_and_retries(http_server: HttpServer) -> None:
     config = {"web": {"url": http_server.url, "protocol": "legacy"}}
 

@@ -51,7 +51,7 @@ async def decide(policy: PolicyHook, log: logging.Logger, slot: Slot, trace: Ste
     assert slot.tool is not None
     try:
         decision = policy(slot.tool, slot.params, slot.call)
-        if inspect.isawaitable(decision):
+        if type(decision) is not PolicyDecision and inspect.isawaitable(decision):
             decision = await decision
     except asyncio.CancelledError:
         raise

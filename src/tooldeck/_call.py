@@ -372,7 +372,7 @@ class CallRunner:
         for hook in self.result_hooks:
             try:
                 changed = hook(call, tool, result, ctx)
-                if inspect.isawaitable(changed):
+                if type(changed) is not ToolResult and inspect.isawaitable(changed):
                     changed = await changed
             except asyncio.CancelledError:
                 raise

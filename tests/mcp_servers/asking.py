@@ -8,6 +8,9 @@ Run: ``python asking.py stdio``.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # by the tests' fork server, when there is one
+    __import__("_zygote_client").handoff()
+
 from typing import Annotated
 
 import anyio

@@ -7,6 +7,9 @@ until that file exists.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # by the tests' fork server, when there is one
+    __import__("_zygote_client").handoff()
+
 import contextlib
 import os
 import sys

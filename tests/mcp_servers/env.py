@@ -5,6 +5,9 @@ Run: ``python env.py stdio``.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # by the tests' fork server, when there is one
+    __import__("_zygote_client").handoff()
+
 import os
 import sys
 

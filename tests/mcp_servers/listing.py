@@ -11,6 +11,9 @@ Run: ``python listing.py stdio`` (use it with ``"protocol": "legacy"``).
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # by the tests' fork server, when there is one
+    __import__("_zygote_client").handoff()
+
 import contextlib
 import json
 import os

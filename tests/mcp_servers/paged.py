@@ -5,6 +5,9 @@ Run: ``python paged.py stdio``.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # by the tests' fork server, when there is one
+    __import__("_zygote_client").handoff()
+
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext

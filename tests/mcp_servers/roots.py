@@ -10,6 +10,9 @@ Run: ``ROOTS_LOG=FILE python roots.py stdio``.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # by the tests' fork server, when there is one
+    __import__("_zygote_client").handoff()
+
 import json
 import os
 import warnings

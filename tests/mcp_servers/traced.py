@@ -7,6 +7,9 @@ Run: ``python traced.py http PORT``. Its tool ``trace_headers`` answers with the
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # by the tests' fork server, when there is one
+    __import__("_zygote_client").handoff()
+
 import sys
 from typing import Any
 

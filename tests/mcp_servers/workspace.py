@@ -7,6 +7,9 @@ Run: ``python workspace.py stdio``.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # by the tests' fork server, when there is one
+    __import__("_zygote_client").handoff()
+
 import sys
 
 from mcp.server.mcpserver import MCPServer

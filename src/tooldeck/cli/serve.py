@@ -425,7 +425,24 @@ def serve_command(
         with _failures_said_by_the_report():
             anyio.run(run)
     else:
-        anyio.run(run)
+        anyio.run(run, backend_options=_loop_options(http=http is not None))
+
+
+def _loop_options(*, http: bool) -> dict[str, Any]:
+    """The event loop the gateway serves on: over stdio uvloop's where it is installed
+    (the ``mcp`` extra brings it, except on Windows), else asyncio's own. Each call
+    through the gateway takes several loop iterations (a read, a task, a write, the
+    upstream's answer); uvloop's are cheaper (bench/gateway_proxy.py). Over HTTP asyncio's:
+    on uvloop, a client of two gateway processes sharing a session store got a read
+    error after one of them was killed and started again
+    (tests/test_gateway_sessions.py), which asyncio's loop never gave."""
+    if http:
+        return {}
+    try:
+        import uvloop
+    except ImportError:
+        return {}
+    return {"loop_factory": uvloop.new_event_loop}
 
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")

@@ -4,7 +4,7 @@ stopping the gateway can stop them, and an answer goes out at once.
 The MCP SDK's ``stdio_server`` reads stdin in a worker thread; a read that waits for the
 client's next line cannot be cancelled, so a gateway told to stop (SIGTERM) while its
 client keeps stdin open would wait for that line forever. :class:`WireStdin` reads the
-same bytes with the event loop (``anyio.wait_readable`` on a duplicate of fd 0), which a
+same bytes with the event loop (a reader callback on a duplicate of fd 0), whose wait a
 cancel scope stops at once. While it is open, fd 0 itself points at the null device (as
 the SDK does), so a child process never reads the client's messages.
 
@@ -23,12 +23,14 @@ null device), which ``tooldeck serve`` reports as a start-up error.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import os
 import stat
 import sys
+from collections import deque
 from collections.abc import AsyncIterator
 
 import anyio
@@ -46,6 +48,7 @@ __all__ = [
 ]
 
 _CHUNK = 65_536
+_AHEAD = 16  # chunks read ahead of the reader at most (:class:`_Reader`)
 _log = logging.getLogger("tooldeck.gateway")
 
 
@@ -85,16 +88,13 @@ class WireStdin:
         lines = _Lines(self.limit)
         for line in lines.feed(self._read):
             yield line
-        while True:
-            await anyio.wait_readable(self.fd)
-            try:
-                chunk = os.read(self.fd, _CHUNK)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                break
-            for line in lines.feed(chunk):
-                yield line
+        reader = _Reader(self.fd)
+        try:
+            while chunk := await reader.chunk():
+                for line in lines.feed(chunk):
+                    yield line
+        finally:
+            reader.stop()
         for line in lines.end():
             yield line
 
@@ -104,6 +104,59 @@ class WireStdin:
             os.dup2(self.fd, 0)
         finally:
             os.close(self.fd)
+
+
+class _Reader:
+    """The chunks of ``fd`` (``b""`` at its end), read by a callback that stays with the
+    loop while the reader keeps up (``anyio.wait_readable`` adds and removes it for each
+    chunk: two ``epoll_ctl`` calls per message). At most :data:`_AHEAD` chunks are read
+    ahead; then reading pauses until they are taken. :meth:`chunk` is cancelled as any
+    wait (a cancel scope cancels the task)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.loop = asyncio.get_running_loop()
+        self.chunks: deque[bytes] = deque()
+        self.failed: OSError | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.reading = False
+        self.ended = False
+
+    def _ready(self) -> None:
+        try:
+            chunk = os.read(self.fd, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError as exc:  # raised to the reader, after what came before
+            self.failed, chunk = exc, b""
+        self.chunks.append(chunk)
+        if not chunk:
+            self.ended = True
+        if not chunk or len(self.chunks) >= _AHEAD:
+            self.stop()
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def chunk(self) -> bytes:
+        while not self.chunks:
+            if not self.reading and not self.ended:
+                self.loop.add_reader(self.fd, self._ready)
+                self.reading = True
+            self.waiter = self.loop.create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        chunk = self.chunks.popleft()
+        if not chunk and self.failed is not None:
+            raise self.failed
+        return chunk
+
+    def stop(self) -> None:
+        if self.reading:
+            self.reading = False
+            self.loop.remove_reader(self.fd)
 
 
 class WireStdout:

@@ -3,9 +3,10 @@
 The client gets one representation of a result (offloaded and guarded when large); the
 record keeps what the upstream server really answered: the whole ``CallToolResult`` as
 it came over the wire (``details["mcp"]``, see :mod:`tooldeck.mcp.results`), with the
-session, the call id, the tool, the server and the SHA-256 of the arguments. It is a
-result hook placed before the offload store's, so it sees the result unchanged; it
-returns the result as it got it. Lines are appended as the audit log's are
+session, the call id, the tool, the server and the SHA-256 of the arguments (hashed
+once: the session's audit line of the call has it already). It is a result hook placed
+before the offload store's, so it sees the result unchanged; it returns the result as it
+got it. Lines are appended as the audit log's are
 (:class:`~tooldeck.policy.audit.AppendFile`: one ``write``, ``O_APPEND``, the file kept
 open until the session ends, made again if removed); a write that fails is logged, the
 next line opening the file again.
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..context import ToolContext
 from ..policy import arguments_digest, canonical_json
-from ..policy.audit import AppendFile
+from ..policy.audit import AppendFile, AuditLog
 from ..result import ToolResult
 from ..tools import Tool
 from ..transcript import ToolCall
@@ -33,9 +34,12 @@ _log = logging.getLogger("tooldeck.gateway")
 class EvidenceLog:
     """Append-only JSON Lines of executed calls (``path=None``: nothing is written)."""
 
-    def __init__(self, path: str | Path | None, session_id: str) -> None:
+    def __init__(
+        self, path: str | Path | None, session_id: str, audit: AuditLog | None = None
+    ) -> None:
         self.path = Path(path) if path is not None else None
         self.session_id = session_id
+        self._digest = audit.digest if audit is not None else arguments_digest
         self._file = AppendFile(self.path) if self.path is not None else None
 
     def close(self) -> None:
@@ -56,7 +60,7 @@ class EvidenceLog:
             "tool": tool.name,
             "server": getattr(mcp, "server", None),
             "upstream_tool": getattr(mcp, "tool", None),
-            "args_sha256": arguments_digest(call.arguments),
+            "args_sha256": self._digest(call.arguments),
             "is_error": result.is_error,
             "result": details.get("mcp"),
         }

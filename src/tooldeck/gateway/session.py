@@ -56,6 +56,7 @@ _log = logging.getLogger("tooldeck.gateway")
 SEARCH_TOOL_NAME = "tool_search"
 CALL_TOOL_NAME = "call_tool"
 _NAME_SHOWN = 120
+_OWN_NAMES = frozenset({SEARCH_TOOL_NAME, CALL_TOOL_NAME, RECALL_TOOL_NAME})
 MAX_FOUND = 16
 """The most tools a session lists beyond the gateway's and the core tools (about 4,000
 tokens of listing for typical MCP tools); the least recently used goes first."""
@@ -159,7 +160,9 @@ class GatewaySession:
             self.store = OffloadStore(
                 state, self.id, threshold_tokens=offload_tokens, guard_tokens=guard_tokens
             )
-        self.evidence = EvidenceLog(state / f"{self.id}.calls.jsonl" if state else None, self.id)
+        self.evidence = EvidenceLog(
+            state / f"{self.id}.calls.jsonl" if state else None, self.id, self.policy.audit
+        )
         self.max_found = MAX_FOUND
         self.loaded: dict[str, None] = {}  # client names found or called, in listed order
         self._used: dict[str, None] = {}  # the same names, least recently used first
@@ -283,8 +286,11 @@ class GatewaySession:
                 assert isinstance(inner, CallToolParams)
                 if inner.name != CALL_TOOL_NAME:  # call_tool(call_tool): its own error
                     name, args = inner.name, inner.arguments
-        tool = await self._resolve(name)
         view = self.catalog.view()
+        tool = view.tools.get(name) if name not in _OWN_NAMES else None
+        if tool is None:  # not served right now, or one of the gateway's own tools
+            tool = await self._resolve(name)
+            view = self.catalog.view()
         _, toolset = self._own(view)
         if tool is not None and view.tools.get(tool.name) is tool:
             self._use(view, [tool.name])  # an upstream (or native) tool: used now

@@ -28,6 +28,7 @@ answered with the JSON-RPC error that says so (the SDK answered nothing).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
@@ -35,7 +36,6 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
-import anyio.abc
 
 from ..approvals import Approver
 from ._handshake import HANDSHAKE_VERSIONS
@@ -80,18 +80,18 @@ def _error(request_id: object, code: int, message: str) -> bytes:
 
 
 class StdioCalls:
-    """See the module docstring. :meth:`lines` is the SDK's stdin; the calls taken run
-    in the task group of :func:`stdio_calls`."""
+    """See the module docstring. :meth:`lines` is the SDK's stdin; each call taken runs
+    in a task of its own, until :meth:`close`."""
 
-    def __init__(self, host: Host, stdout: WireStdout, tg: anyio.abc.TaskGroup) -> None:
+    def __init__(self, host: Host, stdout: WireStdout) -> None:
         self.host = host
         self.out = stdout
-        self._tg = tg
         self._asked: dict[str, Any] | None = None  # the client's initialize params
         self.protocol: str | None = None  # negotiated, once the handshake is done
         self._elicits = False
         self._running: dict[int | str, anyio.CancelScope] = {}
-        self._cancelled: set[anyio.CancelScope] = set()
+        self._cancelled: set[anyio.CancelScope] = set()  # by the client: never answered
+        self._tasks: set[asyncio.Task[None]] = set()  # the calls' tasks not finished
 
     async def lines(self, source: AsyncIterable[str]) -> AsyncIterator[str]:
         """The lines of ``source`` the SDK is to read: all but the calls taken here, their
@@ -167,7 +167,13 @@ class StdioCalls:
         if key in self._running:
             return False  # the SDK says what a duplicate id gets
         scope = self._running[key] = anyio.CancelScope()
-        self._tg.start_soon(self._serve, request_id, key, scope, name, arguments)
+        # a plain asyncio task: an anyio task group's start_soon, and the wrapper its
+        # tasks step through, cost a call more than the rest of this module
+        task = asyncio.get_running_loop().create_task(
+            self._serve(request_id, key, scope, name, arguments)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         return True
 
     def _cancel(self, params: object) -> bool:
@@ -199,19 +205,27 @@ class StdioCalls:
                 except Exception as exc:
                     _log.exception("tools/call %s failed", name)
                     answer = _error(request_id, INTERNAL_ERROR, str(exc) or type(exc).__name__)
-        except anyio.get_cancelled_exc_class():
-            if scope not in self._cancelled:  # the gateway is stopping: say so
-                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSING_SECONDS):
+            if scope.cancelled_caught and scope not in self._cancelled:  # stopping: say so
+                with anyio.move_on_after(CLOSING_SECONDS):
                     await self._send(_error(request_id, CONNECTION_CLOSED, "Connection closed"))
-            raise
+                return
         finally:
             if self._running.get(key) is scope:
                 del self._running[key]
             self._cancelled.discard(scope)
         if answer is None:  # cancelled by the client: never answered
             return
-        with anyio.CancelScope(shield=True):  # a message is never left half written
-            await self._send(answer)
+        # no longer in _running: nothing cancels it, a message is never left half written
+        await self._send(answer)
+
+    async def close(self) -> None:
+        """Cancel the calls still running (each answered "Connection closed"), and wait
+        for every call's task to end (an answer being written is written whole)."""
+        for scope in list(self._running.values()):
+            scope.cancel()
+        with anyio.CancelScope(shield=True):
+            while self._tasks:
+                await asyncio.wait(list(self._tasks))
 
     async def _answer(
         self, request_id: int | str, name: str, arguments: dict[str, Any] | None
@@ -248,8 +262,8 @@ async def stdio_calls_around(
     if stdin is None or stdout is None:
         yield stdin
         return
-    async with anyio.create_task_group() as tg:
-        try:
-            yield StdioCalls(host, stdout, tg).lines(stdin)
-        finally:
-            tg.cancel_scope.cancel()
+    calls = StdioCalls(host, stdout)
+    try:
+        yield calls.lines(stdin)
+    finally:
+        await calls.close()

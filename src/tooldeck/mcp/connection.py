@@ -664,6 +664,8 @@ class Connection:
         on_progress: Callable[[float, float | None, str | None], Any] | None,
         trace_context: Any,
     ) -> ToolResult:
+        if trace_context is None:  # no span to carry (telemetry off): nothing to restore
+            return await self._call_traced(tool, arguments, on_progress)
         with restored(trace_context):
             return await self._call_traced(tool, arguments, on_progress)
 
@@ -693,7 +695,9 @@ class Connection:
                         _log.exception("progress callback failed")
 
             try:
-                with anyio.fail_after(cfg.timeout):
+                # anyio.fail_after's check, without its two generator context managers
+                deadline = anyio.current_time() + cfg.timeout
+                with anyio.CancelScope(deadline=deadline) as scope:
                     direct = self._direct
                     if direct is not None and self._direct_ok(client):
                         result = await self._direct_call(
@@ -701,6 +705,8 @@ class Connection:
                         )
                     else:
                         result = await client.call_tool(tool, arguments, progress_callback=relay)
+                if scope.cancelled_caught and anyio.current_time() >= deadline:
+                    raise TimeoutError
             except TimeoutError:
                 return ToolResult.error(
                     f"{tool} on the MCP server {cfg.name!r} timed out after {cfg.timeout:g}s "

@@ -23,7 +23,9 @@ is answered "Connection closed" (``CONNECTION_CLOSED``), the SDK's error for it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -37,7 +39,8 @@ from mcp.client.extension import UnexpectedClaimedResult
 from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 from mcp_types import methods as _methods
-from pydantic import ValidationError
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter, ValidationError
 
 __all__ = ["DirectCalls", "Progress", "call_tool", "usable"]
 
@@ -50,12 +53,20 @@ _SHOWN = 200  # of a malformed answer, the characters an error shows
 
 
 class _Waiting:
+    """One call waiting for its answer: ``done`` is a future of the running loop (an
+    ``anyio.Event`` wraps an ``asyncio.Event`` that makes one per wait anyway); a cancel
+    scope cancels the wait as any other."""
+
     __slots__ = ("answer", "done", "on_progress")
 
     def __init__(self, on_progress: Progress | None) -> None:
-        self.done = anyio.Event()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.answer: dict[str, Any] | MCPError | None = None
         self.on_progress = on_progress
+
+    def set(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
 
 
 class DirectCalls:
@@ -87,7 +98,7 @@ class DirectCalls:
             if waiting is None or waiting.answer is not None:
                 return False  # not ours, or answered already: the SDK says what it is
             waiting.answer = _answer(message, line)
-            waiting.done.set()
+            waiting.set()
             return True
         if method == "notifications/progress":
             params = message.get("params")
@@ -106,7 +117,7 @@ class DirectCalls:
         for waiting in self._waiting.values():
             if waiting.answer is None:
                 waiting.answer = MCPError(code=CONNECTION_CLOSED, message="Connection closed")
-            waiting.done.set()
+            waiting.set()
 
     async def call(self, params: dict[str, Any], on_progress: Progress | None) -> dict[str, Any]:
         """The raw result of ``tools/call`` with ``params``; raises :class:`MCPError` for an
@@ -120,7 +131,7 @@ class DirectCalls:
         waiting = self._waiting[request_id] = _Waiting(on_progress)
         try:
             await self._send(_dumped(request))
-            await waiting.done.wait()
+            await waiting.done
         except anyio.get_cancelled_exc_class():
             # a send interrupted may still have delivered: the server is told either way
             if not self.closed and waiting.answer is None:
@@ -175,6 +186,18 @@ def _progress(waiting: _Waiting, params: dict[str, Any]) -> None:
         _log.exception("progress callback failed")
 
 
+@functools.cache
+def _surface(version: str) -> TypeAdapter[Any] | None:
+    """What ``version``'s ``tools/call`` result is checked against: the check of the
+    SDK's ``validate_server_result`` (an unknown version is its ``ValueError``), without
+    the dump it makes of the result and drops; ``None``: a version without a row, nothing
+    to check."""
+    if version not in KNOWN_PROTOCOL_VERSIONS:
+        raise ValueError(f"version must be a known protocol version, got {version!r}")
+    row = _methods.SERVER_RESULTS.get(("tools/call", version))
+    return None if row is None else _methods._adapter(row)
+
+
 def usable(client: Client) -> bool:
     """Whether calls of ``client`` can be made here: the SDK version has what
     :func:`call_tool` reuses of its client and session."""
@@ -206,8 +229,9 @@ async def call_tool(
     session._stamp(data, {})  # the headers it sets are HTTP's: not used over stdio
     raw = await direct.call(data["params"], on_progress)
     _clamp_inbound_ttl(raw)
-    with contextlib.suppress(KeyError):  # a version without a row: nothing to check
-        _methods.validate_server_result("tools/call", version, raw)
+    surface = _surface(version)
+    if surface is not None:
+        surface.validate_python(raw, by_name=False)
     foreign = _later_revision_fields("tools/call", version)
     if not foreign.isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}

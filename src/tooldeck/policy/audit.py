@@ -103,6 +103,7 @@ class AuditLog:
         self.path = Path(path) if path is not None else None
         self.entries: deque[dict[str, Any]] = deque(maxlen=KEPT_ENTRIES)
         self._file = AppendFile(self.path) if self.path is not None else None
+        self._last: tuple[Any, str] | None = None  # the last line's arguments, their digest
 
     def record(
         self,
@@ -118,12 +119,14 @@ class AuditLog:
         **extra: Any,
     ) -> dict[str, Any]:
         """Append one line and return it."""
+        digest = arguments_digest(args)
+        self._last = (args, digest)
         entry: dict[str, Any] = {
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "session_id": session_id,
             "call_id": call_id,
             "tool": tool,
-            "args_sha256": arguments_digest(args),
+            "args_sha256": digest,
             "decision": decision,
             "level": level,
             "reason": reason,
@@ -134,6 +137,15 @@ class AuditLog:
         if self._file is not None:
             self._file.append((canonical_json(entry) + "\n").encode("utf-8"))
         return entry
+
+    def digest(self, args: Any) -> str:
+        """:func:`arguments_digest` of ``args``: the last line's digest when its arguments
+        are equal to ``args`` (a call's arguments are hashed once, for its audit line and
+        for the gateway's evidence record)."""
+        last = self._last
+        if last is not None and type(last[0]) is type(args) and last[0] == args:
+            return last[1]
+        return arguments_digest(args)
 
     def close(self) -> None:
         """Close the file (the session ended; a later line opens it again)."""

@@ -16,6 +16,14 @@ __all__ = []
 #: 0.896; against small catalogs, bench/tune_recall.py, the same or better than 1.5 to 10;
 #: bench/RESULTS.md, issue 36)
 QUALITY_WEIGHT = 3.0
+#: the cosine a tool BM25F does not match needs to be a candidate in the quality mode
+#: (``SearchConfig.semantic_min_similarity``; the default's 0.5 was set for WordLlama).
+#: MiniLM puts a paraphrase and its tool at cosines of 0.3 to 0.5, which 0.5 kept out of
+#: the ranking altogether. Chosen on tune (bench/tune_fusion.py, issue 36 fifth round):
+#: overall R@5 against small catalogs 0.921 at 0.5, 0.921 at 0.4, 0.924 at 0.3, 0.926 at
+#: 0.2; whole catalog 0.902 / 0.905 / 0.905 / 0.905; indirect wording (batches 6-7,
+#: small catalogs) 0.852 / 0.852 / 0.860 / 0.860
+QUALITY_MIN_SIMILARITY = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +75,11 @@ class SearchConfig:
     #: how BM25F and cosine are combined: "sum" (BM25F / best + weight x cosine) or
     #: "rrf" (reciprocal rank fusion: 1 / (k + BM25F rank) + weight / (k + cosine rank))
     semantic_fusion: Literal["sum", "rrf"] = "sum"
+    #: "sum" fusion divides BM25F scores by the larger of the best one and this: with 0
+    #: the best lexical match always counts 1 (worth 1 / ``semantic_weight`` of cosine),
+    #: however weak; above 0 a weak lexical match (a common word, a server's name) counts
+    #: for less than a strong one, so the cosine decides when BM25F has little evidence
+    semantic_lexical_scale: float = 0.0
     #: RRF's k
     semantic_rrf_k: float = 20.0
     #: what a tool's embedding is made of: "fields" (each of name, first sentence,
@@ -93,8 +106,13 @@ class SearchConfig:
     @classmethod
     def for_semantic(cls, semantic: object) -> SearchConfig:
         """The knobs tuned for a search mode: ``"quality"`` (MiniLM) ranks with
-        :data:`QUALITY_WEIGHT`, every other mode with the defaults (tuned for WordLlama)."""
+        :data:`QUALITY_WEIGHT` and :data:`QUALITY_MIN_SIMILARITY`, every other mode with the
+        defaults (tuned for WordLlama)."""
         config = cls()
         if isinstance(semantic, str) and semantic == "quality":
-            return replace(config, semantic_weight=QUALITY_WEIGHT)
+            return replace(
+                config,
+                semantic_weight=QUALITY_WEIGHT,
+                semantic_min_similarity=QUALITY_MIN_SIMILARITY,
+            )
         return config

@@ -178,8 +178,12 @@ def top(scores: Any, k: int) -> list[int]:
 
 
 def embed_query(embedder: Embedder, text: str) -> Any:
-    """The unit vector of one query."""
-    return unit_rows(embedder.embed([text]))[0]
+    """The unit vector of one query: through the embedder's ``embed_queries`` when it has
+    one (an encoder that embeds queries unlike passages, e.g. with e5's ``"query: "``),
+    else its ``embed``."""
+    queries = getattr(embedder, "embed_queries", None)
+    matrix = queries([text]) if callable(queries) else embedder.embed([text])
+    return unit_rows(matrix)[0]
 
 
 def _text_key(text: str) -> bytes:

@@ -5,7 +5,8 @@ between embeddings is the reverse. Candidates are BM25F's best ``semantic_pool``
 ``semantic_pool`` tools nearest to the query (a cosine-only candidate needs
 ``semantic_min_similarity``, so nonsense finds nothing), scored by one of:
 
-- ``"sum"``: BM25F / best BM25F + ``semantic_weight`` x cosine, a cosine under
+- ``"sum"``: BM25F / max(best BM25F, ``semantic_lexical_scale``) + ``semantic_weight``
+  x cosine, a cosine under
   ``semantic_noise_floor`` counted as the floor (near-zero cosines are noise: they must
   not order tools the lexical side ties);
 - ``"rrf"``: reciprocal rank fusion, 1 / (k + BM25F rank) + ``semantic_weight`` /
@@ -56,7 +57,7 @@ def fuse(
         for rank, i in enumerate(lex_top, 1):
             fused[i] += 1.0 / (k + rank)
         return fused
-    best = scores[lex_top[0]] if lex_top else 0.0
+    best = max(scores[lex_top[0]] if lex_top else 0.0, config.semantic_lexical_scale)
     scale = 1.0 / best if best > 0 else 0.0
     noise = config.semantic_noise_floor
     fused = {i: scores[i] * scale + weight * max(noise, float(cosines[i])) for i in lex_top}

@@ -9,6 +9,11 @@ The model's inputs are read from the graph (``input_ids``, ``attention_mask`` an
 ``token_type_ids`` when it has them); a ``(batch, tokens, dim)`` output is mean-pooled
 over the attention mask, a ``(batch, dim)`` one is used as is. The version in the cache
 key is the SHA-256 of the model file, so replacing the model re-embeds the tools.
+
+Encoders trained with instruction prefixes take them as ``query_prefix`` and
+``text_prefix``: e5 wants ``"query: "`` and ``"passage: "``, bge-small-en-v1.5 a query
+instruction (``"Represent this sentence for searching relevant passages: "``) and none
+for the passages. The query of a search is embedded through :meth:`OnnxEmbedder.embed_queries`.
 """
 
 from __future__ import annotations
@@ -41,7 +46,9 @@ class OnnxEmbedder:
     the ``.onnx`` file alone (``version``: what identifies its vectors, else the file's
     SHA-256). ``threads``: onnxruntime's intra-op threads (1 keeps a
     query from competing with the rest of the process). ``max_tokens``: longer texts are
-    cut. ``batch_size``: texts per run when embedding many.
+    cut. ``batch_size``: texts per run when embedding many. ``text_prefix``: put before
+    every tool text (:meth:`embed`), ``query_prefix`` before every query
+    (:meth:`embed_queries`); both are part of :attr:`version`.
     """
 
     def __init__(
@@ -54,6 +61,8 @@ class OnnxEmbedder:
         name: str | None = None,
         tokenizer: Any = None,
         version: str | None = None,
+        query_prefix: str = "",
+        text_prefix: str = "",
     ) -> None:
         with needs_extra("onnx"):
             np = importlib.import_module("numpy")
@@ -68,6 +77,11 @@ class OnnxEmbedder:
         self.model_file = model_file
         self._name = name or f"onnx/{model_file.parent.name or model_file.stem}"
         self._version = version or _file_digest(model_file)
+        self.query_prefix = query_prefix
+        self.text_prefix = text_prefix
+        if query_prefix or text_prefix:
+            tag = hashlib.sha256(f"{query_prefix}\0{text_prefix}".encode()).hexdigest()[:8]
+            self._version = f"{self._version}-p{tag}"
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -112,7 +126,15 @@ class OnnxEmbedder:
         return self._version
 
     def embed(self, texts: Sequence[str]) -> Any:
-        """A ``(len(texts), dim)`` float32 matrix, texts run in batches of similar length."""
+        """A ``(len(texts), dim)`` float32 matrix, texts run in batches of similar length
+        (each after ``text_prefix``)."""
+        return self._embed([self.text_prefix + t for t in texts])
+
+    def embed_queries(self, queries: Sequence[str]) -> Any:
+        """Like :meth:`embed`, for search queries (each after ``query_prefix``)."""
+        return self._embed([self.query_prefix + q for q in queries])
+
+    def _embed(self, texts: Sequence[str]) -> Any:
         np = self._np
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
