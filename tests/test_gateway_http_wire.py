@@ -110,6 +110,7 @@ def _parser_loaded(pid: int) -> bool:
     return "httptools" in Path(f"/proc/{pid}/maps").read_text()
 
 
+@pytest.mark.no_zygote  # the gateway is the process started, not a fork of the tests'
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps")
 def test_uvicorn_parses_with_httptools_when_installed(tmp_path: Path) -> None:
     pytest.importorskip("httptools")
@@ -118,6 +119,7 @@ def test_uvicorn_parses_with_httptools_when_installed(tmp_path: Path) -> None:
         assert _parser_loaded(proc.pid)
 
 
+@pytest.mark.no_zygote
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/maps")
 def test_the_gateway_serves_with_h11_when_httptools_is_absent(tmp_path: Path) -> None:
     blocked = tmp_path / "blocked"
