@@ -3,10 +3,11 @@
 A real ``tooldeck serve --http`` in front of tests/mcp_servers/basic.py, reached with raw
 HTTP (so that every byte of an answer is seen) and with real clients (the official SDK's,
 fastmcp's). A plain call of an established session takes the gateway's own path, which
-frames its answer with ``Content-Length`` (the SDK's streams are chunked): that is how
-these tests tell the two paths apart. The same call with a ``_meta`` key of its own
-is left to the SDK's server: the two answers must be the same bytes, for every protocol
-version of the handshake. Auth (a static bearer token; OAuth principals), session ids,
+answers at once with one JSON body (the SDK's server here always answers with an SSE
+stream): that is how these tests tell the two paths apart. The same call with a
+``_meta`` key of its own is left to the SDK's server: the JSON must be the bytes of the
+SDK's event, for every protocol version of the handshake; a call that reports progress
+gets the SDK's very stream. Auth (a static bearer token; OAuth principals), session ids,
 bad bodies, cancellation and disconnects are checked on this path.
 """
 
@@ -147,27 +148,30 @@ class Raw:
 
 
 def _events(response: httpx.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of an answer: an SSE stream's events, or a JSON body."""
     import json
 
     assert response.status_code == 200, response.text
+    if response.headers.get("content-type") == "application/json":
+        return [response.json()]
+    return [json.loads(data) for data in _data(response)]
+
+
+def _data(response: httpx.Response) -> list[bytes]:
+    """The data of an SSE stream's events, as sent."""
     return [
-        json.loads(line.removeprefix("data: "))
-        for block in response.text.split("\r\n\r\n")
-        for line in block.split("\r\n")
-        if line.startswith("data: ")
+        line.removeprefix(b"data: ")
+        for block in response.content.split(b"\r\n\r\n")
+        for line in block.split(b"\r\n")
+        if line.startswith(b"data: ")
     ]
 
 
-def _headers(response: httpx.Response) -> dict[str, str]:
-    """The headers but the HTTP framing and the date."""
-    framing = {"content-length", "transfer-encoding", "date"}
-    return {k: v for k, v in response.headers.items() if k not in framing}
-
-
 def _narrow(response: httpx.Response) -> bool:
-    """Whether the gateway's own path answered (see the module docstring)."""
-    stream = response.headers.get("content-type") == "text/event-stream"
-    return stream and "content-length" in response.headers
+    """Whether the gateway's own path answered (see the module docstring; the SDK's
+    errors are JSON too, never with 200)."""
+    json = response.headers.get("content-type") == "application/json"
+    return response.status_code == 200 and json
 
 
 def _run(main: Any, *args: Any) -> None:
@@ -207,8 +211,16 @@ def test_answers_are_the_sdks_bytes_for_every_protocol_version(
                     ours = await c.call(request_id, name, arguments, progress=progress)
                     sdks = await c.call(request_id, name, arguments, sdk=True, progress=progress)
                     assert _narrow(ours) and not _narrow(sdks), (name, ours.headers)
-                    assert ours.content == sdks.content, (name, ours.content, sdks.content)
-                    assert _headers(ours) == _headers(sdks)
+                    # the SDK's one event, its bytes as the JSON body
+                    assert [ours.content] == _data(sdks), (name, ours.content, sdks.content)
+                    session = sdks.headers["mcp-session-id"]
+                    assert dict(ours.headers) == {
+                        "date": ours.headers["date"],
+                        "server": "uvicorn",
+                        "content-type": "application/json",
+                        "mcp-session-id": session,
+                        "content-length": str(len(ours.content)),
+                    }
             # the calls answered here were judged and audited as the SDK's were
             wiped = [a for a in audit_lines(state) if a["tool"] == "alpha__wipe"]
             assert wiped and {a["decision"] for a in wiped} == {"deny"}
@@ -441,8 +453,8 @@ class Seen:
 
     async def __call__(self, response: httpx2.Response) -> None:
         if response.request.method == "POST" and b'"tools/call"' in response.request.content:
-            stream = response.headers.get("content-type") == "text/event-stream"
-            self.paths.append(stream and "content-length" in response.headers)
+            json = response.headers.get("content-type") == "application/json"
+            self.paths.append(response.status_code == 200 and json)
 
 
 def test_the_official_sdk_client_calls_through_this_path(gateway: tuple[str, Path]) -> None:

@@ -10,8 +10,8 @@ limit and behind the HTTP auth: a static bearer token, or OAuth, checked as for 
 request): it takes a plain ``tools/call`` POST of an established session and answers it
 after running it through the session's dispatcher, as the SDK's handler would
 (:meth:`GatewaySession.call`: policy, approvals, audit, evidence, offload, guard), with
-the SSE event the SDK would send (the same ``event: message`` and JSON bytes). Every
-other request goes to the SDK unchanged (a body read here is handed on as it came).
+the JSON-RPC message the SDK would send (the same JSON bytes). Every other request goes
+to the SDK unchanged (a body read here is handed on as it came).
 
 Taken: a POST whose every check the SDK would pass as it does now (the same functions
 where the SDK has them): a handshake protocol version (or none), an ``Mcp-Session-Id``
@@ -30,17 +30,23 @@ question or sampling request, goes to that client), the stateless protocol
 (``--sessions``).
 
 As the SDK does: a ``notifications/cancelled`` POST naming a call taken here (same
-session) cancels it and is answered ``202``; the call's stream ends with the
+session) cancels it and is answered ``202``; the call is answered with the
 ``Request cancelled`` (``-32800``) error. A listing change is announced on the
 session's standalone stream before the answer. Unlike the SDK, a call whose client
-disconnects is cancelled (the SDK lets it run and drops its answer). The answer is
-framed with ``Content-Length``; a call that takes longer than :data:`HEADERS_AFTER`
-seconds gets its headers then and a keep-alive comment every :data:`PING_SECONDS`
-(as ``sse_starlette`` does), its answer chunked.
+disconnects is cancelled (the SDK lets it run and drops its answer; watched for from
+:data:`WATCH_AFTER` on, so a call answered sooner pays no task for it). An answer ready
+before anything else was sent is one ``application/json`` body framed with
+``Content-Length`` (the streamable HTTP transport lets a server answer either way a
+client that accepts both; the SDK's client then reads it to its end and keeps the
+connection for the next request). A call that reports progress, or takes longer than
+:data:`HEADERS_AFTER` seconds, gets the SDK's SSE stream instead (the same events and
+bytes as the SDK's), with a keep-alive comment every :data:`PING_SECONDS` (as
+``sse_starlette`` does), its answer chunked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -65,7 +71,7 @@ if TYPE_CHECKING:
 
     from .session import GatewaySession
 
-__all__ = ["HEADERS_AFTER", "PING_SECONDS", "HttpCalls", "HttpHost"]
+__all__ = ["HEADERS_AFTER", "PING_SECONDS", "WATCH_AFTER", "HttpCalls", "HttpHost"]
 
 _log = logging.getLogger("tooldeck.gateway")
 HEADERS_AFTER = 1.0
@@ -73,6 +79,8 @@ HEADERS_AFTER = 1.0
 timeout counts from the request; the SDK sends them at once)."""
 PING_SECONDS = 15.0
 """Keep-alive comments on a long call's stream (``sse_starlette``'s default)."""
+WATCH_AFTER = 0.1
+"""Seconds a call runs before a disconnect of its client is watched for (cancelling it)."""
 REQUEST_CANCELLED = -32800  # the SDK's answer, on this era's wire, to a cancelled request
 _PLAIN = frozenset({"name", "arguments", "_meta"})
 _ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
@@ -108,6 +116,12 @@ class _Call:
         self.cancelled = False  # by the client's notifications/cancelled
 
 
+def _ended(task: asyncio.Task[None]) -> None:
+    """A watcher's end: a failure is logged, not left for asyncio to find."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        _log.error("watching an HTTP call failed", exc_info=exc)
+
+
 def _requestor(scope: Scope) -> Any:
     user = scope.get("user")
     return authorization_context(user) if isinstance(user, AuthenticatedUser) else None
@@ -119,46 +133,56 @@ def _event(message: dict[str, Any]) -> bytes:
 
 
 class _Reply:
-    """The response of one call: headers sent once, at the answer or when it is late."""
+    """The response of one call. Its answer alone, when nothing was sent before it, is one
+    JSON body framed with ``Content-Length`` (as the SDK's server answers in its JSON mode;
+    a client that accepts SSE accepts JSON too, and reads the body to its end, so its HTTP
+    connection is kept for the next request, where an SSE answer ends it: the SDK's client
+    closes the stream at the answer, before its end). Anything sent before the answer (a
+    progress notification, a late call's headers) makes it the SDK's SSE stream, chunked."""
 
-    __slots__ = ("headers", "send", "started")
+    __slots__ = ("send", "session", "started")
 
     def __init__(self, send: Send, session_id: str) -> None:
         self.send = send
-        self.started = False
-        self.headers = [
+        self.started = False  # the SSE stream's headers sent
+        self.session = session_id.encode("latin-1")
+
+    async def _start(self) -> None:
+        self.started = True
+        headers = [
             (b"cache-control", b"no-cache, no-transform"),
             (b"connection", b"keep-alive"),
             (b"content-type", b"text/event-stream"),
-            (_SESSION, session_id.encode("latin-1")),
+            (_SESSION, self.session),
             (b"x-accel-buffering", b"no"),
         ]
+        await self.send({"type": "http.response.start", "status": 200, "headers": headers})
 
     async def keep_alive(self) -> None:
         if not self.started:
-            self.started = True
-            await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
+            await self._start()
             return
         ping = f": ping - {datetime.now(UTC)}\r\n\r\n".encode()
         await self.send({"type": "http.response.body", "body": ping, "more_body": True})
 
-    async def event(self, body: bytes) -> None:
+    async def event(self, message: dict[str, Any]) -> None:
         """An event before the answer (a progress notification)."""
         if not self.started:
-            self.started = True
-            await self.send({"type": "http.response.start", "status": 200, "headers": self.headers})
-        await self.send({"type": "http.response.body", "body": body, "more_body": True})
+            await self._start()
+        await self.send({"type": "http.response.body", "body": _event(message), "more_body": True})
 
-    async def answer(self, body: bytes) -> None:
-        if not self.started:
-            self.started = True
-            length = (b"content-length", str(len(body)).encode())
-            start = {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [*self.headers, length],
-            }
-            await self.send(start)
+    async def answer(self, message: dict[str, Any]) -> None:
+        if self.started:
+            await self.send({"type": "http.response.body", "body": _event(message)})
+            return
+        self.started = True
+        body = pydantic_core.to_json(message)
+        headers = [
+            (b"content-type", b"application/json"),
+            (_SESSION, self.session),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await self.send({"type": "http.response.start", "status": 200, "headers": headers})
         await self.send({"type": "http.response.body", "body": body})
 
 
@@ -313,10 +337,20 @@ class HttpCalls:
                     params["message"] = message
                 note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
                 with anyio.CancelScope(shield=True):
-                    await reply.event(_event(note))
+                    await reply.event(note)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._watch, receive, reply, call)
+        # A call still running after WATCH_AFTER gets a watcher (its own task; a call
+        # answered sooner, nearly every one, pays a timer, not a task and its cancellation)
+        loop = asyncio.get_running_loop()
+        watcher: asyncio.Task[None] | None = None
+
+        def watch() -> None:
+            nonlocal watcher
+            watcher = loop.create_task(self._watch(receive, reply, call))
+            watcher.add_done_callback(_ended)
+
+        timer = loop.call_later(WATCH_AFTER, watch)
+        try:
             with call.scope:
                 try:
                     result = await self._answer(session_id, name, arguments, progress)
@@ -331,7 +365,10 @@ class HttpCalls:
                         "id": request_id,
                         "error": {"code": 0, "message": str(exc)},
                     }
-            tg.cancel_scope.cancel()
+        finally:
+            timer.cancel()
+            if watcher is not None:  # cancelled where it waits: it sends nothing more
+                watcher.cancel()
         if answer is None:
             if not call.cancelled:
                 return  # the client went away: nobody to answer
@@ -339,7 +376,7 @@ class HttpCalls:
             answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
         with anyio.CancelScope(shield=True):  # a message is never left half written
             try:
-                await reply.answer(_event(answer))
+                await reply.answer(answer)
             except OSError as exc:
                 _log.debug("answer not written: %s", exc)
 
@@ -368,23 +405,25 @@ class HttpCalls:
         return call_result_json(result, protocol)
 
     async def _watch(self, receive: Receive, reply: _Reply, call: _Call) -> None:
-        """Until cancelled: a client that disconnects cancels its call; a late call gets
-        its headers, then keep-alive comments."""
-        wait = HEADERS_AFTER
+        """From :data:`WATCH_AFTER` until cancelled: a client that disconnects cancels its
+        call; a late call gets its headers, then keep-alive comments. (A task of asyncio,
+        as uvicorn serves on its loop; a send is one write, never cut in half.)"""
+        wait = HEADERS_AFTER - WATCH_AFTER
         while True:
-            with anyio.move_on_after(wait):
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    call.scope.cancel()
-                    return
-                continue
-            with anyio.CancelScope(shield=True):
+            try:
+                async with asyncio.timeout(wait):
+                    message = await receive()
+            except TimeoutError:
                 try:
                     await reply.keep_alive()
                 except OSError:
                     call.scope.cancel()
                     return
-            wait = PING_SECONDS
+                wait = PING_SECONDS
+                continue
+            if message["type"] == "http.disconnect":
+                call.scope.cancel()
+                return
 
     async def _cancel(self, session_id: str, params: object, send: Send) -> bool:
         """A ``notifications/cancelled`` for a call taken here: cancel it, answer 202."""

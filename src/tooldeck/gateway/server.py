@@ -101,7 +101,7 @@ def http_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` for :meth:`Gateway.serve_http` (bound before
     anything else starts, so a port in use is said at once); raises ``OSError``."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         if sys.platform != "win32":  # there it would let two servers share the port
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -607,6 +607,7 @@ class Gateway:
         from mcp.server.transport_security import RequestBodyLimitMiddleware
 
         from .http_auth import BearerToken
+        from .http_wire import http_protocol
 
         if token is not None and oauth is not None:
             raise ValueError("give the gateway a static token or OAuth, not both")
@@ -650,6 +651,7 @@ class Gateway:
             app,
             host=host,
             port=port,
+            http=http_protocol(),  # httptools (else h11), a turn's writes sent as one
             log_level="warning",
             access_log=False,
             lifespan="on",
