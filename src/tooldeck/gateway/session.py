@@ -225,7 +225,7 @@ class GatewaySession:
         """``(client name, tool, the gateway's own)`` of what this session lists."""
         out: list[tuple[str, Tool, bool]] = []
         # while servers start, their tools are still to be found (not with --core '*')
-        searching = self.catalog.starting() and "*" not in self.catalog.core
+        searching = "*" not in self.catalog.core and self.catalog.starting()
         if len(view.tools) > len(view.core) or searching:
             search, _ = self._own(view)
             out.append((SEARCH_TOOL_NAME, search, True))
@@ -247,7 +247,7 @@ class GatewaySession:
         """Cheap to take (once before and once after each call); equal while what
         :meth:`listed` answers stays the same: the catalog's view, whether servers are
         still starting (the search tools are listed meanwhile), the tools found."""
-        searching = self.catalog.starting() and "*" not in self.catalog.core
+        searching = "*" not in self.catalog.core and self.catalog.starting()
         return (self.catalog.view(), searching, tuple(self.loaded))
 
     def listing_key(self) -> tuple[tuple[str, int], ...]:
