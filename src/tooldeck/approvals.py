@@ -120,8 +120,47 @@ def arguments_json(params: Any) -> Any:
     if isinstance(params, BaseModel):
         return params.model_dump(mode="json")
     if isinstance(params, Mapping):
+        if type(params) is dict:
+            copied = _plain_copy(params, _PLAIN_DEPTH)
+            if copied is not _NOT_PLAIN:
+                return copied
         return json.loads(json.dumps(dict(params), default=str))
     return params
+
+
+_NOT_PLAIN = object()
+_PLAIN_DEPTH = 32
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_copy(value: Any, depth: int) -> Any:
+    """A copy of ``value`` when it is plain JSON data already (dicts with str keys, lists,
+    str, int, float, bool, None; not too deep), equal to what the JSON round trip of
+    :func:`arguments_json` gives; else ``_NOT_PLAIN`` (that round trip says what it is)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if depth == 0:
+        return _NOT_PLAIN
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                return _NOT_PLAIN
+            copied = _plain_copy(item, depth - 1)
+            if copied is _NOT_PLAIN:
+                return _NOT_PLAIN
+            out[key] = copied
+        return out
+    if kind is list:
+        items: list[Any] = []
+        for item in value:
+            copied = _plain_copy(item, depth - 1)
+            if copied is _NOT_PLAIN:
+                return _NOT_PLAIN
+            items.append(copied)
+        return items
+    return _NOT_PLAIN
 
 
 @dataclass(frozen=True, slots=True)

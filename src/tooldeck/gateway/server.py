@@ -271,13 +271,33 @@ class Gateway:
         """How a call of a client that cannot be asked by elicitation reaches a human,
         telling ``progress`` while it waits (:mod:`.stdio_calls`: none sent;
         :mod:`.http_calls`); an upstream's question is declined."""
-        asker, who = self._asker_of(session, progress)
-        return forwarding(asker, None, None), who
+        mode, desk = self.approvals, self.desk
+        desked = desk is not None and (mode == "out-of-band" or (mode == "auto" and desk.watched()))
+        if progress is not None:
+            asker, who = self._asker_of(session, progress, desked)
+            return forwarding(asker, None, None), who
+        # without progress to tell, the same for every call while these stay: kept, so the
+        # session keeps its dispatcher too (GatewaySession._dispatcher)
+        kept = session.asker_kept
+        if kept is not None and kept[0] == (mode, desk, desked, self.state):
+            return kept[1]
+        asker, who = self._asker_of(session, None, desked)
+        made = forwarding(asker, None, None), who
+        session.asker_kept = ((mode, desk, desked, self.state), made)
+        return made
 
-    def _asker_of(self, session: GatewaySession, progress: Progress | None) -> tuple[Approver, str]:
+    def _asker_of(
+        self, session: GatewaySession, progress: Progress | None, desked: bool | None = None
+    ) -> tuple[Approver, str]:
+        """``desked``: whether the approval desk asks (worked out here when None)."""
         mode = self.approvals
         desk = self.desk
-        if desk is not None and (mode == "out-of-band" or (mode == "auto" and desk.watched())):
+        if desked is None:
+            desked = desk is not None and (
+                mode == "out-of-band" or (mode == "auto" and desk.watched())
+            )
+        if desked:
+            assert desk is not None
             asker = desk.asker(
                 session.id,
                 tier_of=session.policy.tier_of,

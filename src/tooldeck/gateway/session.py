@@ -43,6 +43,7 @@ from ..offload import RECALL_TOOL_NAME, OffloadStore
 from ..policy import GrantStore, Policy, SessionPolicy
 from ..result import ToolResult
 from ..search import tool_search_tool
+from ..telemetry.settings import active as telemetry_active
 from ..tools import Tool
 from ..transcript import ToolCall
 from .catalog import Catalog, CatalogView
@@ -168,6 +169,10 @@ class GatewaySession:
         self._used: dict[str, None] = {}  # the same names, least recently used first
         self._calls = itertools.count(1)
         self._cache: tuple[CatalogView, Tool, Toolset] | None = None
+        self._kept: tuple[tuple[object, ...], Dispatcher] | None = None  # :meth:`_dispatcher`
+        self._judged: set[int] = set()  # the calls the policy judged, while they run
+        # the approver of calls without progress, and what it was made for (GatewayServer)
+        self.asker_kept: tuple[tuple[object, ...], tuple[Approver, str]] | None = None
         self.on_use: Callable[[list[str]], None] | None = None  # told of each _use
         self.keep_results = False  # a shared session's results outlive this process's hold
         self.call_prefix = self.id  # shared: this process's own, so call ids never collide
@@ -220,7 +225,7 @@ class GatewaySession:
         """``(client name, tool, the gateway's own)`` of what this session lists."""
         out: list[tuple[str, Tool, bool]] = []
         # while servers start, their tools are still to be found (not with --core '*')
-        searching = self.catalog.starting() and "*" not in self.catalog.core
+        searching = "*" not in self.catalog.core and self.catalog.starting()
         if len(view.tools) > len(view.core) or searching:
             search, _ = self._own(view)
             out.append((SEARCH_TOOL_NAME, search, True))
@@ -242,7 +247,7 @@ class GatewaySession:
         """Cheap to take (once before and once after each call); equal while what
         :meth:`listed` answers stays the same: the catalog's view, whether servers are
         still starting (the search tools are listed meanwhile), the tools found."""
-        searching = self.catalog.starting() and "*" not in self.catalog.core
+        searching = "*" not in self.catalog.core and self.catalog.starting()
         return (self.catalog.view(), searching, tuple(self.loaded))
 
     def listing_key(self) -> tuple[tuple[str, int], ...]:
@@ -296,25 +301,14 @@ class GatewaySession:
             self._use(view, [tool.name])  # an upstream (or native) tool: used now
         if tool is None:
             toolset = Toolset()  # an unknown name runs nothing, whatever it is
-        judged: list[str] = []
-        policy = self.policy
-
-        def judge(tool: Tool, params: Any, call: ToolCall) -> Any:
-            judged.append(call.call_id)
-            return policy(tool, params, call)
-
-        dispatcher = Dispatcher(
-            toolset,
-            session_id=self.id,
-            turn=self.turn,
-            policy=judge,
-            approver=self.policy.approver(asker, who=who),
-            result_hooks=(self.evidence.hook, self.store.hook),
-            timeout=None,  # each upstream server's own timeout applies
-        )
+        dispatcher = self._dispatcher(toolset, asker, who)
         call_id = call_id or f"{self.call_prefix}-{next(self._calls)}"
         call = ToolCall(call_id, tool.name if tool else _short(name), args)
-        outcome = await dispatcher.dispatch([call], answers=answers)
+        try:
+            outcome = await dispatcher.dispatch([call], answers=answers)
+            judged = id(call) in self._judged  # (the call is held: its id is its own)
+        finally:
+            self._judged.discard(id(call))
         result = outcome.outputs[0].result
         if tool is None:
             result = ToolResult.error(self._unknown(name), details=result.details)
@@ -334,6 +328,32 @@ class GatewaySession:
                 reason=result.text()[:500],
             )
         return result
+
+    def _judge(self, tool: Tool, params: Any, call: ToolCall) -> Any:
+        """The dispatcher's policy hook: the session's policy, noting that ``call`` was
+        judged (a call never judged gets its own audit line in :meth:`call`)."""
+        self._judged.add(id(call))
+        return self.policy(tool, params, call)
+
+    def _dispatcher(self, toolset: Toolset, asker: Approver, who: str) -> Dispatcher:
+        """The dispatcher of a call: made again only when what it runs with changed
+        (the toolset, the approver, who answers, the telemetry configured)."""
+        telemetry = telemetry_active()
+        key = (toolset, asker, who, telemetry)
+        kept = self._kept
+        if kept is not None and all(a is b for a, b in zip(kept[0], key, strict=True)):
+            return kept[1]
+        dispatcher = Dispatcher(
+            toolset,
+            session_id=self.id,
+            turn=self.turn,
+            policy=self._judge,
+            approver=self.policy.approver(asker, who=who),
+            result_hooks=(self.evidence.hook, self.store.hook),
+            timeout=None,  # each upstream server's own timeout applies
+        )
+        self._kept = (key, dispatcher)
+        return dispatcher
 
     def _unknown(self, name: str) -> str:
         view = self.catalog.view()

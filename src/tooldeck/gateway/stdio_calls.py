@@ -92,6 +92,9 @@ class StdioCalls:
         self._running: dict[int | str, anyio.CancelScope] = {}
         self._cancelled: set[anyio.CancelScope] = set()  # by the client: never answered
         self._tasks: set[asyncio.Task[None]] = set()  # the calls' tasks not finished
+        # the running backend's cancel scope: what anyio.CancelScope() makes after asking
+        # sniffio which backend runs, every time (this runs on asyncio's loop, or uvloop's)
+        self._scope: type[anyio.CancelScope] = type(anyio.CancelScope())
 
     async def lines(self, source: AsyncIterable[str]) -> AsyncIterator[str]:
         """The lines of ``source`` the SDK is to read: all but the calls taken here, their
@@ -166,7 +169,7 @@ class StdioCalls:
         key = request_key(request_id)
         if key in self._running:
             return False  # the SDK says what a duplicate id gets
-        scope = self._running[key] = anyio.CancelScope()
+        scope = self._running[key] = self._scope()
         # a plain asyncio task: an anyio task group's start_soon, and the wrapper its
         # tasks step through, cost a call more than the rest of this module
         task = asyncio.get_running_loop().create_task(

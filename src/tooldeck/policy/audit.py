@@ -29,9 +29,14 @@ KEPT_ENTRIES = 10_000
 """How many of the latest entries an :class:`AuditLog` keeps in memory (the file has all)."""
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)  # what json.dumps would build for these options on every call (it keeps no state)
+
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 text: equal values give equal strings."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)
 
 
 def arguments_digest(args: Any) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -94,7 +95,8 @@ def effective_tier(
     """
     base = tool.tier if isinstance(tool, Tool) else tool
     tier: Tier = next((t for t in TIERS if t == base), "DANGEROUS")  # unknown: most careful
-    hints = hints or {}
+    if not hints:
+        return tier
     floor: Tier = "STANDARD"
     if hints.get("readOnlyHint") is False:
         floor = "WRITE"
@@ -304,25 +306,26 @@ class Policy:
     def facts(self, tool: Tool) -> ToolFacts:
         """What the chain matches on; the tier is :meth:`tier_of`."""
         mcp = getattr(tool, "mcp", None)
-        server = getattr(mcp, "server", None)
-        return ToolFacts(
-            tool.name,
-            self.tier_of(tool),
-            tool.namespace,
-            server if isinstance(server, str) else None,
-        )
-
-    def tier_of(self, tool: Tool) -> Tier:
-        """The effective tier: the definition's, raised by MCP hints and by ``dangerous``."""
-        mcp = getattr(tool, "mcp", None)
         hints = getattr(mcp, "annotations", None)
         tier = effective_tier(tool, hints if isinstance(hints, Mapping) else None)
         server = getattr(mcp, "server", None)
-        plain = ToolFacts(
+        facts = ToolFacts(
             tool.name, tier, tool.namespace, server if isinstance(server, str) else None
         )
-        marks = (*(Selector(n) for n in ALWAYS_DANGEROUS), *self.dangerous)
-        return "DANGEROUS" if any(s.matches(plain) for s in marks) else tier
+        if tier != "DANGEROUS" and any(s.matches(facts) for s in self._marks):
+            return ToolFacts(facts.name, "DANGEROUS", facts.namespace, facts.server)
+        return facts
+
+    def tier_of(self, tool: Tool) -> Tier:
+        """The effective tier: the definition's, raised by MCP hints and by ``dangerous``."""
+        return self.facts(tool).tier
+
+    @cached_property
+    def _marks(self) -> tuple[Selector, ...]:
+        """What makes a tool DANGEROUS whatever its definition says: the built-in names
+        and ``dangerous``. Built once: a policy does not change (a policy file loaded
+        again is a new :class:`Policy`)."""
+        return (*(Selector(n) for n in ALWAYS_DANGEROUS), *self.dangerous)
 
     # -- the decision -------------------------------------------------------------------
     def levels(self, ctx: PolicyContext) -> list[tuple[str, Level | None, str]]:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -93,6 +94,20 @@ class Selector:
     """One tool pattern: ``name``, a glob, ``ns:NAME`` or ``tier:TIER``."""
 
     text: str
+    # what ``matches`` tests, worked out once (a policy's selectors are judged on every
+    # call): the kind, and the compiled glob (``fnmatch.fnmatchcase``'s own test)
+    _kind: str = field(init=False, repr=False, compare=False)
+    _glob: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kind, text = self.kind, self.text
+        glob = None
+        if kind == "glob":
+            glob = re.compile(fnmatch.translate(text))
+        elif kind == "ns":
+            glob = re.compile(fnmatch.translate(text[3:]))
+        object.__setattr__(self, "_kind", kind)
+        object.__setattr__(self, "_glob", glob)
 
     @property
     def kind(self) -> Literal["name", "glob", "ns", "tier"]:
@@ -105,16 +120,17 @@ class Selector:
         return "name"
 
     def matches(self, tool: ToolFacts) -> bool:
-        kind, text = self.kind, self.text
+        kind = self._kind
         if kind == "name":
-            return tool.name == text
-        if kind == "glob":
-            return fnmatch.fnmatchcase(tool.name, text)
+            return tool.name == self.text
         if kind == "tier":
-            return tool.tier == text[5:]
-        wanted = text[3:]
+            return tool.tier == self.text[5:]
+        glob = self._glob
+        assert glob is not None
+        if kind == "glob":
+            return glob.match(tool.name) is not None
         return any(
-            value is not None and fnmatch.fnmatchcase(value, wanted)
+            value is not None and glob.match(value) is not None
             for value in (tool.namespace, tool.server)
         )
 
