@@ -26,10 +26,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_search import CATALOG, QUERIES, Retrieve, evaluate, flat, grouped
-from tooldeck.search import SearchConfig, ToolDoc, ToolIndex, load_definitions
+from bench_search import CATALOG, QUERIES
+from tooldeck.search import SearchConfig, ToolDoc, load_definitions
 from tooldeck.search.embedding import VectorCache, quality_embedder
-from tune_recall import CACHE, Memo, line, per_query
+from tune_recall import CACHE, Memo, run_settings
 
 
 def main() -> None:
@@ -97,17 +97,7 @@ def main() -> None:
             ml,
             SearchConfig(semantic_fusion="rrf", semantic_rrf_k=k, semantic_weight=w),
         )
-    for name, (sem, cfg) in settings.items():
-        if args.only and not any(o in name for o in args.only):
-            continue
-
-        def make(cat: list[ToolDoc], sem: Any = sem, cfg: SearchConfig = cfg) -> Retrieve:
-            index = ToolIndex(cat, semantic=sem, config=cfg, cache=False)
-            return grouped(index) if cfg.alternatives else flat(index)
-
-        print(line(f"[small] {name}", per_query(make, tune, by_ns)), flush=True)
-        if args.big:
-            print(line(f"[big]   {name}", evaluate(make(docs), tune)), flush=True)
+    run_settings(settings, tune, by_ns, docs, only=args.only, big=args.big)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,30 @@ def line(label: str, r: dict[str, dict[str, float]]) -> str:
     )
 
 
+def run_settings(
+    settings: dict[str, tuple[Any, SearchConfig]],
+    tune: list[dict[str, Any]],
+    by_ns: dict[str, list[ToolDoc]],
+    docs: list[ToolDoc],
+    *,
+    only: Sequence[str] | None,
+    big: bool,
+) -> None:
+    """Print each setting's recall on the tuning requests: on each request's small catalog,
+    and on the whole catalog with ``big``; ``only``: the settings whose name has one of these."""
+    for name, (sem, cfg) in settings.items():
+        if only and not any(o in name for o in only):
+            continue
+
+        def make(cat: list[ToolDoc], sem: Any = sem, cfg: SearchConfig = cfg) -> Retrieve:
+            index = ToolIndex(cat, semantic=sem, config=cfg, cache=False)
+            return grouped(index) if cfg.alternatives else flat(index)
+
+        print(line(f"[small] {name}", per_query(make, tune, by_ns)), flush=True)
+        if big:
+            print(line(f"[big]   {name}", evaluate(make(docs), tune)), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", nargs="*", default=None)
@@ -153,17 +177,7 @@ def main() -> None:
             ml,
             SearchConfig(semantic_weight=3.0, semantic_text=text),  # type: ignore[arg-type]
         )
-    for name, (sem, cfg) in settings.items():
-        if args.only and not any(o in name for o in args.only):
-            continue
-
-        def make(cat: list[ToolDoc], sem: Any = sem, cfg: SearchConfig = cfg) -> Retrieve:
-            index = ToolIndex(cat, semantic=sem, config=cfg, cache=False)
-            return grouped(index) if cfg.alternatives else flat(index)
-
-        print(line(f"[small] {name}", per_query(make, tune, by_ns)), flush=True)
-        if args.big:
-            print(line(f"[big]   {name}", evaluate(make(docs), tune)), flush=True)
+    run_settings(settings, tune, by_ns, docs, only=args.only, big=args.big)
 
 
 if __name__ == "__main__":
