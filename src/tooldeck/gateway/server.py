@@ -99,7 +99,10 @@ STARTING_META = "tooldeck/starting"
 
 def http_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` for :meth:`Gateway.serve_http` (bound before
-    anything else starts, so a port in use is said at once); raises ``OSError``."""
+    anything else starts, so a port in use is said at once); raises ``OSError``. Not
+    inheritable (Python's default, kept): uvloop hands a subprocess every inheritable
+    descriptor, and an upstream server holding this one would keep the port of a gateway
+    killed (``kill -9``) from the gateway started again on it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
@@ -109,7 +112,6 @@ def http_socket(host: str, port: int) -> socket.socket:
     except BaseException:
         sock.close()
         raise
-    sock.set_inheritable(True)
     return sock
 
 
