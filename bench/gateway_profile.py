@@ -11,8 +11,7 @@ the functions, blocking waits left out).
 of the measured calls only (the machine's load does not change them; slow: use
 ``--calls 200``). With ``--profile``, the event loop's iterations per call are counted
 too (its wake-ups and the callbacks it ran). ``--http``: the gateway serves streamable
-HTTP (``--http PORT``) and the client connects over it (the upstream is still over stdio;
-not with ``--instructions``).
+HTTP (``--http PORT``) and the client connects over it (the upstream is still over stdio).
 """
 
 from __future__ import annotations
@@ -104,22 +103,23 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     command = [*([str(HERE / "_profiled.py"), str(prof)] if args.profile else []), *serve]
     grind = root / "callgrind.out"
     errlog = (root / "stderr").open("w") if args.instructions else sys.stderr
+    valgrind = ["--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={grind}"]
     async with contextlib.AsyncExitStack() as stack:
         if args.http:
             port = free_port()
-            proc = subprocess.Popen([PY, *command, "--http", str(port)], env=env)  # noqa: ASYNC220
+            grinding = ["valgrind", *valgrind] if args.instructions else []
+            if args.instructions:
+                env["PYTHONHASHSEED"] = "0"
+            proc = subprocess.Popen(  # noqa: ASYNC220
+                [*grinding, PY, *command, "--http", str(port)], env=env, stderr=errlog
+            )
             stack.callback(proc.wait)
             stack.callback(proc.terminate)
-            wait_listening(proc, port, "tooldeck serve --http")
+            wait_listening(proc, port, "tooldeck serve --http", 900 if grinding else 60)
             client = await stack.enter_async_context(connect_http(f"http://127.0.0.1:{port}/mcp"))
         else:
             if args.instructions:  # the gateway under callgrind, counting only around the calls
                 env["PYTHONHASHSEED"] = "0"
-                valgrind = [
-                    "--tool=callgrind",
-                    "--instr-atstart=no",
-                    f"--callgrind-out-file={grind}",
-                ]
                 params = StdioServerParameters(
                     command="valgrind", args=[*valgrind, PY, *command], env=env
                 )
@@ -201,8 +201,6 @@ def main() -> None:
     parser.add_argument("--src", type=Path, help="another checkout's src folder")
     parser.add_argument("--http", action="store_true", help="the gateway over streamable HTTP")
     args = parser.parse_args()
-    if args.http and args.instructions:
-        parser.error("--instructions counts a gateway over stdio: leave out --http")
     with tempfile.TemporaryDirectory() as tmp:
         anyio.run(run, args, Path(tmp))
 

@@ -18,9 +18,17 @@ Measured, in one run:
 - CPU per call: the CPU time (user + system, all threads, from /proc) of the process in
   between, divided by the calls it relayed in the latency phase (its upstream is a
   separate process, not counted);
+- upstream CPU per call: the same of the upstream server behind it (the process in
+  between's child processes; the server itself for the direct call). Each proxy has its
+  own upstream, the same program, but not the same work: a client of the 2026-07-28
+  protocol (tooldeck's) sends every request its envelope in ``_meta``, which the server
+  reads each time; an older one (mcp-proxy's, fastmcp's) negotiates a session once. A
+  call's wall time is the client's, the proxy's and the upstream's CPU (plus wake-ups),
+  so this column is part of every proxy's latency and calls/s;
 - throughput: calls/s with 1 and with 16 concurrent clients (over stdio 16 concurrent
   calls on the one connection a stdio server has; over HTTP 16 client sessions), in
-  short windows alternated between the targets, median of the windows;
+  short windows alternated between the targets: the median window (the slowest and
+  the fastest in brackets; on a shared machine use many ``--rounds``);
 - start-up (stdio): from spawning the process to its ``initialize`` answered, each
   round a fresh process per target, alternated.
 
@@ -84,12 +92,31 @@ def mcp_proxy() -> Path:
     return program
 
 
-def children() -> set[int]:
+def children(pid: int | None = None) -> set[int]:
+    """The child processes of ``pid`` (default: this one)."""
     out: set[int] = set()
-    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-        with contextlib.suppress(OSError):
-            out.update(int(p) for p in (task / "children").read_text().split())
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid or os.getpid()}/task").iterdir():
+            with contextlib.suppress(OSError):
+                out.update(int(p) for p in (task / "children").read_text().split())
     return out
+
+
+def descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        new = children(todo.pop()) - found
+        found |= new
+        todo.extend(new)
+    return found
+
+
+def cpu_of(pids: set[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += cpu_seconds(pid)
+    return total
 
 
 def cpu_seconds(pid: int) -> float:
@@ -106,8 +133,8 @@ def free_port() -> int:
         return port
 
 
-def wait_listening(proc: subprocess.Popen[Any], port: int, what: str) -> None:
-    deadline = time.monotonic() + 60
+def wait_listening(proc: subprocess.Popen[Any], port: int, what: str, within: float = 60) -> None:
+    deadline = time.monotonic() + within
     while True:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -115,7 +142,7 @@ def wait_listening(proc: subprocess.Popen[Any], port: int, what: str) -> None:
         if proc.poll() is not None:
             raise SystemExit(f"{what} exited ({proc.returncode})")
         if time.monotonic() > deadline:
-            raise SystemExit(f"{what} did not listen within 60 s")
+            raise SystemExit(f"{what} did not listen within {within:g} s")
         time.sleep(0.1)
 
 
@@ -153,10 +180,12 @@ class Target:
     url: str | None = None
     proc: subprocess.Popen[Any] | None = None
     pid: int | None = None  # the process in between (None: the upstream itself)
+    server: int | None = None  # the upstream itself, when called directly
     direct: bool = False
     sessions: list[ClientSession] = field(default_factory=list)
     latencies: list[int] = field(default_factory=list)
     cpu: float = 0.0
+    upstream_cpu: float = 0.0
     rates: dict[int, list[float]] = field(default_factory=dict)
     cpu_busy: dict[int, tuple[float, int]] = field(default_factory=dict)
     startups: list[float] = field(default_factory=list)
@@ -211,6 +240,7 @@ def start_http(target: Target) -> None:
     wait_listening(target.proc, port, target.name)
     target.url = f"http://127.0.0.1:{port}/mcp"
     target.pid = None if target.direct else target.proc.pid
+    target.server = target.proc.pid if target.direct else None
 
 
 @asynccontextmanager
@@ -256,6 +286,9 @@ async def latency(group: list[Target], calls: int) -> None:
         for _ in range(50):
             await call(target, target.sessions[0])
     cpu0 = {t.name: cpu_seconds(t.pid) for t in group if t.pid}
+    # the upstream: the server called directly, else every process below the one between
+    ups = {t.name: {t.server} if t.server else descendants(t.pid or 0) for t in group}
+    up0 = {name: cpu_of(pids) for name, pids in ups.items()}
     for i in range(calls):
         k = i % len(group)
         for target in group[k:] + group[:k]:
@@ -266,6 +299,8 @@ async def latency(group: list[Target], calls: int) -> None:
     for target in group:
         if target.pid:
             target.cpu = (cpu_seconds(target.pid) - cpu0[target.name]) / calls
+        used = cpu_of(ups[target.name]) - up0[target.name]
+        target.upstream_cpu = used / calls if ups[target.name] else float("nan")
 
 
 async def throughput(
@@ -318,6 +353,13 @@ def ms(ns: float) -> str:
     return f"{ns / 1e6:.2f}"
 
 
+def spread(rates: list[float]) -> str:
+    """The median window's calls/s, and the slowest and fastest window's (the load of a
+    shared machine moves a window by more than the proxies differ)."""
+    ordered = sorted(rates)
+    return f"{ordered[len(ordered) // 2]:,.0f} ({ordered[0]:,.0f}–{ordered[-1]:,.0f})"
+
+
 def report(group: list[Target], clients: tuple[int, ...]) -> None:
     direct = next(t for t in group if t.direct)
     d_sorted = sorted(direct.latencies)
@@ -329,6 +371,7 @@ def report(group: list[Target], clients: tuple[int, ...]) -> None:
         "× direct (median)",
         "× direct (p99)",
         "CPU ms/call",
+        "upstream CPU ms/call",
     ] + [f"calls/s, {c} client{'s' * (c > 1)}" for c in clients]
     heads += [f"CPU ms/call, {clients[-1]} clients"]  # fmt: skip
     print("| " + " | ".join(heads) + " |")
@@ -339,8 +382,9 @@ def report(group: list[Target], clients: tuple[int, ...]) -> None:
         cpu = f"{t.cpu * 1000:.2f}" if t.pid else "(upstream)"
         busy = t.cpu_busy.get(clients[-1])
         cpu_busy = f"{busy[0] / busy[1] * 1000:.2f}" if busy and busy[1] else "(upstream)"
-        rates = [f"{sorted(t.rates[c])[len(t.rates[c]) // 2]:,.0f}" for c in clients]
-        row = [t.name, ms(m50), ms(m99), f"{m50 / d50:.2f}", f"{m99 / d99:.2f}", cpu, *rates]
+        rates = [spread(t.rates[c]) for c in clients]
+        up = f"{t.upstream_cpu * 1000:.2f}"
+        row = [t.name, ms(m50), ms(m99), f"{m50 / d50:.2f}", f"{m99 / d99:.2f}", cpu, up, *rates]
         print("| " + " | ".join([*row, cpu_busy]) + " |")
     print()
 
@@ -383,9 +427,13 @@ async def main(args: argparse.Namespace) -> None:
                     before = children()
                     session = await stack.enter_async_context(connect(target, errlog))
                     target.sessions.append(session)
-                    if transport == "stdio" and not target.direct:
+                    if transport == "stdio":
                         new = children() - before
-                        target.pid = next(iter(new)) if len(new) == 1 else None
+                        found = next(iter(new)) if len(new) == 1 else None
+                        if target.direct:
+                            target.server = found
+                        else:
+                            target.pid = found
                 await latency(group, args.calls)
                 for c in clients:
                     await throughput(group, c, args.window, args.rounds, errlog)
