@@ -425,19 +425,18 @@ def serve_command(
         with _failures_said_by_the_report():
             anyio.run(run)
     else:
-        anyio.run(run, backend_options=_loop_options(http=http is not None))
+        anyio.run(run, backend_options=_loop_options())
 
 
-def _loop_options(*, http: bool) -> dict[str, Any]:
-    """The event loop the gateway serves on: over stdio uvloop's where it is installed
-    (the ``mcp`` extra brings it, except on Windows), else asyncio's own. Each call
-    through the gateway takes several loop iterations (a read, a task, a write, the
-    upstream's answer); uvloop's are cheaper (bench/gateway_proxy.py). Over HTTP asyncio's:
-    on uvloop, a client of two gateway processes sharing a session store got a read
-    error after one of them was killed and started again
-    (tests/test_gateway_sessions.py), which asyncio's loop never gave."""
-    if http:
-        return {}
+def _loop_options() -> dict[str, Any]:
+    """The event loop the gateway serves on: uvloop's where it is installed (the ``mcp``
+    extra brings it, except on Windows), else asyncio's own. Each call through the
+    gateway takes several loop iterations (a read, a task, a write, the upstream's
+    answer); uvloop's are cheaper, over stdio and over HTTP (bench/gateway_profile.py
+    --instructions --http: 10-13% fewer instructions per call). uvloop starts a
+    subprocess with every descriptor that is inheritable (it ignores ``close_fds``), so
+    the ``--http`` socket is not (:func:`~tooldeck.gateway.server.http_socket`): no
+    upstream server holds it when the gateway is killed and started again."""
     try:
         import uvloop
     except ImportError:
