@@ -28,7 +28,9 @@ Measured, in one run:
 - throughput: calls/s with 1 and with 16 concurrent clients (over stdio 16 concurrent
   calls on the one connection a stdio server has; over HTTP 16 client sessions), in
   short windows alternated between the targets: the median window (the slowest and
-  the fastest in brackets; on a shared machine use many ``--rounds``);
+  the fastest in brackets; on a shared machine use many ``--rounds``), and the median
+  over rounds of the target's calls/s over the direct call's in the same round (paired:
+  the load drifts over a run more than within a round);
 - start-up (stdio): from spawning the process to its ``initialize`` answered, each
   round a fresh process per target, alternated.
 
@@ -360,6 +362,13 @@ def spread(rates: list[float]) -> str:
     return f"{ordered[len(ordered) // 2]:,.0f} ({ordered[0]:,.0f}–{ordered[-1]:,.0f})"
 
 
+def paired(rates: list[float], direct: list[float]) -> str:
+    """The median over rounds of the target's calls/s over the direct call's in the same
+    round: the load of a shared machine drifts over a run, less within a round."""
+    ratios = sorted(r / d for r, d in zip(rates, direct, strict=True))
+    return f"{ratios[len(ratios) // 2]:.2f}"
+
+
 def report(group: list[Target], clients: tuple[int, ...]) -> None:
     direct = next(t for t in group if t.direct)
     d_sorted = sorted(direct.latencies)
@@ -373,6 +382,7 @@ def report(group: list[Target], clients: tuple[int, ...]) -> None:
         "CPU ms/call",
         "upstream CPU ms/call",
     ] + [f"calls/s, {c} client{'s' * (c > 1)}" for c in clients]
+    heads += [f"calls/s × direct, {c} client{'s' * (c > 1)} (paired)" for c in clients]
     heads += [f"CPU ms/call, {clients[-1]} clients"]  # fmt: skip
     print("| " + " | ".join(heads) + " |")
     print("| :--- |" + " ---: |" * (len(heads) - 1))
@@ -383,6 +393,7 @@ def report(group: list[Target], clients: tuple[int, ...]) -> None:
         busy = t.cpu_busy.get(clients[-1])
         cpu_busy = f"{busy[0] / busy[1] * 1000:.2f}" if busy and busy[1] else "(upstream)"
         rates = [spread(t.rates[c]) for c in clients]
+        rates += [paired(t.rates[c], direct.rates[c]) for c in clients]
         up = f"{t.upstream_cpu * 1000:.2f}"
         row = [t.name, ms(m50), ms(m99), f"{m50 / d50:.2f}", f"{m99 / d99:.2f}", cpu, up, *rates]
         print("| " + " | ".join([*row, cpu_busy]) + " |")
