@@ -178,8 +178,17 @@ def test_an_outage_is_one_line_when_it_starts_and_one_with_the_count_when_it_end
 ) -> None:
     outage = Outage()
     try:
+        # renewals every 0.5 s: each outage is over at the first one a third of the lease
+        # after its last failure (db_back), not up to a heartbeat (1.3 s) later
         proc = workers.start(
-            "blip", lease=8, concurrency=2, delay=0.4, items=24, dsn=outage.dsn, wait=False
+            "blip",
+            lease=8,
+            heartbeat=0.5,
+            concurrency=2,
+            delay=0.4,
+            items=24,
+            dsn=outage.dsn,
+            wait=False,
         )
         client = client_of(workers, items=24)
         workers.wait_ready("blip")

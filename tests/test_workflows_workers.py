@@ -97,6 +97,7 @@ class Workers:
         worker_id: str,
         *,
         lease: float = 3.0,
+        heartbeat: float | None = None,
         concurrency: int = 4,
         delay: float = 0.2,
         items: int = ITEMS,
@@ -112,6 +113,7 @@ class Workers:
     ) -> subprocess.Popen[bytes]:
         """Start a worker; wait until it is ready unless ``wait`` is false (then
         :meth:`wait_ready` does: workers started side by side start in the time of one).
+        ``heartbeat``: seconds between lease renewals (default a sixth of the lease);
         ``args``: more options of ``tooldeck worker``; ``verbose``: ``tooldeck -v``;
         ``prefix``: a command that runs the worker (``nsenter ...``); ``env``: more
         environment variables."""
@@ -146,7 +148,7 @@ class Workers:
             "--lease",
             str(lease),
             "--heartbeat",
-            str(lease / 6),
+            str(heartbeat or lease / 6),
             "--grace",
             str(grace),
             *args,
@@ -515,7 +517,11 @@ def test_a_worker_rides_out_a_database_outage_shorter_than_its_lease(
 ) -> None:
     outage = Outage()
     try:
-        proc = workers.start("steady", lease=8, delay=0.3, items=16, dsn=outage.dsn, wait=False)
+        # renewals every 0.5 s: the outage is over at the first one a third of the lease
+        # after the last failure (db_back), not up to a heartbeat (1.3 s) later
+        proc = workers.start(
+            "steady", lease=8, heartbeat=0.5, delay=0.3, items=16, dsn=outage.dsn, wait=False
+        )
         client = client_of(workers, items=16)
         workers.wait_ready("steady")
         workflow_id = client.start()
