@@ -274,10 +274,10 @@ def test_tooldeck_scheduler_hands_dbos_schedules_to_a_worker_started_after_it(
         async with store:
             book = ScheduleBook(store)
             made = await book.create(
-                name="every second",
+                name="every half second",
                 session_id="chat",
                 action=book.action(prompt="tick", dispatch="dbos"),
-                timing=parse_timing(every_seconds=1, now=datetime.now(UTC)),
+                timing=parse_timing(every_seconds=0.5, now=datetime.now(UTC)),
                 missed="catch_up",
             )
             return made.id
