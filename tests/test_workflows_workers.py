@@ -55,16 +55,16 @@ class DbosTables:
     migration raised."""
 
     def __init__(self, dbos_schema: str):
+        from dbos import DBOS  # imported here, not on the thread
+
         self.dbos_schema = dbos_schema
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._migrate, daemon=True)
+        self.thread = threading.Thread(target=self._migrate, args=(DBOS,), daemon=True)
         self.thread.start()
 
-    def _migrate(self) -> None:
-        from dbos import DBOS
-
+    def _migrate(self, dbos: Any) -> None:
         try:
-            DBOS.migrate(dbos_url(PG_DSN), schema=self.dbos_schema)
+            dbos.migrate(dbos_url(PG_DSN), schema=self.dbos_schema)
         except BaseException as exc:  # raised in the test, by wait()
             self.error = exc
 
