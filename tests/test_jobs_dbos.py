@@ -18,6 +18,7 @@ import pytest
 
 from test_jobs_processes import Processes, _text_lines, processes
 from test_workflows_support import PG_DSN, is_ready
+from test_workflows_workers import DbosTables
 from tooldeck.jobs import JobManager, JobNotices, NewJob
 from tooldeck.jobs.durable import DbosJobQueue
 from tooldeck.workflows.store import PostgresStore
@@ -35,10 +36,22 @@ class JobWorkers:
         self.dbos_schema = f"{schema}_dbos"
         self.log_dir = log_dir
         self.procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+        self.tables: DbosTables | None = None
+
+    def make_dbos_tables(self) -> None:
+        """Start making DBOS's tables now, on a thread (:class:`DbosTables`)."""
+        self.tables = DbosTables(self.dbos_schema)
 
     def start(
-        self, worker_id: str, lease: float = 3.0, script: Path = SCRIPT, extra: Sequence[str] = ()
+        self,
+        worker_id: str,
+        lease: float = 3.0,
+        script: Path = SCRIPT,
+        extra: Sequence[str] = (),
+        wait: bool = True,
     ) -> None:
+        """Start a worker; wait until it is ready unless ``wait`` is false (then
+        :meth:`wait_ready` does: workers started side by side start in the time of one)."""
         log = self.log_dir / f"{worker_id}.log"
         command = [
             sys.executable,
@@ -67,7 +80,14 @@ class JobWorkers:
         with log.open("wb") as out:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.procs[worker_id] = (proc, log)
-        deadline = time.monotonic() + 90
+        if wait:
+            self.wait_ready(worker_id)
+
+    def wait_ready(self, worker_id: str, timeout: float = 90) -> None:
+        proc, log = self.procs[worker_id]
+        deadline = time.monotonic() + timeout
+        if self.tables is not None:
+            self.tables.wait(timeout)
         while not is_ready(log.read_text(errors="replace"), worker_id):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"worker {worker_id} did not start:\n{log.read_text()}")
@@ -92,14 +112,37 @@ class JobWorkers:
                 proc.kill()
                 proc.wait(5)
 
+    def kill_all(self) -> None:
+        """SIGKILL to every worker still running, at the end of a test (see
+        ``Workers.kill_all``)."""
+        for proc, _ in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc, _ in self.procs.values():
+            proc.wait(10)
+        if self.tables is not None:
+            self.tables.thread.join(30)
+
 
 @pytest.fixture
 def workers(pg_schema: str, tmp_path: Path) -> Iterator[JobWorkers]:
+    """Job workers, DBOS's tables made for them while the test starts them."""
+    pool = JobWorkers(pg_schema, tmp_path)
+    pool.make_dbos_tables()
+    try:
+        yield pool
+    finally:
+        pool.kill_all()
+
+
+@pytest.fixture
+def workers_without_tables(pg_schema: str, tmp_path: Path) -> Iterator[JobWorkers]:
+    """Job workers, DBOS's tables made by the first one's launch."""
     pool = JobWorkers(pg_schema, tmp_path)
     try:
         yield pool
     finally:
-        pool.stop_all()
+        pool.kill_all()
 
 
 def manager_for(workers: JobWorkers, store: PostgresStore) -> JobManager:
@@ -114,8 +157,10 @@ async def wait_ended(manager: JobManager, job_id: str, within: float = 120.0) ->
 
 
 def test_jobs_run_on_dbos_workers_and_are_announced_once(workers: JobWorkers) -> None:
-    workers.start("w1")
-    workers.start("w2")
+    workers.start("w1", wait=False)
+    workers.start("w2", wait=False)
+    workers.wait_ready("w1")
+    workers.wait_ready("w2")
 
     async def main() -> None:
         store = PostgresStore(PG_DSN, schema=workers.schema)
@@ -138,8 +183,10 @@ def test_jobs_run_on_dbos_workers_and_are_announced_once(workers: JobWorkers) ->
 
 
 def test_a_worker_sigkilled_mid_job_has_the_job_taken_over(workers: JobWorkers) -> None:
-    workers.start("w1")
-    workers.start("w2")
+    workers.start("w1", wait=False)
+    workers.start("w2", wait=False)
+    workers.wait_ready("w1")
+    workers.wait_ready("w2")
 
     async def main() -> None:
         store = PostgresStore(PG_DSN, schema=workers.schema)
@@ -210,7 +257,7 @@ def test_a_schedule_on_postgresql_hands_its_slots_to_dbos_workers(workers: JobWo
 
 
 def test_tooldeck_scheduler_hands_dbos_schedules_to_a_worker_started_after_it(
-    workers: JobWorkers, processes: Processes
+    workers_without_tables: JobWorkers, processes: Processes
 ) -> None:
     """The real ``tooldeck scheduler`` (no jobs of its own) and a real ``tooldeck worker
     --jobs``: the scheduler starts first, when DBOS has no tables yet, so its first
@@ -220,16 +267,17 @@ def test_tooldeck_scheduler_hands_dbos_schedules_to_a_worker_started_after_it(
 
     from tooldeck.schedules import ScheduleBook, parse_timing
 
+    workers = workers_without_tables
     store = PostgresStore(PG_DSN, schema=workers.schema)
 
     async def create() -> str:
         async with store:
             book = ScheduleBook(store)
             made = await book.create(
-                name="every second",
+                name="every half second",
                 session_id="chat",
                 action=book.action(prompt="tick", dispatch="dbos"),
-                timing=parse_timing(every_seconds=1, now=datetime.now(UTC)),
+                timing=parse_timing(every_seconds=0.5, now=datetime.now(UTC)),
                 missed="catch_up",
             )
             return made.id

@@ -82,6 +82,15 @@ class Processes:
                 proc.kill()
                 proc.wait(5)
 
+    def kill_all(self) -> None:
+        """SIGKILL to every process still running, at the end of a test (a graceful
+        stop, which no test here checks at its end, costs a second or more)."""
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+        for proc, _ in self.procs:
+            proc.wait(10)
+
 
 @pytest.fixture
 def processes(tmp_path: Path) -> Iterator[Processes]:
@@ -89,7 +98,7 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
     try:
         yield pool
     finally:
-        pool.stop_all()
+        pool.kill_all()
 
 
 def test_three_scheduler_processes_fire_each_slot_of_a_fast_interval_once(
@@ -273,7 +282,8 @@ def test_the_scheduler_log_is_one_line_per_event_in_text_and_json(
 ) -> None:
     """Timestamps, INFO shown, one line per event whatever the terminal's width; the same
     lines as JSON objects with the scheduler's id and each event's fields."""
-    for fmt in ("text", "json"):
+    started: dict[str, tuple[SQLiteStore, str, str, Any, Path]] = {}
+    for fmt in ("text", "json"):  # side by side, each on a database of its own
         store = SQLiteStore(tmp_path / f"{fmt}.sqlite3")
         every, once = asyncio.run(_log_scenario(store))
         proc, log = processes.scheduler(
@@ -283,6 +293,8 @@ def test_the_scheduler_log_is_one_line_per_event_in_text_and_json(
             *(["--log-format", "json"] if fmt == "json" else []),  # text: the default
             env={"COLUMNS": "40"},
         )
+        started[fmt] = store, every, once, proc, log
+    for fmt, (store, every, once, proc, log) in started.items():
         assert proc.wait(60) == 0, log.read_text()
         if fmt == "text":
             said = [(x["level"], x["worker"], x["event"], x["message"]) for x in _text_lines(log)]

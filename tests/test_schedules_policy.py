@@ -162,28 +162,25 @@ def test_the_scheduler_process_runs_each_schedule_under_its_creator_and_its_poli
     runner_file = tmp_path / "org.toml"
     runner_file.write_text(RUNNER_RULES)
     store = make_store()
-    # far enough ahead that a loaded machine still creates both schedules before it (an `at`
-    # already past is refused, and the session then lists nothing)
-    soon = (datetime.now(UTC) + timedelta(seconds=6)).replace(tzinfo=None)
-    at = soon.isoformat(timespec="seconds")
+
+    def soon() -> str:
+        """2-3 s from now, for a session about to run: far enough ahead that a loaded
+        machine still runs its steps before then (an `at` already past is refused, and
+        the session then lists nothing); the scheduler, given 1000 s of grace, fires it
+        whenever it first ticks after that."""
+        at = (datetime.now(UTC) + timedelta(seconds=3)).replace(tzinfo=None)
+        return at.isoformat(timespec="seconds")
 
     async def create() -> list[str]:
         async with store:
             book = ScheduleBook(store)
             session, _ = creator_chat(
-                book, home, {"name": "a", "prompt": "read secrets/key", "at": at}
+                book, home, {"name": "a", "prompt": "read secrets/key", "at": soon()}
             )
             await session.run("schedule it")
+            b = {"name": "b", "prompt": "read vault/key", "at": soon()}
             ops = chat(  # a session without any policy: the file is what stops it
-                book,
-                home,
-                "ops",
-                [
-                    reply(
-                        call("create_schedule", {"name": "b", "prompt": "read vault/key", "at": at})
-                    ),
-                    reply("ok"),
-                ],
+                book, home, "ops", [reply(call("create_schedule", b)), reply("ok")]
             )
             await ops.run("schedule it")
             return [(await book.table.list(session_id=s))[0].id for s in ("chat", "ops")]

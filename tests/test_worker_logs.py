@@ -92,8 +92,11 @@ def test_each_state_change_is_one_line_in_text_and_in_json(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
     # "first" writes text to a log file, told its terminal is 40 columns wide: no wrapping.
-    workers.start("first", lease=3, items=1, script=REJECT_SCRIPT, env={"COLUMNS": "40"})
+    workers.start(
+        "first", lease=3, items=1, script=REJECT_SCRIPT, env={"COLUMNS": "40"}, wait=False
+    )
     client = client_of(workers, items=1, script=REJECT_SCRIPT)
+    workers.wait_ready("first")
     workflow_id = client.start()
     wait_for(lambda: query(workers, "SELECT count(*) FROM rejections") == [(1,)], "a rejection")
     workers.kill("first")  # its turn hangs after the rejection
@@ -175,8 +178,20 @@ def test_an_outage_is_one_line_when_it_starts_and_one_with_the_count_when_it_end
 ) -> None:
     outage = Outage()
     try:
-        proc = workers.start("blip", lease=8, concurrency=2, delay=0.4, items=24, dsn=outage.dsn)
+        # renewals every 0.5 s: each outage is over at the first one a third of the lease
+        # after its last failure (db_back), not up to a heartbeat (1.3 s) later
+        proc = workers.start(
+            "blip",
+            lease=8,
+            heartbeat=0.5,
+            concurrency=2,
+            delay=0.4,
+            items=24,
+            dsn=outage.dsn,
+            wait=False,
+        )
         client = client_of(workers, items=24)
+        workers.wait_ready("blip")
         workflow_id = client.start()
         wait_for(lambda: running_on(workers, "blip") >= 1, "a turn running")
         log = workers.logs["blip"]
@@ -315,9 +330,9 @@ def test_a_silently_dropped_network_fails_connections_within_the_lease(
     )
     # a worker that reaches the database, to take the turns over in the end
     workers.start("direct", lease=lease, concurrency=2, delay=0.5, items=items, wait=False)
+    client = client_of(workers, items=items)
     workers.wait_ready("hole")
     workers.wait_ready("direct")
-    client = client_of(workers, items=items)
     workflow_id = client.start()
     wait_for(lambda: running_on(workers, "hole") >= 1, "a turn running behind the relay")
     log = workers.logs["hole"]
@@ -376,9 +391,9 @@ def test_repeated_kills_and_rejections_submit_every_task_once(
 
     for name in ("k1", "k2", "k3"):
         start(name, wait=False)
+    client = client_of(workers, items=items)
     for name in ("k1", "k2", "k3"):
         workers.wait_ready(name)
-    client = client_of(workers, items=items)
     workflow_id = client.start()
     # Three kills, each of a worker with turns in flight: restarted under its id, under
     # a new id (its turns wait for the lease), and under its id again.
@@ -407,7 +422,9 @@ def test_the_client_shows_each_rejection_and_each_takeover(workers: Workers) -> 
     """``workflows run --workers``, its output a file (no live display): one line for the
     rejection with its reason and one for the takeover with the history's reason, before
     the task's submitted line."""
-    workers.start("first", lease=3, items=1, script=REJECT_SCRIPT)
+    workers.start("first", lease=3, items=1, script=REJECT_SCRIPT, wait=False)
+    assert workers.tables is not None
+    workers.tables.wait()  # the client queues the run there, while the worker starts
     out = workers.log_dir / "client.out"
     command = [
         sys.executable,
@@ -419,6 +436,7 @@ def test_the_client_shows_each_rejection_and_each_takeover(workers: Workers) -> 
     with out.open("wb") as sink:
         client = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
     try:
+        workers.wait_ready("first")
         wait_for(lambda: query(workers, "SELECT count(*) FROM rejections") == [(1,)], "rejected")
         workers.kill("first")  # its turn hangs after the rejection
         workers.start("second", lease=3, items=1, script=REJECT_SCRIPT)

@@ -225,8 +225,9 @@ def test_a_worker_behind_a_cut_relay_finishes_every_task(
     workers: Workers, client_of: Callable[..., Client], outage: Outage
 ) -> None:
     items = 8
-    proc = workers.start("blip", lease=8, delay=0.3, items=items, dsn=outage.dsn)
+    proc = workers.start("blip", lease=8, delay=0.3, items=items, dsn=outage.dsn, wait=False)
     client = client_of(workers, items=items)
+    workers.wait_ready("blip")
     workflow_id = client.start()
     wait_for(
         lambda: query(workers, "SELECT count(*) FROM tasks WHERE state = 'running'")[0][0] >= 3,
@@ -314,8 +315,9 @@ def test_a_fresh_turn_is_told_nothing_about_rejections(tmp_path: Path) -> None:
 def test_a_worker_killed_after_a_rejection_hands_it_to_the_next_turn(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
-    workers.start("first", lease=3, items=1, script=REJECT_SCRIPT)
+    workers.start("first", lease=3, items=1, script=REJECT_SCRIPT, wait=False)
     client = client_of(workers, items=1, script=REJECT_SCRIPT)
+    workers.wait_ready("first")
     workflow_id = client.start()
     wait_for(lambda: query(workers, "SELECT count(*) FROM rejections") == [(1,)], "a rejection")
     workers.kill("first")  # SIGKILL, its turn hanging after the rejection
@@ -341,9 +343,11 @@ def test_a_worker_killed_after_a_rejection_hands_it_to_the_next_turn(
 def test_a_paused_worker_taken_over_exits_within_seconds_of_waking(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
-    paused = workers.start("paused", lease=3, concurrency=2, delay=1.0, items=6)
-    workers.start("awake", lease=3, concurrency=2, delay=1.0, items=6)
+    paused = workers.start("paused", lease=3, concurrency=2, delay=1.0, items=6, wait=False)
+    workers.start("awake", lease=3, concurrency=2, delay=1.0, items=6, wait=False)
     client = client_of(workers, items=6)
+    workers.wait_ready("paused")
+    workers.wait_ready("awake")
     workflow_id = client.start()
     wait_for(lambda: running_on(workers, "paused") >= 1, "a turn running on the paused worker")
     paused.send_signal(signal.SIGSTOP)
@@ -397,9 +401,13 @@ def test_dbos_lines_are_one_line_each_without_verbose() -> None:
 def test_an_outage_longer_than_the_lease_hands_the_turns_to_a_worker_that_can_reach_it(
     workers: Workers, client_of: Callable[..., Client], outage: Outage
 ) -> None:
-    cut = workers.start("cut", lease=3, concurrency=2, delay=0.5, items=8, dsn=outage.dsn)
-    workers.start("direct", lease=3, concurrency=2, delay=0.5, items=8)
+    cut = workers.start(
+        "cut", lease=3, concurrency=2, delay=0.5, items=8, dsn=outage.dsn, wait=False
+    )
+    workers.start("direct", lease=3, concurrency=2, delay=0.5, items=8, wait=False)
     client = client_of(workers, items=8)
+    workers.wait_ready("cut")
+    workers.wait_ready("direct")
     workflow_id = client.start()
     wait_for(lambda: running_on(workers, "cut") >= 1, "a turn running behind the relay")
     outage.cut()  # and never restored: for this worker the database is gone

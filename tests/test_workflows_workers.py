@@ -46,6 +46,36 @@ CHECKED_DSN = (
 ITEMS = 50
 
 
+class DbosTables:
+    """DBOS's system tables made in ``dbos_schema`` on a thread of this process, as the
+    first worker's launch would make them (``DBOS.migrate``), while the test goes on:
+    its workers' interpreters start meanwhile, and find the tables there when they
+    launch DBOS instead of each waiting for them (DBOS migrates a new schema under one
+    lock for the whole database, tried once a second). :meth:`wait` raises what the
+    migration raised."""
+
+    def __init__(self, dbos_schema: str):
+        from dbos import DBOS  # imported here, not on the thread
+
+        self.dbos_schema = dbos_schema
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._migrate, args=(DBOS,), daemon=True)
+        self.thread.start()
+
+    def _migrate(self, dbos: Any) -> None:
+        try:
+            dbos.migrate(dbos_url(PG_DSN), schema=self.dbos_schema)
+        except BaseException as exc:  # raised in the test, by wait()
+            self.error = exc
+
+    def wait(self, timeout: float = 90) -> None:
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise AssertionError(f"DBOS's tables in {self.dbos_schema} not made in {timeout}s")
+        if self.error is not None:
+            raise self.error
+
+
 class Workers:
     """Worker processes of one test, all on the same schemas; killed at the end."""
 
@@ -55,12 +85,19 @@ class Workers:
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
+        self.tables: DbosTables | None = None
+
+    def make_dbos_tables(self) -> None:
+        """Start making DBOS's tables now (:class:`DbosTables`); a worker's readiness
+        waits for them too."""
+        self.tables = DbosTables(self.dbos_schema)
 
     def start(
         self,
         worker_id: str,
         *,
         lease: float = 3.0,
+        heartbeat: float | None = None,
         concurrency: int = 4,
         delay: float = 0.2,
         items: int = ITEMS,
@@ -76,6 +113,7 @@ class Workers:
     ) -> subprocess.Popen[bytes]:
         """Start a worker; wait until it is ready unless ``wait`` is false (then
         :meth:`wait_ready` does: workers started side by side start in the time of one).
+        ``heartbeat``: seconds between lease renewals (default a sixth of the lease);
         ``args``: more options of ``tooldeck worker``; ``verbose``: ``tooldeck -v``;
         ``prefix``: a command that runs the worker (``nsenter ...``); ``env``: more
         environment variables."""
@@ -110,7 +148,7 @@ class Workers:
             "--lease",
             str(lease),
             "--heartbeat",
-            str(lease / 6),
+            str(heartbeat or lease / 6),
             "--grace",
             str(grace),
             *args,
@@ -143,6 +181,8 @@ class Workers:
     def wait_ready(self, worker_id: str, timeout: float = 90) -> None:
         proc, log = self.procs[worker_id], self.logs[worker_id]
         deadline = time.monotonic() + timeout
+        if self.tables is not None:
+            self.tables.wait(timeout)
         while not is_ready(log.read_text(errors="replace"), worker_id):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"worker {worker_id} did not start:\n{log.read_text()}")
@@ -154,6 +194,7 @@ class Workers:
         proc.wait(10)
 
     def stop_all(self) -> None:
+        """SIGTERM to every worker still running, and wait for them to stop."""
         if os.environ.get("TOOLDECK_TEST_KEEP_WORKERS"):
             return
         for proc in self.procs.values():
@@ -166,14 +207,29 @@ class Workers:
                 proc.kill()
                 proc.wait(5)
 
+    def kill_all(self) -> None:
+        """SIGKILL to every worker still running: the end of a test that checked what
+        it meant to (a test that checks how workers stop calls :meth:`stop_all`); a
+        graceful stop costs a second or two a worker (DBOS's shutdown, the interpreter's)."""
+        if os.environ.get("TOOLDECK_TEST_KEEP_WORKERS"):
+            return
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.procs.values():
+            proc.wait(10)
+        if self.tables is not None:
+            self.tables.thread.join(30)
+
 
 @pytest.fixture
 def workers(pg_schema: str, tmp_path: Path) -> Iterator[Workers]:
     pool = Workers(pg_schema, tmp_path)
+    pool.make_dbos_tables()
     try:
         yield pool
     finally:
-        pool.stop_all()
+        pool.kill_all()
 
 
 def query(workers: Workers, text: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -204,7 +260,10 @@ class Client:
         self.loop = asyncio.new_event_loop()
         self.store = PostgresStore(PG_DSN, schema=workers.schema)
         self.executor = DbosExecutor(PG_DSN, dbos_schema=workers.dbos_schema, poll_interval=0.1)
-        self.engine = WorkflowEngine(self.store, _no_model, executor=self.executor)
+        # the run's end seen within 0.1 s (the default looks every 0.5 s)
+        self.engine = WorkflowEngine(
+            self.store, _no_model, executor=self.executor, poll_interval=0.1
+        )
         self.loop.run_until_complete(self.store.open())
 
     def start(self) -> str:
@@ -308,8 +367,10 @@ def test_three_workers_share_51_tasks_and_a_killed_worker_is_taken_over(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
     for name in ("w1", "w2", "w3"):
-        workers.start(name)
+        workers.start(name, wait=False)  # side by side: they start in the time of one
     client = client_of(workers)
+    for name in ("w1", "w2", "w3"):
+        workers.wait_ready(name)
     workflow_id = client.start()
     wait_for(lambda: running_on(workers, "w1") >= 2, "turns running on w1")
     in_flight = running_on(workers, "w1")
@@ -337,8 +398,9 @@ def test_three_workers_share_51_tasks_and_a_killed_worker_is_taken_over(
 def test_a_worker_restarted_under_its_id_resumes_its_own_turns(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
-    workers.start("solo", lease=600, concurrency=3, delay=0.5, items=6)
+    workers.start("solo", lease=600, concurrency=3, delay=0.5, items=6, wait=False)
     client = client_of(workers, items=6)
+    workers.wait_ready("solo")
     workflow_id = client.start()
     wait_for(lambda: running_on(workers, "solo") >= 3, "three turns running")
     workers.kill("solo")
@@ -353,8 +415,11 @@ def test_a_worker_restarted_under_its_id_resumes_its_own_turns(
 def test_sigterm_lets_running_turns_finish_and_leaves_the_rest_queued(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
-    proc = workers.start("first", concurrency=2, delay=1.0, items=6, grace=60, lease=600)
+    proc = workers.start(
+        "first", concurrency=2, delay=1.0, items=6, grace=60, lease=600, wait=False
+    )
     client = client_of(workers, items=6)
+    workers.wait_ready("first")
     workflow_id = client.start()
     wait_for(lambda: running_on(workers, "first") == 2, "two turns running")
     running = [t for (t,) in query(workers, "SELECT id FROM tasks WHERE state = 'running'")]
@@ -452,8 +517,13 @@ def test_a_worker_rides_out_a_database_outage_shorter_than_its_lease(
 ) -> None:
     outage = Outage()
     try:
-        proc = workers.start("steady", lease=8, delay=0.3, items=16, dsn=outage.dsn)
+        # renewals every 0.5 s: the outage is over at the first one a third of the lease
+        # after the last failure (db_back), not up to a heartbeat (1.3 s) later
+        proc = workers.start(
+            "steady", lease=8, heartbeat=0.5, delay=0.3, items=16, dsn=outage.dsn, wait=False
+        )
         client = client_of(workers, items=16)
+        workers.wait_ready("steady")
         workflow_id = client.start()
         wait_for(lambda: query(workers, "SELECT count(*) FROM results")[0][0] >= 3, "some results")
         outage.cut()
@@ -520,8 +590,9 @@ def _hanging(workers: Workers, table: str, on: str = "INSERT INTO") -> bool:
 def test_a_worker_killed_while_storing_a_result_leaves_none_and_the_retry_stores_one(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
-    workers.start("doomed", lease=2, items=4, dsn=CHECKED_DSN)
+    workers.start("doomed", lease=2, items=4, dsn=CHECKED_DSN, wait=False)
     client = client_of(workers, items=4)
+    workers.wait_ready("doomed")
     # The first store of item_02's result by "doomed" hangs inside its transaction.
     _trigger(
         workers,
@@ -547,8 +618,9 @@ def test_a_worker_killed_while_storing_a_result_leaves_none_and_the_retry_stores
 def test_a_worker_killed_after_the_result_was_accepted_never_stores_a_second(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
-    workers.start("doomed", lease=2, items=4, dsn=CHECKED_DSN)
+    workers.start("doomed", lease=2, items=4, dsn=CHECKED_DSN, wait=False)
     client = client_of(workers, items=4)
+    workers.wait_ready("doomed")
     dbos = workers.dbos_schema
     # DBOS records the task workflow's end after the result was committed (and the run
     # advanced); hang there.
@@ -584,8 +656,9 @@ def test_a_worker_killed_after_the_result_was_accepted_never_stores_a_second(
 def test_a_turn_that_cannot_run_fails_its_task_after_the_retries_and_the_run_ends(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
-    workers.start("w", items=3, retry_seconds=0.1)
+    workers.start("w", items=3, retry_seconds=0.1, wait=False)
     client = client_of(workers, items=3)
+    workers.wait_ready("w")
     # Claiming item_01 always fails in the database (as if a constraint broke).
     query(
         workers,
@@ -624,8 +697,9 @@ def test_a_turn_that_cannot_run_fails_its_task_after_the_retries_and_the_run_end
 def test_submitting_twice_queues_once_and_cancel_reaches_queued_turns(
     workers: Workers, client_of: Callable[..., Client]
 ) -> None:
-    workers.start("slow", concurrency=1, delay=1.0, items=6)
+    workers.start("slow", concurrency=1, delay=1.0, items=6, wait=False)
     client = client_of(workers, items=6)
+    workers.wait_ready("slow")
     workflow_id = client.start()
     loop = client.loop
     loop.run_until_complete(client.executor.submit(workflow_id, f"{workflow_id}:item_00"))
@@ -656,7 +730,9 @@ def test_submitting_twice_queues_once_and_cancel_reaches_queued_turns(
 def test_workflows_run_with_workers_shows_their_progress(workers: Workers) -> None:
     from tooldeck.cli import app
 
-    workers.start("cli", items=5, delay=0.1)
+    workers.start("cli", items=5, delay=0.1, wait=False)
+    assert workers.tables is not None
+    workers.tables.wait()  # the client queues the run there, while the worker starts
     env = {
         "TOOLDECK_WORKFLOWS_DSN": "",
         "COLUMNS": "200",
