@@ -22,6 +22,7 @@ from gateway_client import (
     ALLOW_ALL,
     gateway,
     http_client,
+    node_server,
     npm_server,
     served_gateway,
     text_of,
@@ -81,7 +82,7 @@ def config(tmp_path: Path) -> tuple[Path, str, str, str, str]:
         "args": [str(SERVERS / "listing.py"), "stdio"],
         "protocol": "legacy",
     }
-    servers = {"everything": {"command": "node", "args": [str(entry), "stdio"]}, "lists": listing}
+    servers = {"everything": node_server(entry, "stdio"), "lists": listing}
     policy = write_policy(tmp_path, POLICY)
     return write_config(tmp_path, servers), "--core", "*", "--policy", str(policy)
 

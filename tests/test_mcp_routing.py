@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from gateway_client import _listening, _stop, audit_lines, free_port, npm_server
+from gateway_client import _listening, _stop, audit_lines, free_port, node_server, npm_server
 from tooldeck import ApprovalAnswer, ApprovalRequest, Protection, Session, TurnContext
 from tooldeck.mcp import ElicitationRequest, McpSource, Sampling
 from tooldeck.mcp.asking import current_route
@@ -43,7 +43,7 @@ SAMPLING = "mcp__everything__sampling_createMessage"
 
 def stdio() -> dict[str, Any]:
     entry = npm_server(*EVERYTHING)
-    return {"mcpServers": {"everything": {"command": "node", "args": [str(entry), "stdio"]}}}
+    return {"mcpServers": {"everything": node_server(entry, "stdio")}}
 
 
 @contextmanager
