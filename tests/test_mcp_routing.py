@@ -286,7 +286,9 @@ def test_in_the_2026_era_the_calls_own_rounds_say_which_session_asked(tmp_path: 
     stdio too. The same server in the handshake era over stdio: no link, declined."""
     a, b = Person("Ada"), Person("Bob")
     sampler = ScriptedModel([reply("short")])
-    pause = call("mcp__asking__pause", {"seconds": 3})
+    # b's call runs while the others are made: until the test lets it end
+    done = tmp_path / "done"
+    pause = call("mcp__asking__pause", {"seconds": 60, "until": str(done)})
     order = call("mcp__asking__order", {})
 
     async def main() -> None:
@@ -303,14 +305,17 @@ def test_in_the_2026_era_the_calls_own_rounds_say_which_session_asked(tmp_path: 
             (sa,), (sb,) = await asyncio.gather(
                 run(source, "a", protect_a, summarise), run(source, "b", protect_b, summarise)
             )
+            done.touch()
             await busy
         assert "accept: Ada" in qa and "accept: Bob" in qb, (qa, qb)
         assert "short" in sa and "short" not in sb, (sa, sb)
         assert len(a.asked) == 1 and len(b.asked) == 1 and a.routes == b.routes == ["exact"]
+        done.unlink()
         async with McpSource(asking("legacy")) as legacy:
             busy = asyncio.create_task(run(legacy, "b", protect_b, pause))
             await running(legacy, "asking")
             (declined,) = await run(legacy, "a", protect_a, order)
+            done.touch()
             await busy
         assert "decline: -" in declined and len(a.asked) == 1, declined
 
