@@ -93,6 +93,17 @@ def npm_server(package: str, version: str, command: str) -> Path:
     return manifest.parent / entry
 
 
+EXIT_AT_STDIN_END = SERVERS / "exit_at_stdin_end.mjs"
+
+
+def node_server(entry: Path, *args: str, **options: Any) -> dict[str, Any]:
+    """The config entry of an npm MCP server (``entry``, from :func:`npm_server`) run by
+    node, ``args`` after it: it exits as soon as its stdin ends, as a client's close asks
+    (tests/mcp_servers/exit_at_stdin_end.mjs says why); ``options`` join the entry."""
+    preload = ["--import", EXIT_AT_STDIN_END.as_uri()]
+    return {"command": "node", "args": [*preload, str(entry), *args], **options}
+
+
 def write_config(directory: Path, servers: dict[str, Any]) -> Path:
     path = directory / "mcp.json"
     path.write_text(json.dumps({"mcpServers": servers}))

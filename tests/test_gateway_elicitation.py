@@ -20,6 +20,7 @@ from gateway_client import (
     audit_lines,
     gateway,
     http_client,
+    node_server,
     npm_server,
     served_gateway,
     text_of,
@@ -35,7 +36,7 @@ FORM = {"name": "Ada Lovelace", "check": True, "integer": 7, "email": "ada@examp
 
 def upstream(tmp_path: Path) -> Path:
     entry = npm_server(*EVERYTHING)
-    server = {"command": "node", "args": [str(entry), "stdio"]}
+    server = node_server(entry, "stdio")
     return write_config(tmp_path, {"everything": server})
 
 

@@ -26,6 +26,7 @@ from gateway_client import (
     audit_lines,
     gateway,
     http_client,
+    node_server,
     npm_server,
     served_gateway,
     text_of,
@@ -55,7 +56,7 @@ PARIS = types.CreateMessageResult(
 
 def upstream(tmp_path: Path, timeout: float = 60) -> Path:
     entry = npm_server(*EVERYTHING)
-    server = {"command": "node", "args": [str(entry), "stdio"], "timeout": timeout}
+    server = node_server(entry, "stdio", timeout=timeout)
     return write_config(tmp_path, {"everything": server})
 
 

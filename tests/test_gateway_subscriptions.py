@@ -2,9 +2,10 @@
 
 A real gateway reached by the official MCP SDK client over stdio and HTTP; upstream, npm's
 ``@modelcontextprotocol/server-everything`` (subscribable resources, updated every 5 s
-once ``toggle-subscriber-updates`` runs, and ``gzip-file-as-resource``, which adds a
-resource and says its list changed) and tests/mcp_servers/listing.py (adds a prompt or a
-tool and says so). A subscription belongs to the client session that made it.
+once ``toggle-subscriber-updates`` runs, and at once each time it turns them on; and
+``gzip-file-as-resource``, which adds a resource and says its list changed) and
+tests/mcp_servers/listing.py (adds a prompt or a tool and says so). A subscription belongs
+to the client session that made it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gateway_client import (
     ALLOW_ALL,
     gateway,
     http_client,
+    node_server,
     npm_server,
     served_gateway,
     text_of,
@@ -73,6 +75,11 @@ class Heard:
             while self.count(kind) < at_least:
                 await self.arrived.wait()
 
+    async def until_updated(self, uri: str, at_least: int, seconds: float = 30) -> None:
+        with anyio.fail_after(seconds):
+            while self.updated().count(uri) < at_least:
+                await self.arrived.wait()
+
 
 def config(tmp_path: Path) -> tuple[Path, str, str, str, str]:
     entry = npm_server(*EVERYTHING)
@@ -81,9 +88,16 @@ def config(tmp_path: Path) -> tuple[Path, str, str, str, str]:
         "args": [str(SERVERS / "listing.py"), "stdio"],
         "protocol": "legacy",
     }
-    servers = {"everything": {"command": "node", "args": [str(entry), "stdio"]}, "lists": listing}
+    servers = {"everything": node_server(entry, "stdio"), "lists": listing}
     policy = write_policy(tmp_path, POLICY)
     return write_config(tmp_path, servers), "--core", "*", "--policy", str(policy)
+
+
+async def restarted(client: Any) -> None:
+    """The server's updates toggled off and on again: it sends a round at once."""
+    for _ in range(2):
+        result = await client.call_tool(TOGGLE, {})
+        assert not result.is_error, text_of(result)
 
 
 async def refused(client: Any, uri: str, match: str) -> None:
@@ -107,11 +121,13 @@ def test_over_stdio_a_subscription_forwards_updates_until_unsubscribed(tmp_path:
             await client.call_tool(TOGGLE, {})  # updates start: one at once, then every 5 s
             await heard.until(types.ResourceUpdatedNotification)
             assert set(heard.updated()) == {DYNAMIC}  # the gateway's URI, nothing else
+            await client.subscribe_resource(OTHER)  # the witness that a round was sent
             await client.unsubscribe_resource(DYNAMIC)
             await anyio.sleep(0.5)  # an update already on its way
-            before = len(heard.updated())
-            await anyio.sleep(PACE + 1.5)
-            assert len(heard.updated()) == before
+            before = heard.updated()
+            await restarted(client)  # a round at once, not in 5 s
+            await heard.until_updated(OTHER, before.count(OTHER) + 1)
+            assert heard.updated().count(DYNAMIC) == before.count(DYNAMIC)
             await client.call_tool(TOGGLE, {})
 
     anyio.run(main)
@@ -166,11 +182,14 @@ def test_over_http_a_subscription_is_its_client_sessions_only(tmp_path: Path) ->
             await b.call_tool("everything__gzip-file-as-resource", zipped)
             await heard_a.until(types.ResourceListChangedNotification)
             await heard_b.until(types.ResourceListChangedNotification)
+            await b.subscribe_resource(OTHER)  # the witness that a round was sent
             await a.unsubscribe_resource(DYNAMIC)
-            await anyio.sleep(0.5)
+            await anyio.sleep(0.5)  # an update already on its way
             before = len(heard_a.updated())
-            await anyio.sleep(PACE + 1.5)
-            assert len(heard_a.updated()) == before and heard_b.updated() == []
+            await restarted(a)  # a round at once, not in 5 s
+            await heard_b.until_updated(OTHER, 1)
+            await anyio.sleep(0.5)  # on a's own stream, what that round would have sent it
+            assert len(heard_a.updated()) == before and set(heard_b.updated()) == {OTHER}
             await a.call_tool(TOGGLE, {})
 
     path, *args = config(tmp_path)
@@ -193,7 +212,8 @@ def test_over_http_a_client_gone_while_subscribed_leaves_the_others_served(
                 await gone.call_tool(TOGGLE, {})  # updates go on after it leaves
             await anyio.sleep(1)  # its connection's end reaches the gateway
             await a.subscribe_resource(DYNAMIC)
-            await heard.until(types.ResourceUpdatedNotification, seconds=PACE * 6)
+            await restarted(a)  # a round at once, not in up to 5 s
+            await heard.until(types.ResourceUpdatedNotification)
             assert set(heard.updated()) == {DYNAMIC}
             await a.call_tool(TOGGLE, {})
 

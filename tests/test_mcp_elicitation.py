@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gateway_client import audit_lines, npm_server
+from gateway_client import audit_lines, node_server, npm_server
 from tooldeck import ApprovalAnswer, ApprovalRequest, Protection, Session, TurnContext
 from tooldeck.mcp import ElicitationRequest, McpSource
 from tooldeck.policy import Policy, SessionPolicy
@@ -28,7 +28,7 @@ FORM = {"name": "Ada Lovelace", "check": True, "integer": 7, "email": "ada@examp
 
 def config(**options: Any) -> dict[str, Any]:
     entry = npm_server(*EVERYTHING)
-    return {"mcpServers": {"everything": {"command": "node", "args": [str(entry), "stdio"]}}}
+    return {"mcpServers": {"everything": node_server(entry, "stdio")}}
 
 
 def allowing(tmp_path: Path, *rules: dict[str, Any], headless: bool = False) -> SessionPolicy:

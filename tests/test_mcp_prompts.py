@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gateway_client import npm_server
+from gateway_client import node_server, npm_server
 from tooldeck.cli import app
 from tooldeck.mcp import McpSource, PromptArgument, PromptError
 from tooldeck.result import TextPart
@@ -30,7 +30,7 @@ def config() -> dict[str, Any]:
     entry = npm_server(*EVERYTHING)
     return {
         "mcpServers": {
-            "everything": {"command": "node", "args": [str(entry), "stdio"]},
+            "everything": node_server(entry, "stdio"),
             "basic": {"command": sys.executable, "args": [str(SERVERS / "basic.py"), "stdio"]},
         }
     }

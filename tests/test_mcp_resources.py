@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gateway_client import npm_server
+from gateway_client import node_server, npm_server
 from tooldeck import Protection, Session, TurnContext
 from tooldeck.cli import app
 from tooldeck.events import EventBus
@@ -44,7 +44,7 @@ def config() -> dict[str, Any]:
     entry = npm_server(*EVERYTHING)
     return {
         "mcpServers": {
-            "everything": {"command": "node", "args": [str(entry), "stdio"]},
+            "everything": node_server(entry, "stdio"),
             "paged": {"command": sys.executable, "args": [str(SERVERS / "paged.py"), "stdio"]},
         }
     }
@@ -318,7 +318,7 @@ def test_server_filesystem_has_no_resources_and_keeps_working(tmp_path: Path) ->
         "@modelcontextprotocol/server-filesystem", "2026.8.31", "mcp-server-filesystem"
     )
     (tmp_path / "data.txt").write_text("configured")
-    config = {"mcpServers": {"fs": {"command": "node", "args": [str(entry)]}}}
+    config = {"mcpServers": {"fs": node_server(entry)}}
     sampler = ScriptedModel([])
 
     async def main() -> None:

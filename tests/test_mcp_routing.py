@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from gateway_client import _listening, _stop, audit_lines, free_port, npm_server
+from gateway_client import _listening, _stop, audit_lines, free_port, node_server, npm_server
 from tooldeck import ApprovalAnswer, ApprovalRequest, Protection, Session, TurnContext
 from tooldeck.mcp import ElicitationRequest, McpSource, Sampling
 from tooldeck.mcp.asking import current_route
@@ -43,7 +43,7 @@ SAMPLING = "mcp__everything__sampling_createMessage"
 
 def stdio() -> dict[str, Any]:
     entry = npm_server(*EVERYTHING)
-    return {"mcpServers": {"everything": {"command": "node", "args": [str(entry), "stdio"]}}}
+    return {"mcpServers": {"everything": node_server(entry, "stdio")}}
 
 
 @contextmanager
@@ -286,7 +286,9 @@ def test_in_the_2026_era_the_calls_own_rounds_say_which_session_asked(tmp_path: 
     stdio too. The same server in the handshake era over stdio: no link, declined."""
     a, b = Person("Ada"), Person("Bob")
     sampler = ScriptedModel([reply("short")])
-    pause = call("mcp__asking__pause", {"seconds": 3})
+    # b's call runs while the others are made: until the test lets it end
+    done = tmp_path / "done"
+    pause = call("mcp__asking__pause", {"seconds": 60, "until": str(done)})
     order = call("mcp__asking__order", {})
 
     async def main() -> None:
@@ -303,14 +305,17 @@ def test_in_the_2026_era_the_calls_own_rounds_say_which_session_asked(tmp_path: 
             (sa,), (sb,) = await asyncio.gather(
                 run(source, "a", protect_a, summarise), run(source, "b", protect_b, summarise)
             )
+            done.touch()
             await busy
         assert "accept: Ada" in qa and "accept: Bob" in qb, (qa, qb)
         assert "short" in sa and "short" not in sb, (sa, sb)
         assert len(a.asked) == 1 and len(b.asked) == 1 and a.routes == b.routes == ["exact"]
+        done.unlink()
         async with McpSource(asking("legacy")) as legacy:
             busy = asyncio.create_task(run(legacy, "b", protect_b, pause))
             await running(legacy, "asking")
             (declined,) = await run(legacy, "a", protect_a, order)
+            done.touch()
             await busy
         assert "decline: -" in declined and len(a.asked) == 1, declined
 

@@ -13,7 +13,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from gateway_client import audit_lines, npm_server
+from gateway_client import audit_lines, node_server, npm_server
 from tooldeck import ApprovalAnswer, ApprovalRequest, Protection, Session, TurnContext
 from tooldeck.mcp import McpSource, Sampling, SamplingRequest
 from tooldeck.policy import Policy, SessionPolicy
@@ -27,7 +27,7 @@ SAMPLE = "mcp__everything__sampling_createMessage"
 
 def config() -> dict[str, Any]:
     entry = npm_server(*EVERYTHING)
-    return {"mcpServers": {"everything": {"command": "node", "args": [str(entry), "stdio"]}}}
+    return {"mcpServers": {"everything": node_server(entry, "stdio")}}
 
 
 def policy(tmp_path: Path, sampling: str | None) -> SessionPolicy:

@@ -48,9 +48,11 @@ def summarise(text: str, answer: Annotated[types.CreateMessageResult, Resolve(sa
 
 
 @app.tool()
-async def pause(seconds: float) -> str:
-    """Wait, then answer."""
-    await anyio.sleep(seconds)
+async def pause(seconds: float, until: str = "") -> str:
+    """Wait ``seconds`` (or until the file ``until`` exists), then answer."""
+    with anyio.move_on_after(seconds):
+        while not (until and await anyio.Path(until).exists()):  # noqa: ASYNC110 (a file)
+            await anyio.sleep(0.02)
     return "paused"
 
 

@@ -2,7 +2,7 @@
 
 Run: ``python basic.py stdio`` or ``python basic.py http PORT``. A server slow to start:
 ``BASIC_START_DELAY=SECONDS`` waits that long before serving, ``BASIC_START_GATE=FILE``
-until that file exists.
+until that file exists (over stdio: or until the client closes our stdin, then exits).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ if __name__ == "__main__":  # by the tests' fork server, when there is one
 
 import contextlib
 import os
+import select
 import sys
 import time
 
@@ -119,8 +120,12 @@ async def grow(name: str, ctx: Context) -> str:
 if __name__ == "__main__":
     time.sleep(float(os.environ.get("BASIC_START_DELAY", "0")))
     gate = os.environ.get("BASIC_START_GATE")
+    hangup = select.poll()  # over stdio: the client closed our stdin, it is gone
+    if sys.argv[1] == "stdio":
+        hangup.register(sys.stdin.fileno(), select.POLLHUP)
     while gate and not os.path.exists(gate):
-        time.sleep(0.05)
+        if hangup.poll(50):
+            sys.exit(0)
     if sys.argv[1] == "stdio":
         app.run()
     else:
