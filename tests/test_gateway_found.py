@@ -24,6 +24,7 @@ from gateway_client import (
     Notes,
     gateway,
     names,
+    node_server,
     npm_server,
     text_of,
     time_server,
@@ -48,12 +49,8 @@ def _catalog(tmp_path: Path) -> Path:
     return write_config(
         tmp_path,
         {
-            "everything": {"command": "node", "args": [str(everything), "stdio"]},
-            "memory": {
-                "command": "node",
-                "args": [str(memory)],
-                "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
-            },
+            "everything": node_server(everything, "stdio"),
+            "memory": node_server(memory, env={"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}),
             "time": time_server(),
             "git": {"command": PY, "args": ["-m", "mcp_server_git", "--repository", str(repo)]},
         },

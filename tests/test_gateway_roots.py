@@ -22,6 +22,7 @@ from gateway_client import (
     ALLOW_ALL,
     gateway,
     http_client,
+    node_server,
     npm_server,
     served_gateway,
     text_of,
@@ -55,7 +56,7 @@ class Roots:
 
 def serving(tmp_path: Path) -> tuple[Path, str, str, str, str]:
     entry = npm_server(*FILESYSTEM)
-    config = write_config(tmp_path, {"fs": {"command": "node", "args": [str(entry)]}})
+    config = write_config(tmp_path, {"fs": node_server(entry)})
     return config, "--core", "*", "--policy", str(write_policy(tmp_path, ALLOW_ALL))
 
 

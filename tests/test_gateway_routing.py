@@ -20,6 +20,7 @@ from gateway_client import (
     ALLOW_ALL,
     audit_lines,
     gateway,
+    node_server,
     npm_server,
     write_config,
     write_policy,
@@ -44,9 +45,7 @@ def test_a_forwarded_question_ends_when_the_client_cancels_the_call(tmp_path: Pa
 
     async def main() -> None:
         entry = npm_server(*EVERYTHING)
-        config = write_config(
-            tmp_path, {"everything": {"command": "node", "args": [str(entry), "stdio"]}}
-        )
+        config = write_config(tmp_path, {"everything": node_server(entry, "stdio")})
         policy = write_policy(tmp_path, ALLOW_ALL)
         state = tmp_path / "state"
         args = ("--core", "*", "--policy", str(policy))

@@ -28,6 +28,7 @@ from gateway_client import (
     answered_out_of_band,
     gateway,
     names,
+    node_server,
     npm_server,
     stdio,
     text_of,
@@ -130,11 +131,7 @@ def test_an_npm_server_next_to_python_servers(tmp_path: Path, npm_memory_server:
     config = write_config(
         tmp_path,
         {
-            "memory": {
-                "command": "node",
-                "args": [str(npm_memory_server)],
-                "env": {"MEMORY_FILE_PATH": str(memory_file)},
-            },
+            "memory": node_server(npm_memory_server, env={"MEMORY_FILE_PATH": str(memory_file)}),
             "time": time_server(),
             "alpha": stdio("basic.py"),
         },

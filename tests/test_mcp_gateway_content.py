@@ -20,6 +20,7 @@ from gateway_client import (
     audit_lines,
     gateway,
     http_client,
+    node_server,
     npm_server,
     served_gateway,
     write_config,
@@ -38,7 +39,7 @@ DENY_STATIC = (
 def servers() -> dict[str, Any]:
     entry = npm_server(*EVERYTHING)
     return {
-        "everything": {"command": "node", "args": [str(entry), "stdio"]},
+        "everything": node_server(entry, "stdio"),
         "pictures": {"command": sys.executable, "args": [str(SERVERS / "pictures.py")]},
     }
 

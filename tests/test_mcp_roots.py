@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gateway_client import npm_server
+from gateway_client import node_server, npm_server
 from tooldeck import TurnContext
 from tooldeck.mcp import McpSource
 from tooldeck.result import ToolResult
@@ -90,7 +90,7 @@ def test_server_filesystem_works_in_the_turns_home_only(tmp_path: Path) -> None:
     outside.mkdir()
     (home / "notes.txt").write_text("inside the home")
     (outside / "secret.txt").write_text("outside the home")
-    config = {"mcpServers": {"fs": {"command": "node", "args": [str(entry)]}}}  # no folders
+    config = {"mcpServers": {"fs": node_server(entry)}}  # no folders
     with McpSource(config) as source:
         tools = {t.name for t in source.tools_for(TurnContext("s1", home=home))}
         assert "mcp__fs__read_text_file" in tools
@@ -108,7 +108,7 @@ def test_server_filesystem_works_in_the_turns_home_only(tmp_path: Path) -> None:
 def test_configured_roots_reach_server_filesystem_at_start(tmp_path: Path) -> None:
     entry = npm_server(*FILESYSTEM)
     (tmp_path / "data.txt").write_text("configured")
-    config = {"mcpServers": {"fs": {"command": "node", "args": [str(entry)]}}}
+    config = {"mcpServers": {"fs": node_server(entry)}}
     with McpSource(config, roots=[tmp_path]) as source:
         until(lambda: not read(source, tmp_path / "data.txt").is_error)
         assert "configured" in read(source, tmp_path / "data.txt").text()
