@@ -325,6 +325,16 @@ def error(t: Tool, raw: Any) -> ArgumentError:
     return info.value
 
 
+_VALIDATORS: dict[str, Any] = {}
+
+
+def _validator(t: Tool) -> Any:
+    """The tool's schema compiled once (by its name: the tools here have unique names)."""
+    if t.name not in _VALIDATORS:
+        _VALIDATORS[t.name] = jsonschema_rs.validator_for(dict(t.schema))
+    return _VALIDATORS[t.name]
+
+
 def check_contract(t: Tool, raw: Any) -> ValidatedArguments | None:
     """Whatever ``raw`` is: ValidatedArguments or ArgumentError, and their invariants."""
     try:
@@ -353,7 +363,7 @@ def check_contract(t: Tool, raw: Any) -> ValidatedArguments | None:
             assert used, "text json.loads rejects was accepted without a repair"
     if t.params is None:
         assert isinstance(result.params, dict)
-        assert jsonschema_rs.validator_for(dict(t.schema)).is_valid(result.params)
+        assert _validator(t).is_valid(result.params)
     else:
         assert isinstance(result.params, t.params)
     return result

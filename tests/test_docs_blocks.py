@@ -138,9 +138,11 @@ def _env(tmp_path: Path, otlp_endpoint: str) -> dict[str, str]:
         OTEL_EXPORTER_OTLP_ENDPOINT=otlp_endpoint,
         OTEL_BSP_SCHEDULE_DELAY="50",
         OTEL_METRIC_EXPORT_INTERVAL="200",
-        PYTHONDONTWRITEBYTECODE="1",
         COLUMNS="100",
     )
+    # Compiled bytecode is written (to the gitignored __pycache__ folders), as for the other
+    # processes of the tests: a module only the blocks import is compiled once, not per block.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 

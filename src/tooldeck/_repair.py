@@ -55,6 +55,17 @@ _PY_NUMBER = re.compile(
 )
 _CLOSERS = {"{": "}", "[": "]"}
 _JSON_WS = " \t\r\n"
+# The rest of a string after its opening quote, through its closing quote (a backslash
+# escapes the next character, a line break included); no match: the string is not closed.
+_REST_OF = {
+    '"': re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.S),
+    "'": re.compile(r"[^'\\]*(?:\\.[^'\\]*)*'", re.S),
+}
+# A Python '...' string ends at a line break (Python would refuse it).
+_REST_OF_LINE = re.compile(r"[^'\\\r\n]*(?:\\.[^'\\\r\n]*)*'", re.S)
+_BRACKET_OR_QUOTE = re.compile(r"[{}\[\]\"']")
+_QUOTE = re.compile(r"[\"']")
+_COMMA_BEFORE_CLOSER = re.compile(r",[ \t\r\n]*[}\]]")
 
 
 class RepairFailed(TooldeckError):
@@ -92,25 +103,23 @@ class _Scan:
 def _scan(text: str) -> _Scan:
     s = _Scan()
     i, n = 0, len(text)
+    rest_of_string = _REST_OF['"'].match
     while i < n:
         ch = text[i]
-        if s.in_string:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == '"':
-                s.in_string = False
-                s.last = "key" if s.string_is_key else "value"
-            i += 1
-            continue
         if ch in " \t\r\n":
             i += 1
             continue
         if s.top_end is not None:
             return s  # text after the top-level value: judged by the caller
         if ch == '"':
-            s.in_string = True
             s.string_is_key = bool(s.stack) and s.stack[-1] == "{" and s.last in ("open", "comma")
+            end = rest_of_string(text, i + 1)
+            if end is None:
+                s.in_string = True  # cut inside it: the rest of the text is the string
+                return s
+            s.last = "key" if s.string_is_key else "value"
+            i = end.end()
+            continue
         elif ch in "{[":
             s.stack.append(ch)
             s.last = "open"
@@ -163,25 +172,22 @@ def _balanced(text: str) -> bool:
     Strings in either quote style are skipped (this also serves Python literals).
     """
     depth = 0
-    quote = ""
     i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
+    find = _BRACKET_OR_QUOTE.search
+    while (found := find(text, i)) is not None:
+        ch, i = found.group(), found.end()
+        if ch in "\"'":
+            end = _REST_OF[ch].match(text, i)
+            if end is None:
+                return False  # a string that is never closed
+            i = end.end()
         elif ch in "{[":
             depth += 1
-        elif ch in "}]":
+        else:
             depth -= 1
-            if depth <= 0 and i != n - 1:
+            if depth <= 0 and i != n:
                 return False
-        i += 1
-    return depth == 0 and not quote
+    return depth == 0
 
 
 def _extract_json(text: str) -> str | None:
@@ -212,20 +218,15 @@ def _extract_json(text: str) -> str | None:
 
 def _quote_outside_strings(text: str) -> bool:
     """Whether a ``'`` occurs outside JSON (double-quoted) strings."""
-    in_string = False
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if in_string:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "'":
+    i = 0
+    find = _QUOTE.search
+    while (found := find(text, i)) is not None:
+        if found.group() == "'":
             return True
-        i += 1
+        end = _REST_OF['"'].match(text, found.end())
+        if end is None:
+            return False  # the rest of the text is inside a string
+        i = end.end()
     return False
 
 
@@ -247,18 +248,8 @@ def _string_end(text: str, i: int, quote: str) -> int:
             else:
                 j += 1
         return -1
-    j = i + 1
-    while j < n:
-        ch = text[j]
-        if ch == "\\":
-            j += 2
-        elif ch == quote:
-            return j + 1
-        elif ch in "\r\n" and quote == "'":
-            return -1
-        else:
-            j += 1
-    return -1
+    end = (_REST_OF_LINE if quote == "'" else _REST_OF[quote]).match(text, i + 1)
+    return -1 if end is None else end.end()
 
 
 _PY_ESCAPE = re.compile(r"\\(.)", re.S)
@@ -410,6 +401,8 @@ def _python_literals(text: str) -> str | None:
 
 
 def _trailing_commas(text: str) -> str | None:
+    if _COMMA_BEFORE_CLOSER.search(text) is None:
+        return None  # (a comma inside a string is data; the scan below tells them apart)
     out: list[str] = []
     changed = False
     i, n = 0, len(text)
@@ -444,8 +437,7 @@ def _trailing_commas(text: str) -> str | None:
     return "".join(out) if changed else None
 
 
-def _surplus_closers(text: str) -> str | None:
-    s = _scan(text)
+def _surplus_closers(text: str, s: _Scan) -> str | None:
     if s.top_end is None or s.problem:
         return None
     tail = text[s.top_end :]
@@ -454,9 +446,8 @@ def _surplus_closers(text: str) -> str | None:
     return None
 
 
-def _close_brackets(text: str) -> str:
+def _close_brackets(text: str, s: _Scan) -> str:
     """Close what is open at the very end, or raise ``ValueError`` saying why not."""
-    s = _scan(text)
     if s.problem:
         raise ValueError(f"not JSON: {s.problem}")
     if s.in_string:
@@ -481,7 +472,6 @@ _STEPS = (
     ("extract_json", _extract_json),
     ("python_literals", _python_literals),
     ("trailing_commas", _trailing_commas),
-    ("surplus_closers", _surplus_closers),
 )
 
 
@@ -498,8 +488,18 @@ def repair(text: str, first_error: str) -> tuple[Any, list[str]]:
         ok, value, error = _loads(text)
         if ok:
             return value, used
+    # The last two rungs read the same scan of the text (one scan, unless the first changed it).
+    scan = _scan(text)
+    new = _surplus_closers(text, scan)
+    if new is not None:
+        used.append("surplus_closers")
+        text = new
+        ok, value, error = _loads(text)
+        if ok:
+            return value, used
+        scan = _scan(text)
     try:
-        closed = _close_brackets(text)
+        closed = _close_brackets(text, scan)
     except ValueError as exc:
         raise RepairFailed(f"{error}; cannot repair: {exc}", used) from None
     used.append("close_brackets")
