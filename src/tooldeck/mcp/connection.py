@@ -41,11 +41,12 @@ from ..result import ToolResult
 from ..telemetry.propagation import current as current_trace
 from ..telemetry.propagation import inject_headers, restored
 from .config import ServerConfig
-from .direct_calls import DirectCalls
+from .direct_calls import DirectCalls, Plain
 from .direct_calls import call_tool as direct_call_tool
 from .direct_calls import usable as direct_usable
 from .oauth import LoginRequired, OAuthUnavailable, check_login, login_command, oauth_provider
 from .oauth_store import OAuthStoreError
+from .plain_results import plain_tool_result
 from .roots import Roots
 from .stdio_transport import stdio_transport
 
@@ -754,11 +755,17 @@ class Connection:
         tool: str,
         arguments: dict[str, Any],
         on_progress: Callable[[float, float | None, str | None], Any] | None,
-    ) -> types.CallToolResult:
-        """``tools/call`` by :mod:`.direct_calls`: what ``client.call_tool`` returns."""
+    ) -> types.CallToolResult | ToolResult:
+        """``tools/call`` by :mod:`.direct_calls`: what ``client.call_tool`` returns, or
+        the result already made of a plain answer (:mod:`.plain_results`)."""
         version = self.protocol_version
         assert version is not None
-        return await direct_call_tool(client, direct, version, tool, arguments, on_progress)
+        got = await direct_call_tool(
+            client, direct, version, tool, arguments, on_progress, plain=True
+        )
+        if isinstance(got, Plain):
+            return plain_tool_result(got.texts, got.is_error, got.meta, self.config.name, tool)
+        return got
 
     async def ready_client(self) -> Client | None:
         """The session's client once connected and listed (waiting up to the startup
@@ -775,7 +782,9 @@ class Connection:
         return self._client if self.usable() else None
 
 
-def _to_result(result: types.CallToolResult, server: str, tool: str) -> ToolResult:
+def _to_result(result: types.CallToolResult | ToolResult, server: str, tool: str) -> ToolResult:
+    if type(result) is ToolResult:  # made of a plain answer already
+        return result
     from .results import call_tool_result_to_tool_result
 
     return call_tool_result_to_tool_result(result, server=server, tool=tool)

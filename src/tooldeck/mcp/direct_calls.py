@@ -30,7 +30,7 @@ import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import mcp_types as types
@@ -42,7 +42,9 @@ from mcp_types import methods as _methods
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
-__all__ = ["DirectCalls", "Progress", "call_tool", "usable"]
+from .plain_results import plain_texts
+
+__all__ = ["DirectCalls", "Plain", "Progress", "call_tool", "usable"]
 
 _log = logging.getLogger("tooldeck.mcp")
 Progress = Callable[[float, float | None, str | None], Any]
@@ -186,6 +188,26 @@ def _progress(waiting: _Waiting, params: dict[str, Any]) -> None:
         _log.exception("progress callback failed")
 
 
+class Plain(NamedTuple):
+    """A ``tools/call`` result of text blocks only (:func:`call_tool` with ``plain``)."""
+
+    texts: list[str]
+    is_error: bool
+    meta: dict[str, Any] | None
+
+
+def _plain_checked(session: Any, name: str, raw: dict[str, Any]) -> bool:
+    """Whether the session's check of a plain result (:func:`call_tool`) passes without
+    looking: an error result is not checked against the output schema; any other passes
+    when the tool is known to have none (an unknown tool is listed again first)."""
+    if getattr(session, "_active_claims", True):  # an extension's result shapes too
+        return False
+    if raw.get("isError") is True:
+        return True
+    schemas = session._tool_output_schemas
+    return name in schemas and schemas[name] is None
+
+
 @functools.cache
 def _surface(version: str) -> TypeAdapter[Any] | None:
     """What ``version``'s ``tools/call`` result is checked against: the check of the
@@ -198,12 +220,26 @@ def _surface(version: str) -> TypeAdapter[Any] | None:
     return None if row is None else _methods._adapter(row)
 
 
+def checked(adapter: TypeAdapter[Any], version: str, raw: dict[str, Any]) -> Any:
+    """The session's model of ``raw`` (a ``tools/call`` result off the wire; its ``ttlMs``
+    clamped in place), checked as it checks it for ``version`` (:func:`call_tool`):
+    raises ``ValidationError`` (or ``ValueError`` for an unknown version)."""
+    _clamp_inbound_ttl(raw)
+    surface = _surface(version)
+    if surface is not None:
+        surface.validate_python(raw, by_name=False)
+    foreign = _later_revision_fields("tools/call", version)
+    if not foreign.isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    return adapter.validate_python(raw, by_name=False)
+
+
 def usable(client: Client) -> bool:
     """Whether calls of ``client`` can be made here: the SDK version has what
     :func:`call_tool` reuses of its client and session."""
     session = client.session
     return hasattr(client, "_drive_input_required") and all(
-        hasattr(session, name) for name in ("_stamp", "_call_tool_adapter")
+        hasattr(session, name) for name in ("_stamp", "_call_tool_adapter", "_tool_output_schemas")
     )
 
 
@@ -214,28 +250,31 @@ async def call_tool(
     name: str,
     arguments: dict[str, Any] | None,
     on_progress: Progress | None,
-) -> types.CallToolResult:
+    *,
+    plain: bool = False,
+) -> types.CallToolResult | Plain:
     """What ``client.call_tool(name, arguments)`` returns or raises, its first request
     made by ``direct``: stamped by the session (the 2026-07-28 envelope in ``_meta``),
     the answer checked as the session checks it for ``version``: its shape in that
     version, a later version's fields dropped, the session's result adapter, the tool's
     output schema (the session's validator). An ``input_required`` answer (a 2026-07-28
     server asking for roots, say) is finished by the SDK's client, round by round, as
-    its ``call_tool`` does."""
+    its ``call_tool`` does.
+
+    With ``plain``, an answer of text blocks only (:func:`.plain_results.plain_texts`)
+    whose check could not fail comes back as :class:`Plain` instead of the model: its
+    texts, whether it is an error, its ``_meta``."""
     session = client.session
     data: dict[str, Any] = {"method": "tools/call", "params": {"name": name}}
     if arguments is not None:
         data["params"]["arguments"] = arguments
     session._stamp(data, {})  # the headers it sets are HTTP's: not used over stdio
     raw = await direct.call(data["params"], on_progress)
-    _clamp_inbound_ttl(raw)
-    surface = _surface(version)
-    if surface is not None:
-        surface.validate_python(raw, by_name=False)
-    foreign = _later_revision_fields("tools/call", version)
-    if not foreign.isdisjoint(raw):
-        raw = {key: value for key, value in raw.items() if key not in foreign}
-    result = session._call_tool_adapter.validate_python(raw, by_name=False)
+    if plain:
+        texts = plain_texts(raw, "resultType" not in _later_revision_fields("tools/call", version))
+        if texts is not None and _plain_checked(session, name, raw):
+            return Plain(texts, raw.get("isError", False), raw.get("_meta"))
+    result = checked(session._call_tool_adapter, version, raw)
     if isinstance(result, types.CallToolResult):
         if not result.is_error:
             await session.validate_tool_result(name, result)
