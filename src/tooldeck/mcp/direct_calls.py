@@ -52,6 +52,8 @@ CANCEL_SECONDS = 1.0  # bound on sending notifications/cancelled for a call give
 _PREFIX = "tooldeck-"  # the ids of the calls made here; never one of the SDK's (numbers)
 _MARK = f'"{_PREFIX}'  # in every line that answers or reports on such a call
 _SHOWN = 200  # of a malformed answer, the characters an error shows
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps's, kept
+_encode_str = json.encoder.encode_basestring  # the C function it uses for text
 
 
 class _Waiting:
@@ -80,6 +82,7 @@ class DirectCalls:
         self._waiting: dict[str, _Waiting] = {}
         self._ids = itertools.count(1)
         self.closed = False
+        self._meta: tuple[object, str | None] | None = None  # :meth:`meta_of`
 
     def take(self, line: str) -> bool:
         """Whether ``line`` (one the server wrote) is the answer to, or progress of, a
@@ -121,18 +124,37 @@ class DirectCalls:
                 waiting.answer = MCPError(code=CONNECTION_CLOSED, message="Connection closed")
             waiting.set()
 
-    async def call(self, params: dict[str, Any], on_progress: Progress | None) -> dict[str, Any]:
-        """The raw result of ``tools/call`` with ``params``; raises :class:`MCPError` for an
-        error answer (``CONNECTION_CLOSED`` when the connection is lost), as the SDK does."""
+    def meta_of(self, stamp: Callable[[dict[str, Any], Any], None]) -> str | None:
+        """The ``_meta`` the session's ``stamp`` puts in a ``tools/call`` request, as JSON
+        text (``None``: none). Worked out once per stamp (the session makes a new one when
+        it negotiates again): it is the version, the client's info and capabilities, the
+        same for every call (the headers it sets are HTTP's: not used over stdio)."""
+        kept = self._meta
+        if kept is not None and kept[0] is stamp:
+            return kept[1]
+        data: dict[str, Any] = {"method": "tools/call", "params": {"name": ""}}
+        stamp(data, {})
+        meta = data["params"].get("_meta")
+        text = None if meta is None else _ENCODER.encode(meta)
+        self._meta = (stamp, text)
+        return text
+
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: str | None,
+        on_progress: Progress | None,
+    ) -> dict[str, Any]:
+        """The raw result of ``tools/call`` of ``name`` with ``arguments`` (``None``: none
+        sent) and ``meta`` (:meth:`meta_of`); raises :class:`MCPError` for an error answer
+        (``CONNECTION_CLOSED`` when the connection is lost), as the SDK does."""
         if self.closed:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
         request_id = f"{_PREFIX}{next(self._ids)}"
-        if on_progress is not None:
-            params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": request_id}}
-        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         waiting = self._waiting[request_id] = _Waiting(on_progress)
         try:
-            await self._send(_dumped(request))
+            await self._send(_request(request_id, name, arguments, meta, on_progress is not None))
             await waiting.done
         except anyio.get_cancelled_exc_class():
             # a send interrupted may still have delivered: the server is told either way
@@ -156,7 +178,34 @@ class DirectCalls:
 
 
 def _dumped(message: dict[str, Any]) -> bytes:
-    return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    return (_ENCODER.encode(message) + "\n").encode()
+
+
+def _request(
+    request_id: str, name: str, arguments: dict[str, Any] | None, meta: str | None, progress: bool
+) -> bytes:
+    """The request line of a call: what :func:`_dumped` gives of ``{"jsonrpc": "2.0",
+    "id": request_id, "method": "tools/call", "params": {"name": name, "arguments":
+    arguments, "_meta": {**meta, "progressToken": request_id}}}`` (no ``arguments`` when
+    ``None``, no ``progressToken`` without ``progress``, no ``_meta`` when neither),
+    without dumping ``meta`` again."""
+    out = ['{"jsonrpc":"2.0","id":', _encode_str(request_id)]
+    out += [',"method":"tools/call","params":{"name":', _encode_str(name)]
+    if arguments is not None:
+        out += [',"arguments":', _ENCODER.encode(arguments)]
+    if progress:
+        token = '"progressToken":' + _encode_str(request_id) + "}"
+        if meta is None or meta == "{}":
+            out += [',"_meta":{', token]
+        elif '"progressToken"' in meta:  # (never stamped): where it goes, the dict says
+            value = {**json.loads(meta), "progressToken": request_id}
+            out += [',"_meta":', _ENCODER.encode(value)]
+        else:
+            out += [',"_meta":', meta[:-1], ",", token]
+    elif meta is not None:
+        out += [',"_meta":', meta]
+    out.append("}}\n")
+    return "".join(out).encode()
 
 
 def _answer(message: dict[str, Any], line: str) -> dict[str, Any] | MCPError:
@@ -265,11 +314,8 @@ async def call_tool(
     whose check could not fail comes back as :class:`Plain` instead of the model: its
     texts, whether it is an error, its ``_meta``."""
     session = client.session
-    data: dict[str, Any] = {"method": "tools/call", "params": {"name": name}}
-    if arguments is not None:
-        data["params"]["arguments"] = arguments
-    session._stamp(data, {})  # the headers it sets are HTTP's: not used over stdio
-    raw = await direct.call(data["params"], on_progress)
+    meta = direct.meta_of(session._stamp)
+    raw = await direct.call(name, arguments, meta, on_progress)
     if plain:
         texts = plain_texts(raw, "resultType" not in _later_revision_fields("tools/call", version))
         if texts is not None and _plain_checked(session, name, raw):
