@@ -42,6 +42,7 @@ from mcp_types import methods as _methods
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
+from .._compact import compact_json
 from .plain_results import plain_texts
 
 __all__ = ["DirectCalls", "Plain", "Progress", "call_tool", "usable"]
@@ -52,7 +53,6 @@ CANCEL_SECONDS = 1.0  # bound on sending notifications/cancelled for a call give
 _PREFIX = "tooldeck-"  # the ids of the calls made here; never one of the SDK's (numbers)
 _MARK = f'"{_PREFIX}'  # in every line that answers or reports on such a call
 _SHOWN = 200  # of a malformed answer, the characters an error shows
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps's, kept
 _encode_str = json.encoder.encode_basestring  # the C function it uses for text
 
 
@@ -135,7 +135,7 @@ class DirectCalls:
         data: dict[str, Any] = {"method": "tools/call", "params": {"name": ""}}
         stamp(data, {})
         meta = data["params"].get("_meta")
-        text = None if meta is None else _ENCODER.encode(meta)
+        text = None if meta is None else compact_json(meta)
         self._meta = (stamp, text)
         return text
 
@@ -178,7 +178,7 @@ class DirectCalls:
 
 
 def _dumped(message: dict[str, Any]) -> bytes:
-    return (_ENCODER.encode(message) + "\n").encode()
+    return (compact_json(message) + "\n").encode()
 
 
 def _request(
@@ -192,14 +192,14 @@ def _request(
     out = ['{"jsonrpc":"2.0","id":', _encode_str(request_id)]
     out += [',"method":"tools/call","params":{"name":', _encode_str(name)]
     if arguments is not None:
-        out += [',"arguments":', _ENCODER.encode(arguments)]
+        out += [',"arguments":', compact_json(arguments)]
     if progress:
         token = '"progressToken":' + _encode_str(request_id) + "}"
         if meta is None or meta == "{}":
             out += [',"_meta":{', token]
         elif '"progressToken"' in meta:  # (never stamped): where it goes, the dict says
             value = {**json.loads(meta), "progressToken": request_id}
-            out += [',"_meta":', _ENCODER.encode(value)]
+            out += [',"_meta":', compact_json(value)]
         else:
             out += [',"_meta":', meta[:-1], ",", token]
     elif meta is not None:
