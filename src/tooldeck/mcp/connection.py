@@ -13,6 +13,7 @@ source reaches it with ``run_coroutine_threadsafe`` and reads the published list
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -694,9 +695,9 @@ class Connection:
                 )
 
             try:
-                # anyio.fail_after's check, without its two generator context managers
-                deadline = anyio.current_time() + cfg.timeout
-                with anyio.CancelScope(deadline=deadline) as scope:
+                # the connection's loop is asyncio's (or uvloop's): its own timeout, which
+                # cancels this task as an anyio scope would, at a fraction of the cost
+                async with asyncio.timeout(cfg.timeout):
                     direct = self._direct
                     if direct is not None and not traced and self._direct_ok(client):
                         result = await self._direct_call(
@@ -706,8 +707,6 @@ class Connection:
                         result = await client.call_tool(
                             tool, arguments, progress_callback=_relay(on_progress)
                         )
-                if scope.cancelled_caught and anyio.current_time() >= deadline:
-                    raise TimeoutError
             except TimeoutError:
                 return ToolResult.error(
                     f"{tool} on the MCP server {cfg.name!r} timed out after {cfg.timeout:g}s "
