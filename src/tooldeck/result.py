@@ -374,3 +374,21 @@ def _made(text: str) -> ToolResult:
     result: ToolResult = _new(ToolResult)
     _set(result, "__dict__", {"content": text, "_text": text})
     return result
+
+
+def made_result(
+    content: str | tuple[ContentPart, ...], text: str, details: Any, is_error: bool
+) -> ToolResult:
+    """``ToolResult(content, details, is_error=is_error)``, made as :func:`_made` makes
+    one, for a caller that hands over what it made itself and keeps nothing of: UTF-8
+    safe ``content`` (text, or a tuple of frozen parts), ``text`` its rendering (what
+    :meth:`ToolResult.text` gives), and ``details`` a fresh JSON value (plain dicts,
+    lists, strings, numbers; no object anyone else holds), so no private copy is made.
+    """
+    result: ToolResult = _new(ToolResult)
+    _set(
+        result,
+        "__dict__",
+        {"content": content, "_text": text, "details": details, "is_error": is_error},
+    )
+    return result

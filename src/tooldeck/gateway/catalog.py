@@ -173,18 +173,24 @@ class Catalog:
         self.semantic = semantic
         self._key: tuple[int, ...] | None = None
         self._view: CatalogView | None = None
+        self._epoch = 0  # the source's listing_epoch when _view was checked
         self._lock = threading.Lock()
         self._warned: set[str] = set()
 
     def view(self) -> CatalogView:
-        tools = [*self.native, *self.source.tools()]
-        key = tuple(map(id, tools))
-        with self._lock:
-            if self._view is None or key != self._key:
-                self._view = CatalogView(tools, self.core, self.semantic)  # holds the tools
-                self._key = key
-            view = self._view
-        self._say_unmatched(view)
+        epoch = self.source.listing_epoch  # read before the tools (see McpSource)
+        view = self._view
+        if view is None or epoch != self._epoch:  # the tools may have changed: look
+            tools = [*self.native, *self.source.tools()]
+            key = tuple(map(id, tools))
+            with self._lock:
+                if self._view is None or key != self._key:
+                    self._view = CatalogView(tools, self.core, self.semantic)  # holds them
+                    self._key = key
+                view = self._view
+                self._epoch = epoch
+        if view.unmatched:
+            self._say_unmatched(view)
         return view
 
     def _say_unmatched(self, view: CatalogView) -> None:

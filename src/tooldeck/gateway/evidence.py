@@ -15,13 +15,12 @@ next line opening the file again.
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..context import ToolContext
 from ..policy import arguments_digest, canonical_json
-from ..policy.audit import AppendFile, AuditLog
+from ..policy.audit import AppendFile, AuditLog, now_text
 from ..result import ToolResult
 from ..tools import Tool
 from ..transcript import ToolCall
@@ -54,7 +53,7 @@ class EvidenceLog:
         details = result.details if isinstance(result.details, dict) else {}
         mcp = getattr(tool, "mcp", None)
         entry: dict[str, Any] = {
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "time": now_text(),
             "session_id": self.session_id,
             "call_id": call.call_id,
             "tool": tool.name,

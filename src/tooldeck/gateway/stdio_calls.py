@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from .._compact import compact_json
 from ..approvals import Approver
 from ._handshake import HANDSHAKE_VERSIONS
 from ._stdin import MAX_MESSAGE, TOO_LONG, WireStdin, WireStdout
@@ -72,7 +73,7 @@ class Host(Protocol):
 
 
 def _line(message: dict[str, Any]) -> bytes:
-    return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    return (compact_json(message) + "\n").encode()
 
 
 def _error(request_id: object, code: int, message: str) -> bytes:

@@ -192,6 +192,26 @@ class _Waiting:
                 self.loop.call_soon_threadsafe(self.scope.cancel)
 
 
+class _Running:
+    """:meth:`InFlight.running`'s block (a class: no generator to step through)."""
+
+    __slots__ = ("call", "inflight", "token")
+
+    def __init__(self, inflight: InFlight, call: _Call) -> None:
+        self.inflight = inflight
+        self.call = call
+
+    def __enter__(self) -> None:
+        inflight = self.inflight
+        with inflight.lock:
+            inflight.calls.append(self.call)
+        self.token = _calling.set(self.call)
+
+    def __exit__(self, *exc: object) -> None:
+        _calling.reset(self.token)
+        self.inflight._ended(self.call)
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -207,24 +227,22 @@ class InFlight:
     waiting: list[_Waiting] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    @contextlib.contextmanager
-    def running(self, ctx: ToolContext, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
-        """While the block runs, a call of ``ctx`` runs on this server; a server request
-        handled in the block's context (what the block starts inherits it) belongs to it."""
-        call = _Call(ctx, loop)
+    def running(self, ctx: ToolContext, loop: asyncio.AbstractEventLoop) -> _Running:
+        """While the block (``with``) runs, a call of ``ctx`` runs on this server; a server
+        request handled in the block's context (what the block starts inherits it)
+        belongs to it."""
+        return _Running(self, _Call(ctx, loop))
+
+    def _ended(self, call: _Call) -> None:
+        """``call`` ended: the requests that waited only on calls now ended end too."""
         with self.lock:
-            self.calls.append(call)
-        token = _calling.set(call)
-        try:
-            yield
-        finally:
-            _calling.reset(token)
-            with self.lock:
-                self.calls = [c for c in self.calls if c is not call]
-                left = {id(c) for c in self.calls}
-                ended = [w for w in self.waiting if not any(id(c) in left for c in w.calls)]
-            for waiting in ended:
-                waiting.end()
+            self.calls = [c for c in self.calls if c is not call]
+            if not self.waiting:
+                return
+            left = {id(c) for c in self.calls}
+            ended = [w for w in self.waiting if not any(id(c) in left for c in w.calls)]
+        for waiting in ended:
+            waiting.end()
 
     def route(self, fallback: Approver | None, loop: asyncio.AbstractEventLoop | None) -> Route:
         """Where a request arriving now goes (see the module docstring); ``fallback``: the

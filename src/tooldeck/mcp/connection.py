@@ -13,6 +13,7 @@ source reaches it with ``run_coroutine_threadsafe`` and reads the published list
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -32,6 +33,7 @@ import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._context_streams import ContextReceiveStream
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -41,11 +43,12 @@ from ..result import ToolResult
 from ..telemetry.propagation import current as current_trace
 from ..telemetry.propagation import inject_headers, restored
 from .config import ServerConfig
-from .direct_calls import DirectCalls
+from .direct_calls import DirectCalls, Plain
 from .direct_calls import call_tool as direct_call_tool
 from .direct_calls import usable as direct_usable
 from .oauth import LoginRequired, OAuthUnavailable, check_login, login_command, oauth_provider
 from .oauth_store import OAuthStoreError
+from .plain_results import plain_tool_result
 from .roots import Roots
 from .stdio_transport import stdio_transport
 
@@ -270,6 +273,7 @@ class Connection:
     sampling_capabilities: types.SamplingCapability | None = None
     _client: Client | None = None
     _direct: DirectCalls | None = None  # calls made without the SDK's session (stdio)
+    _direct_known: tuple[Client, bool] | None = None  # :meth:`_direct_ok` of a client
     _changed: anyio.Event | None = None
     _wake: anyio.Event | None = None
     _broken: anyio.Event | None = None
@@ -665,16 +669,19 @@ class Connection:
         trace_context: Any,
     ) -> ToolResult:
         if trace_context is None:  # no span to carry (telemetry off): nothing to restore
-            return await self._call_traced(tool, arguments, on_progress)
+            return await self._call_traced(tool, arguments, on_progress, traced=False)
         with restored(trace_context):
-            return await self._call_traced(tool, arguments, on_progress)
+            return await self._call_traced(tool, arguments, on_progress, traced=True)
 
     async def _call_traced(
         self,
         tool: str,
         arguments: dict[str, Any],
         on_progress: Callable[[float, float | None, str | None], Any] | None,
+        *,
+        traced: bool,
     ) -> ToolResult:
+        """``traced``: the call carries a trace context (the SDK's session carries it)."""
         cfg = self.config
         details: dict[str, Any] = {"server": cfg.name, "tool": tool}
         for attempt in (1, 2):
@@ -687,26 +694,19 @@ class Connection:
                     details={**details, "reason": "not_connected", "state": self.state},
                 )
 
-            async def relay(progress: float, total: float | None, message: str | None) -> None:
-                if on_progress is not None:
-                    try:
-                        on_progress(progress, total, message)
-                    except Exception:
-                        _log.exception("progress callback failed")
-
             try:
-                # anyio.fail_after's check, without its two generator context managers
-                deadline = anyio.current_time() + cfg.timeout
-                with anyio.CancelScope(deadline=deadline) as scope:
+                # the connection's loop is asyncio's (or uvloop's): its own timeout, which
+                # cancels this task as an anyio scope would, at a fraction of the cost
+                async with asyncio.timeout(cfg.timeout):
                     direct = self._direct
-                    if direct is not None and self._direct_ok(client):
+                    if direct is not None and not traced and self._direct_ok(client):
                         result = await self._direct_call(
                             client, direct, tool, arguments, on_progress
                         )
                     else:
-                        result = await client.call_tool(tool, arguments, progress_callback=relay)
-                if scope.cancelled_caught and anyio.current_time() >= deadline:
-                    raise TimeoutError
+                        result = await client.call_tool(
+                            tool, arguments, progress_callback=_relay(on_progress)
+                        )
             except TimeoutError:
                 return ToolResult.error(
                     f"{tool} on the MCP server {cfg.name!r} timed out after {cfg.timeout:g}s "
@@ -743,9 +743,15 @@ class Connection:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _direct_ok(self, client: Client) -> bool:
-        """Whether a call may skip the SDK's session (:mod:`.direct_calls`): no trace to
-        carry in the request's ``_meta`` (the SDK's), and an SDK it knows."""
-        return current_trace() is None and direct_usable(client)
+        """Whether a call (one with no trace to carry in the request's ``_meta``: the
+        SDK's) may skip the SDK's session (:mod:`.direct_calls`): an SDK it knows (asked
+        once per client)."""
+        known = self._direct_known
+        if known is not None and known[0] is client:
+            return known[1]
+        usable = direct_usable(client)
+        self._direct_known = (client, usable)
+        return usable
 
     async def _direct_call(
         self,
@@ -754,11 +760,17 @@ class Connection:
         tool: str,
         arguments: dict[str, Any],
         on_progress: Callable[[float, float | None, str | None], Any] | None,
-    ) -> types.CallToolResult:
-        """``tools/call`` by :mod:`.direct_calls`: what ``client.call_tool`` returns."""
+    ) -> types.CallToolResult | ToolResult:
+        """``tools/call`` by :mod:`.direct_calls`: what ``client.call_tool`` returns, or
+        the result already made of a plain answer (:mod:`.plain_results`)."""
         version = self.protocol_version
         assert version is not None
-        return await direct_call_tool(client, direct, version, tool, arguments, on_progress)
+        got = await direct_call_tool(
+            client, direct, version, tool, arguments, on_progress, plain=True
+        )
+        if isinstance(got, Plain):
+            return plain_tool_result(got.texts, got.is_error, got.meta, self.config.name, tool)
+        return got
 
     async def ready_client(self) -> Client | None:
         """The session's client once connected and listed (waiting up to the startup
@@ -775,7 +787,24 @@ class Connection:
         return self._client if self.usable() else None
 
 
-def _to_result(result: types.CallToolResult, server: str, tool: str) -> ToolResult:
+def _relay(
+    on_progress: Callable[[float, float | None, str | None], Any] | None,
+) -> ProgressFnT:
+    """The SDK's progress callback of a call: ``on_progress``, its failures logged."""
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        if on_progress is not None:
+            try:
+                on_progress(progress, total, message)
+            except Exception:
+                _log.exception("progress callback failed")
+
+    return relay
+
+
+def _to_result(result: types.CallToolResult | ToolResult, server: str, tool: str) -> ToolResult:
+    if type(result) is ToolResult:  # made of a plain answer already
+        return result
     from .results import call_tool_result_to_tool_result
 
     return call_tool_result_to_tool_result(result, server=server, tool=tool)

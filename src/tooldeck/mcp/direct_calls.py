@@ -30,7 +30,7 @@ import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import mcp_types as types
@@ -42,7 +42,10 @@ from mcp_types import methods as _methods
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
-__all__ = ["DirectCalls", "Progress", "call_tool", "usable"]
+from .._compact import compact_json
+from .plain_results import plain_texts
+
+__all__ = ["DirectCalls", "Plain", "Progress", "call_tool", "usable"]
 
 _log = logging.getLogger("tooldeck.mcp")
 Progress = Callable[[float, float | None, str | None], Any]
@@ -50,6 +53,7 @@ CANCEL_SECONDS = 1.0  # bound on sending notifications/cancelled for a call give
 _PREFIX = "tooldeck-"  # the ids of the calls made here; never one of the SDK's (numbers)
 _MARK = f'"{_PREFIX}'  # in every line that answers or reports on such a call
 _SHOWN = 200  # of a malformed answer, the characters an error shows
+_encode_str = json.encoder.encode_basestring  # the C function it uses for text
 
 
 class _Waiting:
@@ -78,6 +82,7 @@ class DirectCalls:
         self._waiting: dict[str, _Waiting] = {}
         self._ids = itertools.count(1)
         self.closed = False
+        self._meta: tuple[object, str | None] | None = None  # :meth:`meta_of`
 
     def take(self, line: str) -> bool:
         """Whether ``line`` (one the server wrote) is the answer to, or progress of, a
@@ -119,18 +124,37 @@ class DirectCalls:
                 waiting.answer = MCPError(code=CONNECTION_CLOSED, message="Connection closed")
             waiting.set()
 
-    async def call(self, params: dict[str, Any], on_progress: Progress | None) -> dict[str, Any]:
-        """The raw result of ``tools/call`` with ``params``; raises :class:`MCPError` for an
-        error answer (``CONNECTION_CLOSED`` when the connection is lost), as the SDK does."""
+    def meta_of(self, stamp: Callable[[dict[str, Any], Any], None]) -> str | None:
+        """The ``_meta`` the session's ``stamp`` puts in a ``tools/call`` request, as JSON
+        text (``None``: none). Worked out once per stamp (the session makes a new one when
+        it negotiates again): it is the version, the client's info and capabilities, the
+        same for every call (the headers it sets are HTTP's: not used over stdio)."""
+        kept = self._meta
+        if kept is not None and kept[0] is stamp:
+            return kept[1]
+        data: dict[str, Any] = {"method": "tools/call", "params": {"name": ""}}
+        stamp(data, {})
+        meta = data["params"].get("_meta")
+        text = None if meta is None else compact_json(meta)
+        self._meta = (stamp, text)
+        return text
+
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        meta: str | None,
+        on_progress: Progress | None,
+    ) -> dict[str, Any]:
+        """The raw result of ``tools/call`` of ``name`` with ``arguments`` (``None``: none
+        sent) and ``meta`` (:meth:`meta_of`); raises :class:`MCPError` for an error answer
+        (``CONNECTION_CLOSED`` when the connection is lost), as the SDK does."""
         if self.closed:
             raise MCPError(code=CONNECTION_CLOSED, message="Connection closed")
         request_id = f"{_PREFIX}{next(self._ids)}"
-        if on_progress is not None:
-            params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": request_id}}
-        request = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         waiting = self._waiting[request_id] = _Waiting(on_progress)
         try:
-            await self._send(_dumped(request))
+            await self._send(_request(request_id, name, arguments, meta, on_progress is not None))
             await waiting.done
         except anyio.get_cancelled_exc_class():
             # a send interrupted may still have delivered: the server is told either way
@@ -154,7 +178,34 @@ class DirectCalls:
 
 
 def _dumped(message: dict[str, Any]) -> bytes:
-    return (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    return (compact_json(message) + "\n").encode()
+
+
+def _request(
+    request_id: str, name: str, arguments: dict[str, Any] | None, meta: str | None, progress: bool
+) -> bytes:
+    """The request line of a call: what :func:`_dumped` gives of ``{"jsonrpc": "2.0",
+    "id": request_id, "method": "tools/call", "params": {"name": name, "arguments":
+    arguments, "_meta": {**meta, "progressToken": request_id}}}`` (no ``arguments`` when
+    ``None``, no ``progressToken`` without ``progress``, no ``_meta`` when neither),
+    without dumping ``meta`` again."""
+    out = ['{"jsonrpc":"2.0","id":', _encode_str(request_id)]
+    out += [',"method":"tools/call","params":{"name":', _encode_str(name)]
+    if arguments is not None:
+        out += [',"arguments":', compact_json(arguments)]
+    if progress:
+        token = '"progressToken":' + _encode_str(request_id) + "}"
+        if meta is None or meta == "{}":
+            out += [',"_meta":{', token]
+        elif '"progressToken"' in meta:  # (never stamped): where it goes, the dict says
+            value = {**json.loads(meta), "progressToken": request_id}
+            out += [',"_meta":', compact_json(value)]
+        else:
+            out += [',"_meta":', meta[:-1], ",", token]
+    elif meta is not None:
+        out += [',"_meta":', meta]
+    out.append("}}\n")
+    return "".join(out).encode()
 
 
 def _answer(message: dict[str, Any], line: str) -> dict[str, Any] | MCPError:
@@ -186,6 +237,26 @@ def _progress(waiting: _Waiting, params: dict[str, Any]) -> None:
         _log.exception("progress callback failed")
 
 
+class Plain(NamedTuple):
+    """A ``tools/call`` result of text blocks only (:func:`call_tool` with ``plain``)."""
+
+    texts: list[str]
+    is_error: bool
+    meta: dict[str, Any] | None
+
+
+def _plain_checked(session: Any, name: str, raw: dict[str, Any]) -> bool:
+    """Whether the session's check of a plain result (:func:`call_tool`) passes without
+    looking: an error result is not checked against the output schema; any other passes
+    when the tool is known to have none (an unknown tool is listed again first)."""
+    if getattr(session, "_active_claims", True):  # an extension's result shapes too
+        return False
+    if raw.get("isError") is True:
+        return True
+    schemas = session._tool_output_schemas
+    return name in schemas and schemas[name] is None
+
+
 @functools.cache
 def _surface(version: str) -> TypeAdapter[Any] | None:
     """What ``version``'s ``tools/call`` result is checked against: the check of the
@@ -198,12 +269,26 @@ def _surface(version: str) -> TypeAdapter[Any] | None:
     return None if row is None else _methods._adapter(row)
 
 
+def checked(adapter: TypeAdapter[Any], version: str, raw: dict[str, Any]) -> Any:
+    """The session's model of ``raw`` (a ``tools/call`` result off the wire; its ``ttlMs``
+    clamped in place), checked as it checks it for ``version`` (:func:`call_tool`):
+    raises ``ValidationError`` (or ``ValueError`` for an unknown version)."""
+    _clamp_inbound_ttl(raw)
+    surface = _surface(version)
+    if surface is not None:
+        surface.validate_python(raw, by_name=False)
+    foreign = _later_revision_fields("tools/call", version)
+    if not foreign.isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    return adapter.validate_python(raw, by_name=False)
+
+
 def usable(client: Client) -> bool:
     """Whether calls of ``client`` can be made here: the SDK version has what
     :func:`call_tool` reuses of its client and session."""
     session = client.session
     return hasattr(client, "_drive_input_required") and all(
-        hasattr(session, name) for name in ("_stamp", "_call_tool_adapter")
+        hasattr(session, name) for name in ("_stamp", "_call_tool_adapter", "_tool_output_schemas")
     )
 
 
@@ -214,28 +299,28 @@ async def call_tool(
     name: str,
     arguments: dict[str, Any] | None,
     on_progress: Progress | None,
-) -> types.CallToolResult:
+    *,
+    plain: bool = False,
+) -> types.CallToolResult | Plain:
     """What ``client.call_tool(name, arguments)`` returns or raises, its first request
     made by ``direct``: stamped by the session (the 2026-07-28 envelope in ``_meta``),
     the answer checked as the session checks it for ``version``: its shape in that
     version, a later version's fields dropped, the session's result adapter, the tool's
     output schema (the session's validator). An ``input_required`` answer (a 2026-07-28
     server asking for roots, say) is finished by the SDK's client, round by round, as
-    its ``call_tool`` does."""
+    its ``call_tool`` does.
+
+    With ``plain``, an answer of text blocks only (:func:`.plain_results.plain_texts`)
+    whose check could not fail comes back as :class:`Plain` instead of the model: its
+    texts, whether it is an error, its ``_meta``."""
     session = client.session
-    data: dict[str, Any] = {"method": "tools/call", "params": {"name": name}}
-    if arguments is not None:
-        data["params"]["arguments"] = arguments
-    session._stamp(data, {})  # the headers it sets are HTTP's: not used over stdio
-    raw = await direct.call(data["params"], on_progress)
-    _clamp_inbound_ttl(raw)
-    surface = _surface(version)
-    if surface is not None:
-        surface.validate_python(raw, by_name=False)
-    foreign = _later_revision_fields("tools/call", version)
-    if not foreign.isdisjoint(raw):
-        raw = {key: value for key, value in raw.items() if key not in foreign}
-    result = session._call_tool_adapter.validate_python(raw, by_name=False)
+    meta = direct.meta_of(session._stamp)
+    raw = await direct.call(name, arguments, meta, on_progress)
+    if plain:
+        texts = plain_texts(raw, "resultType" not in _later_revision_fields("tools/call", version))
+        if texts is not None and _plain_checked(session, name, raw):
+            return Plain(texts, raw.get("isError", False), raw.get("_meta"))
+    result = checked(session._call_tool_adapter, version, raw)
     if isinstance(result, types.CallToolResult):
         if not result.is_error:
             await session.validate_tool_result(name, result)

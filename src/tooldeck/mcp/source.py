@@ -34,6 +34,7 @@ import concurrent.futures
 import contextlib
 import fnmatch
 import functools
+import itertools
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
@@ -398,6 +399,10 @@ class McpSource(Source):
         self._caller_loop: asyncio.AbstractEventLoop | None = None
         self._activations: dict[str, set[str | None]] = {}
         self._servers: dict[str, _Server] = {}
+        self._epochs = itertools.count(1)
+        self.listing_epoch = next(self._epochs)
+        """Changes (after the change) whenever what :meth:`tools` lists may have: a
+        server's state or listing, an activation. Read it before the tools."""
         self._roots = Roots(roots)
         for cfg in self.config.servers:
             conn = Connection(
@@ -554,6 +559,7 @@ class McpSource(Source):
         self._server(name)
         with self._lock:
             self._activations.setdefault(name, set()).add(session_id)
+        self.listing_epoch = next(self._epochs)
         self.start()
         self._update_wanted(name)
         if wait:
@@ -590,6 +596,7 @@ class McpSource(Source):
             holders.discard(session_id)
             if not holders:
                 self._activations.pop(name, None)
+        self.listing_epoch = next(self._epochs)
         self._update_wanted(name)
 
     def _active_for(self, name: str, session_id: str | None) -> bool:
@@ -730,6 +737,7 @@ class McpSource(Source):
         reverse = {tool.name: (cfg.name, tool.mcp.tool) for tool in tools}
         tools.extend(self._resource_tools(server, {n: names[n] for n in extra if n in names}))
         server.tools = tuple(tools)
+        self.listing_epoch = next(self._epochs)
         server.collisions = tuple(collisions)
         server.skipped = tuple(skipped)
         server.resources = None  # a new connection, or a new listing: list them again
@@ -1132,6 +1140,7 @@ class McpSource(Source):
 
     def _on_state(self, conn: Connection) -> None:
         """Report a state change (runs on the I/O thread)."""
+        self.listing_epoch = next(self._epochs)
         name = conn.config.name
         server = self._servers[name]
         tools = len(server.tools) if conn.state == "connected" else 0

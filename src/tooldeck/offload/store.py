@@ -28,9 +28,15 @@ import anyio.to_thread
 from ..assembly import Source, TurnContext
 from ..context import ToolContext
 from ..events import Event, EventBus
-from ..result import ContentPart, TextPart, ToolResult
+from ..result import ContentPart, ImagePart, TextPart, ToolResult
 from ..telemetry import result_prepared
-from ..tokens import TokenEstimator, estimate_tokens, prefix_within
+from ..tokens import (
+    TokenEstimator,
+    default_estimate_tokens,
+    estimate_tokens,
+    get_token_estimator,
+    prefix_within,
+)
 from ..tools import Tool
 from ..transcript import ToolCall
 from . import format as fmt
@@ -183,6 +189,8 @@ class OffloadStore(Source):
         Small results are handled on the event loop; bigger ones in a worker thread, so a
         50 MB result never blocks the loop.
         """
+        if self._fits(result):
+            return result  # what process gives it back, unmeasured
         try:
             if is_small(result):
                 processed, ref = self.process(call, tool, result, ctx)
@@ -212,6 +220,23 @@ class OffloadStore(Source):
                 )
             )
         return processed
+
+    def _fits(self, result: ToolResult) -> bool:
+        """Whether ``result`` is certainly under both the offload threshold and the
+        guard, without counting its tokens: a result of text (no image) of at most half
+        as many characters as the smaller limit, measured by the built-in estimator,
+        which counts at most 2 tokens a character (tooldeck.tokens: the heaviest
+        weight, a 4-byte character's lead byte, is 2 tokens; a separator, one newline,
+        is 2 at most too). :meth:`process` would give it back as it is."""
+        if self.estimator is not None or get_token_estimator() is not default_estimate_tokens:
+            return False
+        limit = self.guard_tokens
+        if self.threshold_tokens:
+            limit = min(limit, self.threshold_tokens)
+        if 2 * len(result.text()) > limit:
+            return False
+        content = result.content
+        return type(content) is str or not any(isinstance(p, ImagePart) for p in content)
 
     def process(
         self, call: ToolCall, tool: Tool, result: ToolResult, ctx: ToolContext

@@ -16,14 +16,15 @@ import hashlib
 import json
 import os
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KEPT_ENTRIES", "AppendFile"]
+__all__ = ["KEPT_ENTRIES", "AppendFile", "now_text"]
 
 KEPT_ENTRIES = 10_000
 """How many of the latest entries an :class:`AuditLog` keeps in memory (the file has all)."""
@@ -32,11 +33,45 @@ KEPT_ENTRIES = 10_000
 _CANONICAL = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
 )  # what json.dumps would build for these options on every call (it keeps no state)
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_local = threading.local()  # one C encoder per thread: its cycle markers are its own
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_last_time: tuple[int, str] = (-1, "")  # the latest millisecond asked for, and its text
+
+
+def now_text() -> str:
+    """``datetime.now(UTC).isoformat(timespec="milliseconds")``: the same clock, read as
+    ``time.time_ns()`` (both floor it), made into text once per millisecond (a call's
+    audit line and its evidence line are written within one, mostly)."""
+    global _last_time
+    ms = time.time_ns() // 1_000_000
+    last = _last_time
+    if last[0] == ms:
+        return last[1]
+    text = (_EPOCH + timedelta(milliseconds=ms)).isoformat(timespec="milliseconds")
+    _last_time = (ms, text)
+    return text
 
 
 def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8 text: equal values give equal strings."""
-    return _CANONICAL.encode(value)
+    """Sorted keys, no whitespace, UTF-8 text: equal values give equal strings.
+
+    ``_CANONICAL.encode(value)``, by the C encoder that ``encode`` makes on every call
+    (kept, one per thread)."""
+    encoder = _local.__dict__.get("encoder")
+    if encoder is None:
+        if _make_encoder is None:  # pragma: no cover - CPython always has the C encoder
+            return _CANONICAL.encode(value)
+        encoder = _local.encoder = _make_encoder(
+            {}, str, json.encoder.encode_basestring, None, ":", ",", True, False, True
+        )
+    try:
+        return "".join(encoder(value, 0))
+    except BaseException:
+        _local.encoder = None  # its cycle markers may be left half-filled
+        raise
 
 
 def arguments_digest(args: Any) -> str:
@@ -127,7 +162,7 @@ class AuditLog:
         digest = arguments_digest(args)
         self._last = (args, digest)
         entry: dict[str, Any] = {
-            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "time": now_text(),
             "session_id": session_id,
             "call_id": call_id,
             "tool": tool,

@@ -354,6 +354,16 @@ class Policy:
             out.append((f"node {ctx.node}", self.nodes[ctx.node], ""))
         return out
 
+    def reads_arguments(self, facts: ToolFacts, ctx: PolicyContext) -> bool:
+        """Whether a decision about ``facts`` in ``ctx`` may depend on the call's
+        arguments: some rule of ``ctx``'s levels that applies to the tool tests them (an
+        ``ask`` also reads them, through the grants). Otherwise :meth:`decide` gives
+        every call of the tool that is not asked about the same decision."""
+        for _, level, _ in self.levels(ctx):
+            if level is not None and any(r.args and r.applies_to(facts) for r in level.rules):
+                return True
+        return False
+
     def decide(
         self,
         tool: Tool | ToolFacts,

@@ -102,6 +102,13 @@ def _args_of(params: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
+def _fixed(decision: PolicyDecision) -> bool:
+    """Whether ``decision`` came without asking the grants (:meth:`SessionPolicy.decide`)."""
+    if decision.action == "allow":
+        return decision.grant is None
+    return decision.action == "deny" and decision.level != "headless"
+
+
 class SessionPolicy:
     """The policy of one session. See the module docstring.
 
@@ -146,6 +153,8 @@ class SessionPolicy:
             _shared = _Shared(grants, audit)
         self._shared = _shared
         self._visible: dict[tuple[Any, int], bool] = {}
+        # :meth:`decide`'s kept decisions, by the tool's id
+        self._decided: dict[int, tuple[Tool, Policy, PolicyContext, PolicyDecision]] = {}
 
     @property
     def grants(self) -> GrantStore:
@@ -175,8 +184,23 @@ class SessionPolicy:
 
     # -- the one decision function ----------------------------------------------------------
     def decide(self, tool: Tool, args: Mapping[str, Any]) -> PolicyDecision:
-        """The chain's decision for ``tool`` with these (validated, JSON) arguments."""
-        return self.policy.decide(tool, args, self.ctx, self.grants)
+        """The chain's decision for ``tool`` with these (validated, JSON) arguments.
+
+        Kept, by tool, while the policy and the session's facts stay the same, when it
+        cannot depend on the arguments nor on the grants: an allow no grant gave, or a
+        deny of the rules (not a headless one, which may be an ask the grants would have
+        answered), of a tool none of whose rules test arguments
+        (:meth:`~tooldeck.policy.Policy.reads_arguments`)."""
+        policy, ctx = self.policy, self.ctx
+        kept = self._decided.get(id(tool))
+        if kept is not None and kept[0] is tool and kept[1] is policy and kept[2] is ctx:
+            return kept[3]
+        decision = policy.decide(tool, args, ctx, self.grants)
+        if _fixed(decision) and not policy.reads_arguments(policy.facts(tool), ctx):
+            if len(self._decided) > 4096:
+                self._decided.clear()
+            self._decided[id(tool)] = (tool, policy, ctx, decision)  # holding the tool
+        return decision
 
     def visible(self, tool: Tool) -> bool:
         """Show ``tool`` unless every call of it would be denied in this session."""
