@@ -62,7 +62,31 @@ def _module_scoped(item: pytest.Item) -> bool:
     return any(defs[-1].scope == "module" for defs in info.name2fixturedefs.values() if defs)
 
 
+# Tests that run DBOS or job workers on PostgreSQL, some of them behind a relay that drops
+# their packets: on one test process, one after the other. DBOS makes its tables (per test,
+# in a schema of its own) with CREATE INDEX CONCURRENTLY, which waits for every transaction
+# open in the database; a worker whose network was dropped leaves one open until its
+# idle-in-transaction timeout, so a test of one process making DBOS's tables while a test of
+# the other dropped a worker's network waited 15-20 s (seen in pg_locks: virtualxid).
+_PG_WORKERS = frozenset(
+    {
+        "test_worker_logs.py",
+        "test_jobs_dbos.py",
+        "test_workflows_workers.py",
+        "test_workflows_faults.py",
+        "test_workflows_queue.py",
+        "test_jobs_processes.py",
+        "test_jobs_faults.py",
+        "test_jobs_policy.py",
+        "test_telemetry_integration.py",
+    }
+)
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
+    if item.path.name in _PG_WORKERS and not any(item.iter_markers("xdist_group")):
+        item.add_marker(pytest.mark.xdist_group("pg-workers"))
+        return
     # A module-scoped fixture is set up once per test process that runs one of its tests:
     # the tests of a module that share one (an OAuth gateway, a web server, a parsed
     # OpenAPI spec) run on one process, unless they are in a group of their own already.
