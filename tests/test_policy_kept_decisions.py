@@ -10,18 +10,13 @@ from typing import Any
 
 import pytest
 
+from test_policy import make as make_tool
 from tooldeck.policy import Policy, SessionPolicy
 from tooldeck.tools import Tool
 
 
 def make(name: str, tier: Any = "STANDARD") -> Tool:
-    return Tool.from_schema(
-        name=name,
-        description="t",
-        json_schema={"type": "object"},
-        execute=lambda p, c: None,
-        tier=tier,
-    )
+    return make_tool(name, tier)
 
 
 ALLOWED, DENIED, BY_ARGS, ASKED = make("allowed"), make("denied"), make("by_args"), make("asked")
