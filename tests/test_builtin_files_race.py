@@ -23,6 +23,11 @@ from tooldeck.assembly import TurnContext
 from tooldeck.builtin import files
 
 ROUNDS = 3_000  # calls per tool while the racer flips the directory
+# A loaded machine can leave the racer off the CPU for seconds while ``d`` is missing
+# (CI once saw 3,000 calls in a row find no ``d``): the calls go on past ROUNDS, up to
+# MOST_ROUNDS, until both sides of the race were seen (a call that worked and a call
+# refused as outside the home), so the race is known to have been run.
+MOST_ROUNDS = 30_000
 HOLD = 150  # at most this many system calls per state (measured: 30-400 all find escapes)
 
 # Flips home/d between a real directory (kept as home/d.real while away) and a symlink
@@ -124,9 +129,10 @@ def test_no_file_tool_reaches_outside_while_a_directory_is_swapped_for_a_symlink
 ) -> None:
     ctx = context(home, tool)
     run = CALLS[tool]
-    escapes, ok = 0, 0
+    escapes, ok, refused = 0, 0, 0
     outcomes: Counter[str] = Counter()
-    for i in range(ROUNDS):
+    i = 0
+    while i < ROUNDS or (i < MOST_ROUNDS and not (ok and refused)):
         if tool == "edit_file" and i % 2:
             run = lambda ctx: files.edit_file("d/secret.txt", "TEXT", "text", ctx)  # noqa: E731
         elif tool == "edit_file":
@@ -142,11 +148,15 @@ def test_no_file_tool_reaches_outside_while_a_directory_is_swapped_for_a_symlink
             (outside / "only-outside.txt").write_text("OUTSIDE SECRET text\n")
         elif not result.is_error:
             ok += 1
+        elif "is outside the agent's home directory" in text:
+            refused += 1
         outcomes[text.split(":")[0][:40] if result.is_error else "ok"] += 1
+        i += 1
     assert racer.poll() is None, "the racer stopped early: the race was not run"
-    print(tool, dict(outcomes))
-    assert escapes == 0, f"{tool}: {escapes} of {ROUNDS} calls reached outside the home"
-    assert ok > 0  # the racer did not simply make every call fail
+    print(tool, i, dict(outcomes))
+    assert escapes == 0, f"{tool}: {escapes} of {i} calls reached outside the home"
+    assert ok > 0, outcomes  # the racer did not simply make every call fail
+    assert refused > 0, outcomes  # and ``d`` was a link out while calls were made
 
 
 @pytest.mark.parametrize("tool", list(CALLS))
